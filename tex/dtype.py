@@ -1,0 +1,143 @@
+"""The dtype table: the one place that knows names, kinds, sizes and storage types.
+
+Dtypes: ``float16 float32 float64 int8 int16 int32 int64 uint8 bool``.
+
+Promotion rules (``promote(a, b)``), applied by every binary operator:
+
+1. Equal dtypes stay as they are.
+2. ``bool`` next to any other dtype takes the other dtype.
+3. A float next to an integer takes the float's dtype (``int32 + float16 -> float16``),
+   as in TVM (not NumPy, which would widen to float64).
+4. Two floats, or two integers of the same signedness, take the wider one.
+5. A signed integer next to an unsigned one takes a signed integer wide enough for both
+   (``int8 + uint8 -> int16``), capped at ``int64``.
+6. Arithmetic (``+ - * / // % **``) on two ``bool`` values works in ``int32``.
+
+Python scalars next to an expression take the expression's dtype, except that a
+Python float next to an integer (or bool) expression makes a ``float32`` expression.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["DType", "DTYPES", "as_dtype", "promote", "float32", "int32", "boolean"]
+
+
+@dataclass(frozen=True, slots=True)
+class DType:
+    """One scalar type: name, kind ('float' | 'int' | 'uint' | 'bool'), bits, storage."""
+
+    name: str
+    kind: str
+    bits: int
+    llvm: str  # LLVM scalar type used in registers
+
+    @property
+    def numpy(self) -> np.dtype:
+        return np.dtype(self.name)
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def is_int(self) -> bool:
+        """True for signed and unsigned integers (not bool)."""
+        return self.kind in ("int", "uint")
+
+    @property
+    def is_bool(self) -> bool:
+        return self.kind == "bool"
+
+    @property
+    def is_integral(self) -> bool:
+        """True for integers and bool: types usable as exact index values."""
+        return self.kind in ("int", "uint", "bool")
+
+    @property
+    def itemsize(self) -> int:
+        return max(1, self.bits // 8)
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"dtype({self.name})"
+
+
+DTYPES: dict[str, DType] = {
+    d.name: d
+    for d in (
+        DType("float16", "float", 16, "half"),
+        DType("float32", "float", 32, "float"),
+        DType("float64", "float", 64, "double"),
+        DType("int8", "int", 8, "i8"),
+        DType("int16", "int", 16, "i16"),
+        DType("int32", "int", 32, "i32"),
+        DType("int64", "int", 64, "i64"),
+        DType("uint8", "uint", 8, "i8"),
+        DType("bool", "bool", 1, "i1"),
+    )
+}
+
+float32 = DTYPES["float32"]
+int32 = DTYPES["int32"]
+boolean = DTYPES["bool"]
+
+_ALIASES = {"float": "float32", "double": "float64", "half": "float16", "int": "int32",
+            "bool_": "bool", "uint8_t": "uint8"}
+
+
+def as_dtype(value: Any, what: str = "dtype") -> DType:
+    """Normalize a dtype name, NumPy dtype or DType; raise ValueError for unknown ones."""
+    if isinstance(value, DType):
+        return value
+    if value is bool:
+        return boolean
+    if value is float:
+        return float32
+    if value is int:
+        return int32
+    if isinstance(value, str):
+        name = _ALIASES.get(value, value)
+    else:
+        try:
+            name = np.dtype(value).name
+        except TypeError:
+            raise TypeError(
+                f"{what}: expected a dtype name such as 'float32', got {value!r}") from None
+    try:
+        return DTYPES[name]
+    except KeyError:
+        raise ValueError(
+            f"{what}: unknown dtype {value!r}; supported: {', '.join(DTYPES)}") from None
+
+
+def promote(a: DType, b: DType) -> DType:
+    """The common dtype of two operands (rules in the module docstring)."""
+    if a is b:
+        return a
+    if a.is_bool:
+        return b
+    if b.is_bool:
+        return a
+    if a.is_float and b.is_float:
+        return a if a.bits >= b.bits else b
+    if a.is_float:
+        return a
+    if b.is_float:
+        return b
+    if a.kind == b.kind:
+        return a if a.bits >= b.bits else b
+    signed, unsigned = (a, b) if a.kind == "int" else (b, a)
+    bits = max(signed.bits, min(64, 2 * unsigned.bits))
+    return DTYPES[f"int{bits}"]
+
+
+def arith_dtype(a: DType, b: DType) -> DType:
+    """Promotion for arithmetic operators: like promote, but bool op bool works in int32."""
+    d = promote(a, b)
+    return int32 if d.is_bool else d

@@ -1,0 +1,695 @@
+"""Scalar expression nodes.
+
+A handful of node shapes, with an ``Op`` enum for the operator:
+
+    Const(value, dtype)          Var(name, dtype)            TensorRead(tensor, indices)
+    Unary(op, a)                 Binary(op, a, b)            Compare(op, a, b)
+    Select(cond, a, b)           Cast(dtype, a)              Reduce(combiner, source, axis,
+                                                                    condition, init, value_index)
+
+Invariants:
+- Nodes are immutable. Interior nodes and constants are *interned* (hash-consed): two nodes
+  with the same fields are the same object, so compiler code compares with ``is`` and uses
+  nodes as dict keys (hash is identity). ``Var``/``IterVar``/tensors are unique objects.
+- The raw constructors (``Binary(Op.ADD, a, b)``) check dtypes but do not fold or promote;
+  the builders in ``tex.ir.fold`` (used by the Python operators) promote and fold.
+- ``==`` on expressions builds a ``Compare`` node; ``bool()`` of ``a == b`` is identity
+  (``a is b``), ``bool()`` of any other non-constant expression raises with a hint.
+"""
+from __future__ import annotations
+
+import enum
+import struct
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from ..debug import InternalError
+from ..dtype import DType, as_dtype, boolean, float32, int32
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
+
+__all__ = [
+    "Op", "UNARY_OPS", "BINARY_OPS", "COMPARE_OPS", "FLOAT_ONLY_OPS", "COMMUTATIVE_OPS",
+    "ExprOp", "Expr", "Const", "Var", "IterVar", "Range", "TensorRead", "Unary", "Binary",
+    "Compare", "Select", "Cast", "Reduce", "CommReducer", "as_expr", "is_const", "const_value",
+]
+
+
+class Op(enum.Enum):
+    """Every scalar operator; tables elsewhere (printing, NumPy, sympy, LLVM) key on it."""
+
+    # unary
+    NEG = "neg"
+    NOT = "not"
+    EXP = "exp"
+    LOG = "log"
+    LOG2 = "log2"
+    LOG10 = "log10"
+    SQRT = "sqrt"
+    RSQRT = "rsqrt"
+    SIN = "sin"
+    COS = "cos"
+    TAN = "tan"
+    TANH = "tanh"
+    SIGMOID = "sigmoid"
+    ERF = "erf"
+    ABS = "abs"
+    FLOOR = "floor"
+    CEIL = "ceil"
+    ROUND = "round"  # half to even, like numpy.round / LLVM roundeven
+    TRUNC = "trunc"
+    # binary arithmetic (DIV on integers truncates toward zero, as in C)
+    ADD = "add"
+    SUB = "sub"
+    MUL = "mul"
+    DIV = "div"
+    FLOORDIV = "floordiv"
+    FLOORMOD = "floormod"
+    POW = "pow"
+    MAX = "max"
+    MIN = "min"
+    # logical (bool operands)
+    AND = "and"
+    OR = "or"
+    # comparisons (bool result)
+    EQ = "eq"
+    NE = "ne"
+    LT = "lt"
+    LE = "le"
+    GT = "gt"
+    GE = "ge"
+
+    def __repr__(self) -> str:
+        return f"Op.{self.name}"
+
+
+UNARY_OPS = frozenset({
+    Op.NEG, Op.NOT, Op.EXP, Op.LOG, Op.LOG2, Op.LOG10, Op.SQRT, Op.RSQRT, Op.SIN, Op.COS,
+    Op.TAN, Op.TANH, Op.SIGMOID, Op.ERF, Op.ABS, Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC,
+})
+BINARY_OPS = frozenset({
+    Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.FLOORMOD, Op.POW, Op.MAX, Op.MIN,
+    Op.AND, Op.OR,
+})
+COMPARE_OPS = frozenset({Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE})
+# transcendental intrinsics: defined on floats only (integer operands are cast to float32)
+FLOAT_ONLY_OPS = frozenset({
+    Op.EXP, Op.LOG, Op.LOG2, Op.LOG10, Op.SQRT, Op.RSQRT, Op.SIN, Op.COS, Op.TAN, Op.TANH,
+    Op.SIGMOID, Op.ERF,
+})
+COMMUTATIVE_OPS = frozenset({Op.ADD, Op.MUL, Op.MAX, Op.MIN, Op.AND, Op.OR, Op.EQ, Op.NE})
+
+
+# --------------------------------------------------------------------------------------
+# Operator overloads shared by expressions and iteration variables
+# --------------------------------------------------------------------------------------
+
+class ExprOp:
+    """Python operators that build expression nodes (through ``tex.ir.fold``)."""
+
+    __slots__ = ()
+
+    def __add__(self, other: Any) -> Expr:
+        return fold.binary(Op.ADD, self, other)
+
+    def __radd__(self, other: Any) -> Expr:
+        return fold.binary(Op.ADD, other, self)
+
+    def __sub__(self, other: Any) -> Expr:
+        return fold.binary(Op.SUB, self, other)
+
+    def __rsub__(self, other: Any) -> Expr:
+        return fold.binary(Op.SUB, other, self)
+
+    def __mul__(self, other: Any) -> Expr:
+        return fold.binary(Op.MUL, self, other)
+
+    def __rmul__(self, other: Any) -> Expr:
+        return fold.binary(Op.MUL, other, self)
+
+    def __truediv__(self, other: Any) -> Expr:
+        return fold.binary(Op.DIV, self, other)
+
+    def __rtruediv__(self, other: Any) -> Expr:
+        return fold.binary(Op.DIV, other, self)
+
+    def __floordiv__(self, other: Any) -> Expr:
+        return fold.binary(Op.FLOORDIV, self, other)
+
+    def __rfloordiv__(self, other: Any) -> Expr:
+        return fold.binary(Op.FLOORDIV, other, self)
+
+    def __mod__(self, other: Any) -> Expr:
+        return fold.binary(Op.FLOORMOD, self, other)
+
+    def __rmod__(self, other: Any) -> Expr:
+        return fold.binary(Op.FLOORMOD, other, self)
+
+    def __pow__(self, other: Any) -> Expr:
+        return fold.binary(Op.POW, self, other)
+
+    def __rpow__(self, other: Any) -> Expr:
+        return fold.binary(Op.POW, other, self)
+
+    def __neg__(self) -> Expr:
+        return fold.unary(Op.NEG, self)
+
+    def __pos__(self) -> Expr:
+        return as_expr(self)
+
+    def __abs__(self) -> Expr:
+        return fold.unary(Op.ABS, self)
+
+    def __invert__(self) -> Expr:
+        return fold.logical_not(self)
+
+    def __and__(self, other: Any) -> Expr:
+        return fold.binary(Op.AND, self, other)
+
+    def __rand__(self, other: Any) -> Expr:
+        return fold.binary(Op.AND, other, self)
+
+    def __or__(self, other: Any) -> Expr:
+        return fold.binary(Op.OR, self, other)
+
+    def __ror__(self, other: Any) -> Expr:
+        return fold.binary(Op.OR, other, self)
+
+    def __lt__(self, other: Any) -> Expr:
+        return fold.compare(Op.LT, self, other)
+
+    def __le__(self, other: Any) -> Expr:
+        return fold.compare(Op.LE, self, other)
+
+    def __gt__(self, other: Any) -> Expr:
+        return fold.compare(Op.GT, self, other)
+
+    def __ge__(self, other: Any) -> Expr:
+        return fold.compare(Op.GE, self, other)
+
+    def __eq__(self, other: Any) -> Expr:  # type: ignore[override]
+        if other is None:
+            return False  # type: ignore[return-value]
+        return fold.compare(Op.EQ, self, other)
+
+    def __ne__(self, other: Any) -> Expr:  # type: ignore[override]
+        if other is None:
+            return True  # type: ignore[return-value]
+        return fold.compare(Op.NE, self, other)
+
+    # defining __eq__ drops the inherited hash: restore identity hashing explicitly
+    __hash__ = object.__hash__
+
+    def __bool__(self) -> bool:
+        raise ValueError(
+            f"cannot use the expression '{self}' as a Python bool: its value is only known "
+            "when the program runs. Use tex.all(...)/tex.any(...) to combine conditions and "
+            "tex.if_then_else(cond, a, b) to choose between values.")
+
+    def astype(self, dtype: Any) -> Expr:
+        """This expression converted to ``dtype``."""
+        return fold.cast(as_dtype(dtype), self)
+
+    def equal(self, other: Any) -> Expr:
+        """Build ``self == other`` explicitly (same as the ``==`` operator)."""
+        return fold.compare(Op.EQ, self, other)
+
+    def same_as(self, other: Any) -> bool:
+        """Structural identity (nodes are interned, so this is ``is``)."""
+        return as_expr(self) is (as_expr(other) if isinstance(other, ExprOp) else other)
+
+
+# --------------------------------------------------------------------------------------
+# Nodes
+# --------------------------------------------------------------------------------------
+
+_INTERN: weakref.WeakValueDictionary[tuple, Expr] = weakref.WeakValueDictionary()
+
+
+def _interned(cls: type, key: tuple, fields: dict[str, Any]) -> Any:
+    """The unique node of ``cls`` with these fields (key: the fields, children by id)."""
+    node = _INTERN.get(key)
+    if node is None:
+        node = object.__new__(cls)
+        for name, value in fields.items():
+            object.__setattr__(node, name, value)
+        _INTERN[key] = node
+    return node
+
+
+class Expr(ExprOp):
+    """Base of every scalar expression node."""
+
+    __slots__ = ("dtype", "__weakref__")
+    dtype: DType
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} nodes are immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} nodes are immutable")
+
+    def children(self) -> tuple[Expr, ...]:
+        """The sub-expressions, in a fixed order."""
+        return ()
+
+    def with_children(self, children: Sequence[Expr]) -> Expr:
+        """The same node over new children (this node itself when nothing changed)."""
+        return self
+
+    def __str__(self) -> str:
+        from .printer import format_expr
+        return format_expr(self)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self})"
+
+    def __reduce__(self) -> Any:
+        raise TypeError("tex expressions cannot be pickled")
+
+    def __copy__(self) -> Expr:
+        return self
+
+    def __deepcopy__(self, memo: dict) -> Expr:
+        return self
+
+
+def _same(children: Sequence[Expr], old: Sequence[Expr]) -> bool:
+    return len(children) == len(old) and all(a is b for a, b in zip(children, old))
+
+
+class Const(Expr):
+    """A constant of a given dtype (value normalized to int/float/bool)."""
+
+    __slots__ = ("value",)
+    __match_args__ = ("value", "dtype")
+    value: int | float | bool
+
+    def __new__(cls, value: Any, dtype: DType) -> Const:
+        dtype = as_dtype(dtype)
+        if dtype.is_float:
+            v: Any = float(dtype.numpy.type(value))
+            # floats are keyed by bit pattern: 0.0 and -0.0 (and NaNs) stay distinct
+            key: tuple = (Const, dtype.name, struct.pack("<d", v))
+        elif dtype.is_bool:
+            v = bool(value)
+            key = (Const, "bool", v)
+        else:
+            v = int(value)
+            info = np.iinfo(dtype.numpy)
+            if not info.min <= v <= info.max:
+                raise ValueError(f"constant {value!r} does not fit in {dtype.name} "
+                                 f"(range [{info.min}, {info.max}])")
+            key = (Const, dtype.name, v)
+        return _interned(cls, key, {"value": v, "dtype": dtype})
+
+    def __bool__(self) -> bool:
+        if self.dtype.is_bool:
+            return bool(self.value)
+        return ExprOp.__bool__(self)
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+    def __int__(self) -> int:
+        return int(self.value)
+
+    def __index__(self) -> int:
+        if not self.dtype.is_integral:
+            raise TypeError(f"float constant {self} cannot be used as an integer")
+        return int(self.value)
+
+
+class Var(Expr):
+    """A named scalar variable; every call makes a distinct variable.
+
+    ``kind`` is ``"var"`` for free variables (``tex.var``), ``"axis"`` for a compute's
+    data-parallel axis and ``"reduce"`` for a reduction axis.
+    """
+
+    __slots__ = ("name", "kind")
+    __match_args__ = ("name", "dtype")
+    name: str
+    kind: str
+
+    def __new__(cls, name: str, dtype: DType = int32, kind: str = "var") -> Var:
+        if kind not in ("var", "axis", "reduce"):
+            raise InternalError(f"bad Var kind {kind!r}")
+        node = object.__new__(cls)
+        object.__setattr__(node, "name", str(name))
+        object.__setattr__(node, "dtype", as_dtype(dtype))
+        object.__setattr__(node, "kind", kind)
+        return node
+
+
+class TensorRead(Expr):
+    """``tensor[indices]``: one element of a tensor."""
+
+    __slots__ = ("tensor", "indices")
+    __match_args__ = ("tensor", "indices")
+    tensor: Tensor
+    indices: tuple[Expr, ...]
+
+    def __new__(cls, tensor: Tensor, indices: Sequence[Expr]) -> TensorRead:
+        indices = tuple(indices)
+        if len(indices) != len(tensor.shape):
+            raise InternalError(f"TensorRead of {tensor.name} with {len(indices)} indices")
+        for ix in indices:
+            if not ix.dtype.is_integral:
+                raise InternalError(f"non-integer index {ix} into {tensor.name}")
+        key = (TensorRead, id(tensor), *map(id, indices))
+        return _interned(cls, key, {"tensor": tensor, "indices": indices,
+                                    "dtype": tensor.dtype})
+
+    def children(self) -> tuple[Expr, ...]:
+        return self.indices
+
+    def with_children(self, children: Sequence[Expr]) -> Expr:
+        if _same(children, self.indices):
+            return self
+        return TensorRead(self.tensor, children)
+
+
+class Unary(Expr):
+    """A unary operator or intrinsic: ``-a``, ``not a``, ``exp(a)``..."""
+
+    __slots__ = ("op", "a")
+    __match_args__ = ("op", "a")
+    op: Op
+    a: Expr
+
+    def __new__(cls, op: Op, a: Expr) -> Unary:
+        if op not in UNARY_OPS:
+            raise InternalError(f"{op} is not a unary operator")
+        if op is Op.NOT and not a.dtype.is_bool:
+            raise InternalError(f"not of non-bool {a}")
+        if op in FLOAT_ONLY_OPS and not a.dtype.is_float:
+            raise InternalError(f"{op.value} of non-float {a}")
+        return _interned(cls, (Unary, op, id(a)), {"op": op, "a": a, "dtype": a.dtype})
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.a,)
+
+    def with_children(self, children: Sequence[Expr]) -> Expr:
+        (a,) = children
+        return self if a is self.a else Unary(self.op, a)
+
+
+class Binary(Expr):
+    """A binary operator on two operands of one dtype (AND/OR on bools)."""
+
+    __slots__ = ("op", "a", "b")
+    __match_args__ = ("op", "a", "b")
+    op: Op
+    a: Expr
+    b: Expr
+
+    def __new__(cls, op: Op, a: Expr, b: Expr) -> Binary:
+        if op not in BINARY_OPS:
+            raise InternalError(f"{op} is not a binary operator")
+        if a.dtype is not b.dtype:
+            raise InternalError(f"{op.value} of mismatched dtypes {a.dtype} and {b.dtype}")
+        if op in (Op.AND, Op.OR) and not a.dtype.is_bool:
+            raise InternalError(f"{op.value} of non-bool operands")
+        return _interned(cls, (Binary, op, id(a), id(b)),
+                         {"op": op, "a": a, "b": b, "dtype": a.dtype})
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.a, self.b)
+
+    def with_children(self, children: Sequence[Expr]) -> Expr:
+        a, b = children
+        return self if (a is self.a and b is self.b) else Binary(self.op, a, b)
+
+
+class Compare(Expr):
+    """A comparison of two operands of one dtype; the result is bool."""
+
+    __slots__ = ("op", "a", "b")
+    __match_args__ = ("op", "a", "b")
+    op: Op
+    a: Expr
+    b: Expr
+
+    def __new__(cls, op: Op, a: Expr, b: Expr) -> Compare:
+        if op not in COMPARE_OPS:
+            raise InternalError(f"{op} is not a comparison")
+        if a.dtype is not b.dtype:
+            raise InternalError(f"{op.value} of mismatched dtypes {a.dtype} and {b.dtype}")
+        return _interned(cls, (Compare, op, id(a), id(b)),
+                         {"op": op, "a": a, "b": b, "dtype": boolean})
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.a, self.b)
+
+    def with_children(self, children: Sequence[Expr]) -> Expr:
+        a, b = children
+        return self if (a is self.a and b is self.b) else Compare(self.op, a, b)
+
+    def __bool__(self) -> bool:
+        # as in TVM: `a == b` used as a Python bool asks whether a and b are the same node
+        if self.op is Op.EQ:
+            return self.a is self.b
+        if self.op is Op.NE:
+            return self.a is not self.b
+        return ExprOp.__bool__(self)
+
+
+class Select(Expr):
+    """``select(cond, a, b)``: a where cond holds, else b (both evaluated, as in TVM)."""
+
+    __slots__ = ("cond", "a", "b")
+    __match_args__ = ("cond", "a", "b")
+    cond: Expr
+    a: Expr
+    b: Expr
+
+    def __new__(cls, cond: Expr, a: Expr, b: Expr) -> Select:
+        if not cond.dtype.is_bool:
+            raise InternalError(f"select condition {cond} is not bool")
+        if a.dtype is not b.dtype:
+            raise InternalError(f"select of mismatched dtypes {a.dtype} and {b.dtype}")
+        return _interned(cls, (Select, id(cond), id(a), id(b)),
+                         {"cond": cond, "a": a, "b": b, "dtype": a.dtype})
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.cond, self.a, self.b)
+
+    def with_children(self, children: Sequence[Expr]) -> Expr:
+        c, a, b = children
+        if c is self.cond and a is self.a and b is self.b:
+            return self
+        return Select(c, a, b)
+
+
+class Cast(Expr):
+    """``a`` converted to ``dtype`` (float to int truncates toward zero)."""
+
+    __slots__ = ("a",)
+    __match_args__ = ("dtype", "a")
+    a: Expr
+
+    def __new__(cls, dtype: DType, a: Expr) -> Cast:
+        dtype = as_dtype(dtype)
+        return _interned(cls, (Cast, dtype.name, id(a)), {"a": a, "dtype": dtype})
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.a,)
+
+    def with_children(self, children: Sequence[Expr]) -> Expr:
+        (a,) = children
+        return self if a is self.a else Cast(self.dtype, a)
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """The half-open integer interval ``[min, min + extent)``."""
+
+    min: int
+    extent: int
+
+    @property
+    def stop(self) -> int:
+        return self.min + self.extent
+
+    def __str__(self) -> str:
+        return f"[{self.min}, {self.stop})"
+
+
+class IterVar(ExprOp):
+    """An iteration axis: a variable with its domain; ``kind`` is "axis" or "reduce".
+
+    Usable in expressions directly (``X[i, k]``): it stands for its ``var``.
+    """
+
+    __slots__ = ("var", "dom", "__weakref__")
+    var: Var
+    dom: Range
+
+    def __init__(self, var: Var, dom: Range) -> None:
+        object.__setattr__(self, "var", var)
+        object.__setattr__(self, "dom", dom)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("IterVar is immutable")
+
+    @property
+    def name(self) -> str:
+        return self.var.name
+
+    @property
+    def kind(self) -> str:
+        return self.var.kind
+
+    @property
+    def dtype(self) -> DType:
+        return self.var.dtype
+
+    def __str__(self) -> str:
+        return f"{self.var.name} in {self.dom}"
+
+    def __repr__(self) -> str:
+        kind = "reduce_axis" if self.kind == "reduce" else "axis"
+        return f"IterVar({self.var.name}, {self.dom}, {kind})"
+
+
+class CommReducer:
+    """A commutative reducer: ``result(lhs, rhs)`` combines accumulators (lhs) with new
+    values (rhs); ``identity`` is the neutral element. Tuple reducers have several of each.
+    """
+
+    __slots__ = ("name", "lhs", "rhs", "result", "identity", "__weakref__")
+
+    def __init__(self, name: str, lhs: Sequence[Var], rhs: Sequence[Var],
+                 result: Sequence[Expr], identity: Sequence[Expr]) -> None:
+        n = len(lhs)
+        if not (len(rhs) == len(result) == len(identity) == n) or n == 0:
+            raise InternalError(f"malformed reducer {name}")
+        for a, b, r, e in zip(lhs, rhs, result, identity):
+            if not (a.dtype is b.dtype is r.dtype is e.dtype):
+                raise InternalError(f"reducer {name}: dtypes of lhs/rhs/result/identity differ")
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "lhs", tuple(lhs))
+        object.__setattr__(self, "rhs", tuple(rhs))
+        object.__setattr__(self, "result", tuple(result))
+        object.__setattr__(self, "identity", tuple(identity))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("CommReducer is immutable")
+
+    @property
+    def dtypes(self) -> tuple[DType, ...]:
+        return tuple(v.dtype for v in self.lhs)
+
+    def __len__(self) -> int:
+        return len(self.lhs)
+
+    def __repr__(self) -> str:
+        return f"CommReducer({self.name}, {'/'.join(d.name for d in self.dtypes)})"
+
+
+class Reduce(Expr):
+    """A reduction over ``axis`` of ``source`` (one value per reducer slot), restricted to
+    the points where ``condition`` holds, starting from ``init`` (or the identity).
+    A tuple reducer gives one Reduce per slot, differing only in ``value_index``.
+    """
+
+    __slots__ = ("combiner", "source", "axis", "condition", "init", "value_index")
+    __match_args__ = ("combiner", "source", "axis", "condition", "init", "value_index")
+    combiner: CommReducer
+    source: tuple[Expr, ...]
+    axis: tuple[IterVar, ...]
+    condition: Expr
+    init: tuple[Expr, ...]
+    value_index: int
+
+    def __new__(cls, combiner: CommReducer, source: Sequence[Expr], axis: Sequence[IterVar],
+                condition: Expr, init: Sequence[Expr] = (), value_index: int = 0) -> Reduce:
+        source, axis, init = tuple(source), tuple(axis), tuple(init)
+        n = len(combiner)
+        if len(source) != n or (init and len(init) != n) or not 0 <= value_index < n:
+            raise InternalError(f"malformed Reduce over {combiner}")
+        for s, d in zip(source, combiner.dtypes):
+            if s.dtype is not d:
+                raise InternalError(f"Reduce source {s} is {s.dtype}, reducer wants {d}")
+        if not condition.dtype.is_bool:
+            raise InternalError("Reduce condition is not bool")
+        key = (Reduce, id(combiner), *map(id, source), "|", *map(id, axis), "|",
+               id(condition), *map(id, init), value_index)
+        return _interned(cls, key, {
+            "combiner": combiner, "source": source, "axis": axis, "condition": condition,
+            "init": init, "value_index": value_index,
+            "dtype": source[value_index].dtype})
+
+    def children(self) -> tuple[Expr, ...]:
+        return (*self.source, self.condition, *self.init)
+
+    def with_children(self, children: Sequence[Expr]) -> Expr:
+        if _same(children, self.children()):
+            return self
+        n = len(self.source)
+        return Reduce(self.combiner, children[:n], self.axis, children[n],
+                      children[n + 1:], self.value_index)
+
+
+# --------------------------------------------------------------------------------------
+# Conversions
+# --------------------------------------------------------------------------------------
+
+def as_expr(value: Any, what: str = "value") -> Expr:
+    """An expression for ``value``: Expr, IterVar, or a Python/NumPy scalar.
+
+    Python ints become int32 (int64 when they do not fit), floats float32, bools bool.
+    """
+    if isinstance(value, Expr):
+        return value
+    if isinstance(value, IterVar):
+        return value.var
+    if isinstance(value, (bool, np.bool_)):
+        return Const(bool(value), boolean)
+    if isinstance(value, (int, np.integer)):
+        v = int(value)
+        if -2**31 <= v < 2**31:
+            return Const(v, int32)
+        if -2**63 <= v < 2**63:
+            return Const(v, as_dtype("int64"))
+        raise ValueError(f"{what}: integer {v} does not fit in int64")
+    if isinstance(value, (float, np.floating)):
+        return Const(float(value), float32)
+    from .tensor import Tensor, TensorSlice  # local: tensor.py imports this module
+    if isinstance(value, (Tensor, TensorSlice)):
+        raise TypeError(
+            f"{what}: tensor '{value.name}' was used where a scalar expression is expected; "
+            f"index it (e.g. {value.name}[i, j]) or use the topi operators on whole tensors")
+    raise TypeError(f"{what}: expected a tex expression or a Python number, "
+                    f"got {type(value).__name__} {value!r}")
+
+
+def is_const(e: Any, value: Any = None) -> bool:
+    """Whether ``e`` is a Const (with the given value, if one is given)."""
+    if not isinstance(e, Const):
+        return False
+    if value is None:
+        return True
+    return bool(e.value == value)
+
+
+def const_value(e: Expr) -> int | float | bool | None:
+    """The Python value of a constant, or None."""
+    return e.value if isinstance(e, Const) else None
+
+
+def iter_exprs(values: Iterable[Any]) -> list[Expr]:
+    """``as_expr`` over a sequence."""
+    return [as_expr(v) for v in values]
+
+
+# The builders that the operators above call; imported last (fold imports this module).
+from . import fold  # noqa: E402
+
+# Convenience for callers that only need a one-off mapping function type.
+ExprMap = Callable[[Expr], Expr]

@@ -1,0 +1,322 @@
+"""Tensors and the operations that produce them.
+
+``PlaceholderOp`` is an input; ``ComputeOp`` defines every element of its outputs by an
+expression over its axes (one body per output). A ``Tensor`` is one output of an
+operation. Operations and tensors are unique, immutable objects (hash is identity), so
+they serve as dict keys in every pass; the DAG is given by ``op.input_tensors``.
+
+Builders with argument checking live in ``tex.te``; the constructors here check only
+internal invariants.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, Sequence
+
+from ..debug import InternalError
+from ..dtype import DType, as_dtype
+from .expr import Const, Expr, IterVar, Reduce, TensorRead, as_expr
+
+__all__ = ["Operation", "PlaceholderOp", "ComputeOp", "Tensor", "TensorSlice",
+           "TENSOR_OPERATORS", "register_tensor_operators"]
+
+# Python operators on whole tensors (A + B, -A, A.astype) dispatch to the broadcasting
+# topi ops through this table, which tex.topi fills once at import.
+TENSOR_OPERATORS: dict[str, Callable[..., Any]] = {}
+
+
+def register_tensor_operators(table: dict[str, Callable[..., Any]]) -> None:
+    """Install the whole-tensor operator implementations (called by tex.topi at import)."""
+    TENSOR_OPERATORS.update(table)
+
+
+class Operation:
+    """Base of PlaceholderOp and ComputeOp."""
+
+    __slots__ = ("name", "tag", "attrs", "_outputs", "__weakref__")
+    name: str
+    tag: str
+    attrs: dict[str, Any]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def _init(self, **fields: Any) -> None:
+        for k, v in fields.items():
+            object.__setattr__(self, k, v)
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self._outputs)
+
+    def output(self, index: int) -> Tensor:
+        """The ``index``-th output tensor."""
+        if not 0 <= index < len(self._outputs):
+            raise IndexError(f"operation '{self.name}' has {len(self._outputs)} outputs, "
+                             f"no output {index}")
+        return self._outputs[index]
+
+    @property
+    def outputs(self) -> tuple[Tensor, ...]:
+        return self._outputs
+
+    @property
+    def input_tensors(self) -> list[Tensor]:
+        return []
+
+    def __str__(self) -> str:
+        from .printer import format_op
+        return format_op(self)
+
+    def __reduce__(self) -> Any:
+        raise TypeError("tex operations cannot be pickled")
+
+
+class PlaceholderOp(Operation):
+    """An input tensor, fed with data when the program runs."""
+
+    __slots__ = ("shape", "dtype")
+    shape: tuple[int, ...]
+    dtype: DType
+
+    def __init__(self, name: str, shape: Sequence[int], dtype: DType) -> None:
+        self._init(name=name, tag="", attrs={}, shape=tuple(shape), dtype=as_dtype(dtype))
+        self._init(_outputs=(Tensor(self, 0),))
+
+    def __repr__(self) -> str:
+        return f"PlaceholderOp({self.name}, {self.shape}, {self.dtype})"
+
+
+class ComputeOp(Operation):
+    """``out[axis] = body`` for every point of the axes' domain."""
+
+    __slots__ = ("axis", "reduce_axis", "_body", "_inputs")
+    axis: tuple[IterVar, ...]
+    reduce_axis: tuple[IterVar, ...]
+
+    def __init__(self, name: str, axis: Sequence[IterVar], body: Sequence[Expr],
+                 tag: str = "", attrs: dict[str, Any] | None = None) -> None:
+        body = tuple(body)
+        if not body:
+            raise InternalError(f"compute '{name}' without a body")
+        reduce_axis: tuple[IterVar, ...] = ()
+        if isinstance(body[0], Reduce):
+            reduce_axis = body[0].axis
+        self._init(name=name, tag=tag, attrs=dict(attrs or {}), axis=tuple(axis),
+                   reduce_axis=reduce_axis, _body=body)
+        self._init(_inputs=tuple(_collect_inputs(body)))
+        self._init(_outputs=tuple(Tensor(self, i) for i in range(len(body))))
+
+    @property
+    def body(self) -> list[Expr]:
+        """One expression per output (a fresh list, as TVM returns)."""
+        return list(self._body)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(iv.dom.extent for iv in self.axis)
+
+    @property
+    def input_tensors(self) -> list[Tensor]:
+        return list(self._inputs)
+
+    def __repr__(self) -> str:
+        return f"ComputeOp({self.name}, {self.shape})"
+
+
+def _collect_inputs(body: Sequence[Expr]) -> list[Tensor]:
+    """Tensors read by the body, in order of first appearance (deterministic)."""
+    from .visit import post_order
+    seen: dict[Tensor, None] = {}
+    for node in post_order(*body):
+        if isinstance(node, TensorRead):
+            seen.setdefault(node.tensor, None)
+    return list(seen)
+
+
+class Tensor:
+    """One output of an operation: ``shape``, ``dtype``, ``name``; ``T[i, j]`` reads it."""
+
+    __slots__ = ("op", "value_index", "__weakref__")
+    op: Operation
+    value_index: int
+
+    def __init__(self, op: Operation, value_index: int) -> None:
+        object.__setattr__(self, "op", op)
+        object.__setattr__(self, "value_index", value_index)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Tensor is immutable")
+
+    # -- properties -------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.op.shape  # type: ignore[attr-defined,no-any-return]
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def dtype(self) -> DType:
+        op = self.op
+        if isinstance(op, PlaceholderOp):
+            return op.dtype
+        return op._body[self.value_index].dtype  # type: ignore[attr-defined,no-any-return]
+
+    @property
+    def name(self) -> str:
+        if self.op.num_outputs == 1:
+            return self.op.name
+        return f"{self.op.name}.v{self.value_index}"
+
+    # -- indexing -----------------------------------------------------------------------
+    def __getitem__(self, indices: Any) -> Any:
+        if not isinstance(indices, tuple):
+            indices = (indices,)
+        if len(indices) > self.ndim:
+            raise ValueError(f"tensor '{self.name}' has {self.ndim} dimensions "
+                             f"{self.shape} but was indexed with {len(indices)} indices")
+        if len(indices) < self.ndim:
+            return TensorSlice(self, tuple(_index_expr(self, d, ix)
+                                           for d, ix in enumerate(indices)))
+        return TensorRead(self, [_index_expr(self, d, ix) for d, ix in enumerate(indices)])
+
+    def __call__(self, *indices: Any) -> Expr:
+        """``T(i, j)`` is the same as ``T[i, j]`` (TVM spelling)."""
+        if len(indices) != self.ndim:
+            raise ValueError(f"tensor '{self.name}' has {self.ndim} dimensions "
+                             f"{self.shape} but was called with {len(indices)} indices")
+        return self[tuple(indices)]  # type: ignore[no-any-return]
+
+    def __iter__(self) -> Iterator[Any]:
+        raise TypeError(f"tensor '{self.name}' is not iterable; index it with T[i, j]")
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError(f"len() of 0-d tensor '{self.name}'")
+        return self.shape[0]
+
+    def __bool__(self) -> bool:
+        return True
+
+    # -- whole-tensor arithmetic, dispatched to topi --------------------------------------
+    def _apply(self, key: str, *args: Any) -> Any:
+        fn = TENSOR_OPERATORS.get(key)
+        if fn is None:
+            raise InternalError(f"tensor operator {key} not registered (is tex.topi imported?)")
+        return fn(*args)
+
+    def __add__(self, o: Any) -> Tensor:
+        return self._apply("add", self, o)  # type: ignore[no-any-return]
+
+    def __radd__(self, o: Any) -> Tensor:
+        return self._apply("add", o, self)  # type: ignore[no-any-return]
+
+    def __sub__(self, o: Any) -> Tensor:
+        return self._apply("subtract", self, o)  # type: ignore[no-any-return]
+
+    def __rsub__(self, o: Any) -> Tensor:
+        return self._apply("subtract", o, self)  # type: ignore[no-any-return]
+
+    def __mul__(self, o: Any) -> Tensor:
+        return self._apply("multiply", self, o)  # type: ignore[no-any-return]
+
+    def __rmul__(self, o: Any) -> Tensor:
+        return self._apply("multiply", o, self)  # type: ignore[no-any-return]
+
+    def __truediv__(self, o: Any) -> Tensor:
+        return self._apply("divide", self, o)  # type: ignore[no-any-return]
+
+    def __rtruediv__(self, o: Any) -> Tensor:
+        return self._apply("divide", o, self)  # type: ignore[no-any-return]
+
+    def __floordiv__(self, o: Any) -> Tensor:
+        return self._apply("floor_divide", self, o)  # type: ignore[no-any-return]
+
+    def __rfloordiv__(self, o: Any) -> Tensor:
+        return self._apply("floor_divide", o, self)  # type: ignore[no-any-return]
+
+    def __mod__(self, o: Any) -> Tensor:
+        return self._apply("floor_mod", self, o)  # type: ignore[no-any-return]
+
+    def __rmod__(self, o: Any) -> Tensor:
+        return self._apply("floor_mod", o, self)  # type: ignore[no-any-return]
+
+    def __pow__(self, o: Any) -> Tensor:
+        return self._apply("power", self, o)  # type: ignore[no-any-return]
+
+    def __rpow__(self, o: Any) -> Tensor:
+        return self._apply("power", o, self)  # type: ignore[no-any-return]
+
+    def __neg__(self) -> Tensor:
+        return self._apply("negative", self)  # type: ignore[no-any-return]
+
+    def __matmul__(self, o: Any) -> Tensor:
+        return self._apply("matmul", self, o)  # type: ignore[no-any-return]
+
+    def astype(self, dtype: Any) -> Tensor:
+        """This tensor converted elementwise to ``dtype``."""
+        return self._apply("astype", self, dtype)  # type: ignore[no-any-return]
+
+    # -- printing -------------------------------------------------------------------------
+    def __str__(self) -> str:
+        from .printer import format_tensor
+        return format_tensor(self)
+
+    def __repr__(self) -> str:
+        return f"Tensor(name={self.name!r}, shape={self.shape}, dtype={self.dtype.name})"
+
+    def __reduce__(self) -> Any:
+        raise TypeError("tex tensors cannot be pickled")
+
+
+class TensorSlice:
+    """``T[i]`` of a tensor with more dimensions: index it further, ``T[i][j]``."""
+
+    __slots__ = ("tensor", "indices")
+
+    def __init__(self, tensor: Tensor, indices: tuple[Expr, ...]) -> None:
+        self.tensor = tensor
+        self.indices = indices
+
+    @property
+    def name(self) -> str:
+        return self.tensor.name
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.tensor.shape[len(self.indices):]
+
+    def __getitem__(self, indices: Any) -> Any:
+        if not isinstance(indices, tuple):
+            indices = (indices,)
+        return self.tensor[(*self.indices, *indices)]
+
+    def __repr__(self) -> str:
+        return f"TensorSlice({self.tensor.name}[{', '.join(map(str, self.indices))}, ...])"
+
+
+def _index_expr(tensor: Tensor, dim: int, index: Any) -> Expr:
+    """Check one index: an integer expression, in bounds when constant."""
+    if isinstance(index, slice):
+        raise TypeError(f"tensor '{tensor.name}': slices are not supported as indices "
+                        f"(dimension {dim}); index with expressions or use topi ops")
+    if isinstance(index, float):
+        raise TypeError(f"tensor '{tensor.name}': index {index!r} in dimension {dim} is a "
+                        "float; indices must be integer expressions")
+    e = as_expr(index, f"index {dim} of tensor '{tensor.name}'")
+    if not e.dtype.is_integral or e.dtype.is_bool:
+        raise TypeError(f"tensor '{tensor.name}': index {e} in dimension {dim} has dtype "
+                        f"{e.dtype}; indices must be integer expressions (use "
+                        "x.astype('int32') to convert)")
+    if isinstance(e, Const) and not 0 <= e.value < tensor.shape[dim]:
+        raise ValueError(f"tensor '{tensor.name}': constant index {e.value} is out of bounds "
+                         f"for dimension {dim} of extent {tensor.shape[dim]}")
+    return e

@@ -1,0 +1,200 @@
+"""User builders for tensors: placeholder, compute, reduce_axis, var, const.
+
+Every argument is checked here, so a mistake is reported where it is made, naming the
+tensor and saying what was expected.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..dtype import as_dtype
+from ..ir import fold
+from ..ir.expr import Const, Expr, IterVar, Range, Var, as_expr
+from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor, TensorSlice
+from ..ir.verify import check_compute_body
+
+__all__ = ["placeholder", "compute", "reduce_axis", "var", "const", "check_shape"]
+
+
+def _int_value(value: Any) -> int | None:
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, Const) and value.dtype.is_int:
+        return int(value.value)
+    return None
+
+
+def check_shape(shape: Any, what: str) -> tuple[int, ...]:
+    """A shape as a tuple of positive Python ints (a single int means 1-D)."""
+    if _int_value(shape) is not None:
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)):
+        raise TypeError(f"{what}: shape must be a tuple of ints, got {type(shape).__name__} "
+                        f"{shape!r}")
+    dims = []
+    for d, extent in enumerate(shape):
+        value = _int_value(extent)
+        if value is None:
+            raise TypeError(f"{what}: dimension {d} of shape {tuple(shape)} is "
+                            f"{type(extent).__name__} {extent!r}; expected an int")
+        if value <= 0:
+            raise ValueError(f"{what}: dimension {d} of shape {tuple(shape)} is {value}; "
+                             "extents must be positive")
+        dims.append(value)
+    return tuple(dims)
+
+
+def _check_name(name: Any, what: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"{what}: name must be a non-empty string, got {name!r}")
+    return name
+
+
+def placeholder(shape: Any, dtype: Any = "float32", name: str = "placeholder") -> Tensor:
+    """An input tensor.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        Positive extents; ``()`` makes a 0-d (scalar) tensor.
+    dtype : str
+        One of the dtypes in ``tex.dtype.DTYPES`` (default ``"float32"``).
+    name : str
+        Used in printing, errors and as the argument name of built functions.
+
+    Returns
+    -------
+    Tensor
+
+    Example
+    -------
+    >>> X = tex.placeholder((32, 100), name="X")
+    """
+    name = _check_name(name, "placeholder")
+    what = f"placeholder '{name}'"
+    return PlaceholderOp(name, check_shape(shape, what), as_dtype(dtype, what)).output(0)
+
+
+def reduce_axis(dom: Any, name: str = "rv") -> IterVar:
+    """A reduction axis over ``[lo, hi)``.
+
+    Parameters
+    ----------
+    dom : (int, int) or Range
+        Lower bound (inclusive) and upper bound (exclusive); the extent must be positive.
+    name : str
+
+    Example
+    -------
+    >>> k = tex.reduce_axis((0, 100), name="k")
+    """
+    name = _check_name(name, "reduce_axis")
+    if isinstance(dom, Range):
+        lo, hi = dom.min, dom.stop
+    elif isinstance(dom, (tuple, list)) and len(dom) == 2:
+        lo, hi = (_int_value(v) for v in dom)
+        if lo is None or hi is None:
+            raise TypeError(f"reduce_axis '{name}': bounds must be ints, got {tuple(dom)}")
+    else:
+        raise TypeError(f"reduce_axis '{name}': expected a (lo, hi) pair, got {dom!r}")
+    if hi <= lo:
+        raise ValueError(f"reduce_axis '{name}': empty range [{lo}, {hi}); need lo < hi")
+    return IterVar(Var(name, "int32", kind="reduce"), Range(lo, hi - lo))
+
+
+def var(name: str = "v", dtype: Any = "int32") -> Var:
+    """A free scalar variable (every call makes a new one, even with an equal name)."""
+    return Var(_check_name(name, "var"), as_dtype(dtype, f"var '{name}'"), kind="var")
+
+
+def const(value: Any, dtype: Any = None) -> Const:
+    """A constant of ``dtype`` (default: int32 for ints, float32 for floats, bool)."""
+    return fold.const(value, dtype)
+
+
+def _index_names(fcompute: Callable[..., Any], ndim: int, name: str,
+                 shape: tuple[int, ...]) -> list[str]:
+    """The lambda's parameter names (TVM prints T[i, j], not T[ax0, ax1])."""
+    try:
+        sig = inspect.signature(fcompute)
+    except (TypeError, ValueError):
+        return [f"ax{d}" for d in range(ndim)]
+    names: list[str] = []
+    variadic = False
+    for p in sig.parameters.values():
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            names.append(p.name)
+        elif p.kind is p.VAR_POSITIONAL:
+            variadic = True
+    if variadic and len(names) <= ndim:
+        return names + [f"ax{d}" for d in range(len(names), ndim)]
+    if len(names) != ndim:
+        arg = "argument" if len(names) == 1 else "arguments"
+        raise ValueError(f"compute '{name}': fcompute takes {len(names)} index {arg} "
+                         f"but shape {shape} has {ndim} dimensions")
+    return names
+
+
+def _as_body(value: Any, name: str) -> Expr:
+    if isinstance(value, (Tensor, TensorSlice)):
+        raise TypeError(f"compute '{name}': fcompute returned the tensor '{value.name}'; "
+                        "return an element expression such as A[i, j]")
+    return as_expr(value, f"compute '{name}': fcompute result")
+
+
+def compute(shape: Any, fcompute: Callable[..., Any], name: str = "compute", tag: str = "",
+            attrs: dict[str, Any] | None = None) -> Any:
+    """A tensor whose elements are given by ``fcompute(*indices)``.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        The output shape; fcompute takes one index variable per dimension.
+    fcompute : callable
+        Returns an expression (or a tuple of them: a multi-output compute). A reduction
+        (``tex.sum`` etc.) must be the whole expression.
+    name, tag : str
+    attrs : dict, optional
+
+    Returns
+    -------
+    Tensor, or a tuple of Tensors for a multi-output compute.
+
+    Raises
+    ------
+    ValueError
+        wrong fcompute arity, a reduction nested in arithmetic, a reduce axis used outside
+        its reduction, invalid shape.
+
+    Example
+    -------
+    >>> k = tex.reduce_axis((0, 100), name="k")
+    >>> T = tex.compute((32, 10), lambda i, j: tex.sum(X[i, k] * W[j, k], axis=k), name="T")
+    """
+    name = _check_name(name, "compute")
+    if not callable(fcompute):
+        raise TypeError(f"compute '{name}': fcompute must be callable, got "
+                        f"{type(fcompute).__name__}")
+    dims = check_shape(shape, f"compute '{name}'")
+    names = _index_names(fcompute, len(dims), name, dims)
+    axis = [IterVar(Var(n, "int32", kind="axis"), Range(0, d)) for n, d in zip(names, dims)]
+    result = fcompute(*(iv.var for iv in axis))
+    multi = isinstance(result, (tuple, list))
+    body = [_as_body(v, name) for v in (result if multi else [result])]
+    if not body:
+        raise ValueError(f"compute '{name}': fcompute returned an empty tuple")
+    check_compute_body(name, axis, body)
+    op = ComputeOp(name, axis, body, tag=tag, attrs=attrs)
+    return op.outputs if multi else op.output(0)
+
+
+def shape_of(tensor: Any, what: str) -> Sequence[int]:
+    """The shape of a Tensor argument, with a clear error for anything else."""
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"{what}: expected a Tensor, got {type(tensor).__name__}")
+    return tensor.shape
