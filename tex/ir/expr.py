@@ -108,52 +108,37 @@ COMMUTATIVE_OPS = frozenset({Op.ADD, Op.MUL, Op.MAX, Op.MIN, Op.AND, Op.OR, Op.E
 # Operator overloads shared by expressions and iteration variables
 # --------------------------------------------------------------------------------------
 
+def _operator(op: Op, reflected: bool = False) -> Callable[[Any, Any], Any]:
+    """A Python operator method building ``op``; a Tensor operand defers to the Tensor's
+    own (broadcasting) operator by returning NotImplemented."""
+    is_compare = op in COMPARE_OPS
+
+    def method(self: Any, other: Any) -> Any:
+        if getattr(other, "_is_tex_tensor", False):
+            return NotImplemented
+        build = fold.compare if is_compare else fold.binary
+        return build(op, other, self) if reflected else build(op, self, other)
+
+    method.__name__ = f"__{'r' if reflected else ''}{op.value}__"
+    return method
+
+
 class ExprOp:
     """Python operators that build expression nodes (through ``tex.ir.fold``)."""
 
     __slots__ = ()
 
-    def __add__(self, other: Any) -> Expr:
-        return fold.binary(Op.ADD, self, other)
-
-    def __radd__(self, other: Any) -> Expr:
-        return fold.binary(Op.ADD, other, self)
-
-    def __sub__(self, other: Any) -> Expr:
-        return fold.binary(Op.SUB, self, other)
-
-    def __rsub__(self, other: Any) -> Expr:
-        return fold.binary(Op.SUB, other, self)
-
-    def __mul__(self, other: Any) -> Expr:
-        return fold.binary(Op.MUL, self, other)
-
-    def __rmul__(self, other: Any) -> Expr:
-        return fold.binary(Op.MUL, other, self)
-
-    def __truediv__(self, other: Any) -> Expr:
-        return fold.binary(Op.DIV, self, other)
-
-    def __rtruediv__(self, other: Any) -> Expr:
-        return fold.binary(Op.DIV, other, self)
-
-    def __floordiv__(self, other: Any) -> Expr:
-        return fold.binary(Op.FLOORDIV, self, other)
-
-    def __rfloordiv__(self, other: Any) -> Expr:
-        return fold.binary(Op.FLOORDIV, other, self)
-
-    def __mod__(self, other: Any) -> Expr:
-        return fold.binary(Op.FLOORMOD, self, other)
-
-    def __rmod__(self, other: Any) -> Expr:
-        return fold.binary(Op.FLOORMOD, other, self)
-
-    def __pow__(self, other: Any) -> Expr:
-        return fold.binary(Op.POW, self, other)
-
-    def __rpow__(self, other: Any) -> Expr:
-        return fold.binary(Op.POW, other, self)
+    __add__, __radd__ = _operator(Op.ADD), _operator(Op.ADD, True)
+    __sub__, __rsub__ = _operator(Op.SUB), _operator(Op.SUB, True)
+    __mul__, __rmul__ = _operator(Op.MUL), _operator(Op.MUL, True)
+    __truediv__, __rtruediv__ = _operator(Op.DIV), _operator(Op.DIV, True)
+    __floordiv__, __rfloordiv__ = _operator(Op.FLOORDIV), _operator(Op.FLOORDIV, True)
+    __mod__, __rmod__ = _operator(Op.FLOORMOD), _operator(Op.FLOORMOD, True)
+    __pow__, __rpow__ = _operator(Op.POW), _operator(Op.POW, True)
+    __and__, __rand__ = _operator(Op.AND), _operator(Op.AND, True)
+    __or__, __ror__ = _operator(Op.OR), _operator(Op.OR, True)
+    __lt__, __le__ = _operator(Op.LT), _operator(Op.LE)
+    __gt__, __ge__ = _operator(Op.GT), _operator(Op.GE)
 
     def __neg__(self) -> Expr:
         return fold.unary(Op.NEG, self)
@@ -166,30 +151,6 @@ class ExprOp:
 
     def __invert__(self) -> Expr:
         return fold.logical_not(self)
-
-    def __and__(self, other: Any) -> Expr:
-        return fold.binary(Op.AND, self, other)
-
-    def __rand__(self, other: Any) -> Expr:
-        return fold.binary(Op.AND, other, self)
-
-    def __or__(self, other: Any) -> Expr:
-        return fold.binary(Op.OR, self, other)
-
-    def __ror__(self, other: Any) -> Expr:
-        return fold.binary(Op.OR, other, self)
-
-    def __lt__(self, other: Any) -> Expr:
-        return fold.compare(Op.LT, self, other)
-
-    def __le__(self, other: Any) -> Expr:
-        return fold.compare(Op.LE, self, other)
-
-    def __gt__(self, other: Any) -> Expr:
-        return fold.compare(Op.GT, self, other)
-
-    def __ge__(self, other: Any) -> Expr:
-        return fold.compare(Op.GE, self, other)
 
     def __eq__(self, other: Any) -> Expr:  # type: ignore[override]
         if other is None:

@@ -83,7 +83,7 @@ def _format_node(node: Expr, text: dict, wrap) -> tuple[str, int]:  # type: igno
         case Unary(Op.NEG, a):
             return f"-{wrap(a, PREC_NEG + 1)}", PREC_NEG
         case Unary(Op.NOT, a):
-            return f"!{wrap(a, PREC_NOT + 1)}", PREC_NOT
+            return f"!{wrap(a, PREC_ATOM)}", PREC_NOT
         case Unary(op, a):
             return f"{CALL_NAMES[op]}({text[a][0]})", PREC_ATOM
         case Binary(op, a, b) | Compare(op, a, b) if op in INFIX:

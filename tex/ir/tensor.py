@@ -139,6 +139,7 @@ class Tensor:
     __slots__ = ("op", "value_index", "__weakref__")
     op: Operation
     value_index: int
+    _is_tex_tensor = True  # lets scalar-expression operators defer to ours
 
     def __init__(self, op: Operation, value_index: int) -> None:
         object.__setattr__(self, "op", op)

@@ -30,24 +30,30 @@ def check_compute_body(name: str, axis: Sequence[IterVar], body: Sequence[Expr])
     if reduces:
         first = reduces[0]
         for r in reduces[1:]:
-            if (r.combiner is not first.combiner or r.axis != first.axis
-                    or r.condition is not first.condition or r.source != first.source):
+            if (r.combiner is not first.combiner or not _same(r.axis, first.axis)
+                    or r.condition is not first.condition
+                    or not _same(r.source, first.source)):
                 raise ValueError(f"compute '{name}': the outputs' reductions differ; a "
                                  "multi-output reduction must use one tuple reducer call")
         _check_reduce(name, first, own_axes)
         roots: list[Expr] = []
     else:
         roots = list(body)
-    for root in roots:
-        for node in post_order(root):
-            if isinstance(node, Reduce):
-                raise ValueError(
-                    f"compute '{name}': a reduction ({node.combiner.name} over "
-                    f"{', '.join(iv.name for iv in node.axis)}) is nested inside an "
-                    f"expression; a reduction must be the whole body of a compute. Compute it "
-                    "as its own tensor, then use that tensor")
-            if isinstance(node, Var):
-                _check_var(name, node, own_axes, bound=set())
+    nodes = list(post_order(*roots))
+    for node in nodes:  # nesting is reported before the axes it leaves unbound
+        if isinstance(node, Reduce):
+            raise ValueError(
+                f"compute '{name}': a reduction ({node.combiner.name} over "
+                f"{', '.join(iv.name for iv in node.axis)}) is nested inside an "
+                "expression; a reduction must be the whole body of a compute. Compute it "
+                "as its own tensor, then use that tensor")
+    for node in nodes:
+        if isinstance(node, Var):
+            _check_var(name, node, own_axes, bound=set())
+
+
+def _same(a: Sequence[object], b: Sequence[object]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
 
 
 def _check_reduce(name: str, r: Reduce, own_axes: set[Var]) -> None:
@@ -60,13 +66,14 @@ def _check_reduce(name: str, r: Reduce, own_axes: set[Var]) -> None:
             raise ValueError(f"compute '{name}': reduce axis '{iv.name}' is listed twice "
                              "in one reduction")
         bound.add(iv.var)
-    parts = (*r.source, r.condition)
-    for node in post_order(*parts):
+    nodes = list(post_order(*r.source, r.condition))
+    for node in nodes:
         if isinstance(node, Reduce):
             names = ", ".join(iv.name for iv in node.axis)
             raise ValueError(f"compute '{name}': reduction over {names} is nested inside "
                              "another reduction; reduce axis used in two nested reductions. "
                              "Compute the inner reduction as its own tensor")
+    for node in nodes:
         if isinstance(node, Var):
             _check_var(name, node, own_axes, bound)
     for node in post_order(*r.init):

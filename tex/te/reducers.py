@@ -6,6 +6,7 @@ as in TVM. Tuple reducers (argmax) take and return tuples: one ``Reduce`` per sl
 """
 from __future__ import annotations
 
+import builtins
 from typing import Any, Callable, Sequence
 
 from ..dtype import DTYPES, DType
@@ -64,10 +65,10 @@ def _axes(axis: Any, name: str) -> tuple[IterVar, ...]:
 
 
 def _is_axis_arg(value: Any) -> bool:
-    if isinstance(value, IterVar):
-        return True
-    return isinstance(value, (list, tuple)) and bool(value) and all(
-        isinstance(v, IterVar) for v in value)
+    if isinstance(value, IterVar) or (isinstance(value, Var) and value.kind == "reduce"):
+        return True  # a reduce Var is rejected with a hint by _axes
+    return isinstance(value, (list, tuple)) and bool(value) and builtins.all(
+        isinstance(v, (IterVar, Var)) for v in value)
 
 
 def _condition(where: Any, name: str) -> Expr:

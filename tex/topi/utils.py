@@ -1,0 +1,121 @@
+"""Shared argument handling for the operator library: tensor checks, broadcasting,
+axis normalization and padding specs. Every topi op validates through these, so errors
+read the same everywhere: ``topi.add: shapes (2, 3) and (4,) do not broadcast``.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..ir.expr import Const, Expr, ExprOp
+from ..ir.tensor import Tensor
+
+__all__ = ["check_tensor", "is_scalar", "broadcast_shape", "broadcast_indices",
+           "normalize_axis", "normalize_axis_one", "pair", "padding4", "prod"]
+
+_SCALAR_TYPES = (bool, int, float, np.bool_, np.integer, np.floating)
+
+
+def check_tensor(x: Any, op: str, arg: str = "x") -> Tensor:
+    """``x`` itself if it is a Tensor, else a TypeError naming the op and argument."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: argument '{arg}' must be a tex Tensor, got "
+                        f"{type(x).__name__} {x!r}")
+    return x
+
+
+def is_scalar(x: Any) -> bool:
+    """Python/NumPy numbers and scalar expressions (not tensors)."""
+    return isinstance(x, _SCALAR_TYPES) or isinstance(x, ExprOp)
+
+
+def prod(values: Sequence[int]) -> int:
+    """The product of ints (1 for an empty sequence)."""
+    out = 1
+    for v in values:
+        out *= int(v)
+    return out
+
+
+def broadcast_shape(*shapes: Sequence[int], op: str = "broadcast") -> tuple[int, ...]:
+    """The NumPy broadcast of the shapes; ValueError naming the op otherwise."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = []
+    for d in range(ndim):
+        extent = 1
+        for s in shapes:
+            k = d - (ndim - len(s))
+            if k < 0:
+                continue
+            e = int(s[k])
+            if e == 1:
+                continue
+            if extent not in (1, e):
+                listed = " and ".join(str(tuple(x)) for x in shapes)
+                raise ValueError(f"{op}: shapes {listed} do not broadcast (dimension {d} "
+                                 f"from the left of the result has extents {extent} and {e})")
+            extent = e
+        out.append(extent)
+    return tuple(out)
+
+
+def broadcast_indices(indices: Sequence[Expr], in_shape: Sequence[int]) -> tuple[Expr, ...]:
+    """Indices into a tensor of ``in_shape`` broadcast against an output indexed by
+    ``indices`` (trailing dimensions align; extent-1 dimensions read index 0)."""
+    offset = len(indices) - len(in_shape)
+    return tuple(Const(0, indices[offset + d].dtype) if in_shape[d] == 1 else indices[offset + d]
+                 for d in range(len(in_shape)))
+
+
+def normalize_axis_one(axis: Any, ndim: int, op: str) -> int:
+    """One axis in ``[-ndim, ndim)`` as a non-negative int."""
+    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__} {axis!r}")
+    a = int(axis)
+    if not -ndim <= a < ndim:
+        raise ValueError(f"{op}: axis {a} is out of range for a tensor with {ndim} "
+                         f"dimensions (valid: {-ndim}..{ndim - 1})")
+    return a + ndim if a < 0 else a
+
+
+def normalize_axis(axis: Any, ndim: int, op: str) -> tuple[int, ...]:
+    """``None`` (all axes), an int or a sequence of ints → sorted unique axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = list(axis) if isinstance(axis, (list, tuple)) else [axis]
+    out = [normalize_axis_one(a, ndim, op) for a in axes]
+    if len(set(out)) != len(out):
+        raise ValueError(f"{op}: axis {axis!r} names an axis twice")
+    return tuple(sorted(out))
+
+
+def pair(value: Any, op: str, arg: str) -> tuple[int, int]:
+    """An int or a pair of ints → a pair of non-negative ints."""
+    vals = list(value) if isinstance(value, (list, tuple)) else [value, value]
+    if len(vals) != 2:
+        raise ValueError(f"{op}: {arg} must be an int or a pair of ints, got {value!r}")
+    out = []
+    for v in vals:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"{op}: {arg} must contain ints, got {value!r}")
+        out.append(int(v))
+    return out[0], out[1]
+
+
+def padding4(value: Any, op: str) -> tuple[int, int, int, int]:
+    """Padding as (top, left, bottom, right) from an int, a pair (h, w) or a 4-tuple."""
+    vals = list(value) if isinstance(value, (list, tuple)) else [value]
+    for v in vals:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"{op}: padding must be ints, got {value!r}")
+        if v < 0:
+            raise ValueError(f"{op}: padding must be non-negative, got {value!r}")
+    if len(vals) == 1:
+        return (int(vals[0]),) * 4  # type: ignore[return-value]
+    if len(vals) == 2:
+        return int(vals[0]), int(vals[1]), int(vals[0]), int(vals[1])
+    if len(vals) == 4:
+        return tuple(int(v) for v in vals)  # type: ignore[return-value]
+    raise ValueError(f"{op}: padding must be an int, a pair or a 4-tuple "
+                     f"(top, left, bottom, right), got {value!r}")
