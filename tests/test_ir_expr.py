@@ -6,7 +6,17 @@ import pytest
 
 import tex
 from tex.ir import (
-    BINARY_OPS, COMPARE_OPS, UNARY_OPS, Binary, Cast, Compare, Const, Op, Select, Unary, Var,
+    BINARY_OPS,
+    COMPARE_OPS,
+    UNARY_OPS,
+    Binary,
+    Cast,
+    Compare,
+    Const,
+    Op,
+    Select,
+    Unary,
+    Var,
 )
 from tex.ir.printer import CALL_NAMES, INFIX
 from tex.ir.semantics import NUMPY_BINARY, NUMPY_UNARY
@@ -75,7 +85,7 @@ def test_scalar_takes_expression_dtype(v):
     (lambda v: v["i"] % 1, "0"),
     (lambda v: v["i"] // 1, "i"),
     (lambda v: v["x"] ** 1, "x"),
-    (lambda v: -(-v["x"]), "x"),
+    (lambda v: -(-v["x"]), "x"),  # noqa: B002
     (lambda v: tex.floor(v["i"]), "i"),
     (lambda v: tex.max(v["i"], v["i"]), "i"),
     (lambda v: v["i"] == v["i"], "True"),

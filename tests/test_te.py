@@ -238,3 +238,20 @@ def test_tensor_not_iterable_and_compute_returning_tensor():
         list(A)
     with pytest.raises(TypeError, match="returned the tensor 'A'"):
         tex.compute((3,), lambda i: A, name="B")
+
+
+def test_default_arguments_are_not_indices():
+    A = tex.placeholder((3,), name="A")
+    B = tex.compute((3,), lambda i, a=A: a[i] * 2.0, name="B")
+    assert str(B) == "B[i] = A[i] * 2.0"
+
+
+def test_tuple_reduction_slots_must_share_init():
+    from tex.ir import Reduce
+    from tex.ir.verify import check_compute_body
+    A = tex.placeholder((3, 4), name="A")
+    k = tex.reduce_axis((0, 4), name="k")
+    r0, r1 = argmax_reducer()((k.var, A[0, k]), axis=k, init=(tex.const(0), tex.const(0.0)))
+    r1b = Reduce(r1.combiner, r1.source, r1.axis, r1.condition, (tex.const(5), tex.const(9.0)), 1)
+    with pytest.raises(ValueError, match="reductions differ"):
+        check_compute_body("T", [], [r0, r1b])

@@ -1,12 +1,45 @@
 """tex: a compiler for differentiable tensor expressions."""
-from . import dtype, debug, ir, te
+from . import debug, dtype, ir, te, testing, topi
 from .ir import Tensor, graph, to_dot
 from .ir.expr import Expr, IterVar
 from .te import (
-    abs, all, any, ceil, comm_reducer, compute, const, cos, erf, exp, floor, floordiv,
-    floormod, if_then_else, log, log2, log10, max, max_value, min, min_value, placeholder,
-    power, prod, reduce_axis, round, rsqrt, select, sigmoid, sin, sqrt, sum, tan, tanh, trunc,
-    truncdiv, var,
+    abs,
+    all,
+    any,
+    ceil,
+    comm_reducer,
+    compute,
+    const,
+    cos,
+    erf,
+    exp,
+    floor,
+    floordiv,
+    floormod,
+    if_then_else,
+    log,
+    log2,
+    log10,
+    max,
+    max_value,
+    min,
+    min_value,
+    placeholder,
+    power,
+    prod,
+    reduce_axis,
+    round,
+    rsqrt,
+    select,
+    sigmoid,
+    sin,
+    sqrt,
+    sum,
+    tan,
+    tanh,
+    trunc,
+    truncdiv,
+    var,
 )
 
 __version__ = "0.1.0"

@@ -15,9 +15,10 @@ import contextlib
 import contextvars
 import os
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 __all__ = ["Config", "config", "current", "dump", "should_dump", "InternalError"]
 

@@ -1,16 +1,41 @@
 """The tensor-expression IR: scalar expression nodes, tensors and operations, walks,
 printing, verification and the DAG view."""
 from .expr import (
-    BINARY_OPS, COMPARE_OPS, FLOAT_ONLY_OPS, UNARY_OPS, Binary, Cast, CommReducer, Compare,
-    Const, Expr, ExprOp, IterVar, Op, Range, Reduce, Select, TensorRead, Unary, Var, as_expr,
-    const_value, is_const,
+    BINARY_OPS,
+    COMPARE_OPS,
+    FLOAT_ONLY_OPS,
+    UNARY_OPS,
+    Binary,
+    Cast,
+    CommReducer,
+    Compare,
+    Const,
+    Expr,
+    ExprOp,
+    IterVar,
+    Op,
+    Range,
+    Reduce,
+    Select,
+    TensorRead,
+    Unary,
+    Var,
+    as_expr,
+    const_value,
+    is_const,
 )
 from .graph import graph, to_dot
 from .printer import format_expr, format_op, format_program, format_tensor
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor, TensorSlice
 from .visit import (
-    RuleSet, collect_reads, collect_vars, fixed_point_rewrite, post_order, rewrite,
-    substitute, topo_sort_ops,
+    RuleSet,
+    collect_reads,
+    collect_vars,
+    fixed_point_rewrite,
+    post_order,
+    rewrite,
+    substitute,
+    topo_sort_ops,
 )
 
 __all__ = [

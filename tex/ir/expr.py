@@ -21,8 +21,9 @@ from __future__ import annotations
 import enum
 import struct
 import weakref
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -198,7 +199,8 @@ def _interned(cls: type, key: tuple, fields: dict[str, Any]) -> Any:
         node = object.__new__(cls)
         for name, value in fields.items():
             object.__setattr__(node, name, value)
-        _INTERN[key] = node
+        # setdefault: if another thread interned the same key meanwhile, use its node
+        node = _INTERN.setdefault(key, node)
     return node
 
 

@@ -11,14 +11,26 @@ Jacobians built by the autodiff small.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from ..dtype import DType, arith_dtype, as_dtype, boolean, float32, int32, promote
 from .expr import (
-    COMMUTATIVE_OPS, FLOAT_ONLY_OPS, Binary, Cast, Compare, Const, Expr, IterVar, Op, Select,
-    Unary, as_expr, is_const,
+    COMMUTATIVE_OPS,
+    FLOAT_ONLY_OPS,
+    Binary,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    IterVar,
+    Op,
+    Select,
+    Unary,
+    as_expr,
+    is_const,
 )
 from .semantics import NUMPY_BINARY, NUMPY_UNARY, numpy_cast
 

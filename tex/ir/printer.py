@@ -9,10 +9,21 @@ Python; ``&&``, ``||`` and ``!`` are the logical operators), so the text reads u
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 from .expr import (
-    Binary, Cast, Compare, Const, Expr, IterVar, Op, Reduce, Select, TensorRead, Unary, Var,
+    Binary,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    IterVar,
+    Op,
+    Reduce,
+    Select,
+    TensorRead,
+    Unary,
+    Var,
 )
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 
@@ -43,8 +54,8 @@ def _format_const(c: Const) -> str:
             text = "nan"
         elif math.isinf(v):
             text = "inf" if v > 0 else "-inf"
-        else:
-            text = repr(float(v))
+        else:  # the shortest text that reads back to the same value of this dtype
+            text = str(c.dtype.numpy.type(v)) if c.dtype.bits < 64 else repr(float(v))
         return text if c.dtype.name == "float32" and math.isfinite(v) else \
             f"{c.dtype.name}({text})"
     return str(v) if c.dtype.name == "int32" else f"{c.dtype.name}({v})"

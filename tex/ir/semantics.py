@@ -10,7 +10,7 @@ to even. Callers run these under ``np.errstate(all="ignore")``.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

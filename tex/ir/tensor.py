@@ -10,7 +10,8 @@ internal invariants.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from ..debug import InternalError
 from ..dtype import DType, as_dtype

@@ -12,7 +12,7 @@ builders in ``tex.te`` call it, and passes may call it again as an internal chec
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from .expr import Expr, IterVar, Reduce, Var
 from .visit import post_order
@@ -32,7 +32,7 @@ def check_compute_body(name: str, axis: Sequence[IterVar], body: Sequence[Expr])
         for r in reduces[1:]:
             if (r.combiner is not first.combiner or not _same(r.axis, first.axis)
                     or r.condition is not first.condition
-                    or not _same(r.source, first.source)):
+                    or not _same(r.source, first.source) or not _same(r.init, first.init)):
                 raise ValueError(f"compute '{name}': the outputs' reductions differ; a "
                                  "multi-output reduction must use one tuple reducer call")
         _check_reduce(name, first, own_axes)

@@ -6,7 +6,7 @@ Memo tables are local to one call.
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from ..debug import InternalError
 from .expr import Expr, TensorRead, Var

@@ -6,7 +6,8 @@ tensor and saying what was expected.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -125,14 +126,19 @@ def _index_names(fcompute: Callable[..., Any], ndim: int, name: str,
     except (TypeError, ValueError):
         return [f"ax{d}" for d in range(ndim)]
     names: list[str] = []
+    required: list[str] = []
     variadic = False
     for p in sig.parameters.values():
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
             names.append(p.name)
+            if p.default is p.empty:
+                required.append(p.name)
         elif p.kind is p.VAR_POSITIONAL:
             variadic = True
     if variadic and len(names) <= ndim:
         return names + [f"ax{d}" for d in range(len(names), ndim)]
+    if len(names) != ndim and len(required) == ndim:
+        return required  # `lambda i, j, w=w: ...`: defaults are captured values, not indices
     if len(names) != ndim:
         arg = "argument" if len(names) == 1 else "arguments"
         raise ValueError(f"compute '{name}': fcompute takes {len(names)} index {arg} "

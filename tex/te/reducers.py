@@ -7,7 +7,8 @@ as in TVM. Tuple reducers (argmax) take and return tuples: one ``Reduce`` per sl
 from __future__ import annotations
 
 import builtins
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..dtype import DTYPES, DType
 from ..ir import fold

@@ -4,15 +4,30 @@ read the same everywhere: ``topi.add: shapes (2, 3) and (4,) do not broadcast``.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-from ..ir.expr import Const, Expr, ExprOp
+from .. import te
+from ..ir.expr import Const, Expr, ExprOp, IterVar
 from ..ir.tensor import Tensor
 
-__all__ = ["check_tensor", "is_scalar", "broadcast_shape", "broadcast_indices",
-           "normalize_axis", "normalize_axis_one", "pair", "padding4", "prod"]
+__all__ = [
+    "broadcast_indices",
+    "broadcast_shape",
+    "check_tensor",
+    "compute_nd",
+    "index_names",
+    "is_scalar",
+    "normalize_axis",
+    "normalize_axis_one",
+    "padding4",
+    "pair",
+    "prod",
+    "reduce_axes",
+]
 
 _SCALAR_TYPES = (bool, int, float, np.bool_, np.integer, np.floating)
 
@@ -27,7 +42,7 @@ def check_tensor(x: Any, op: str, arg: str = "x") -> Tensor:
 
 def is_scalar(x: Any) -> bool:
     """Python/NumPy numbers and scalar expressions (not tensors)."""
-    return isinstance(x, _SCALAR_TYPES) or isinstance(x, ExprOp)
+    return isinstance(x, (_SCALAR_TYPES, ExprOp))
 
 
 def prod(values: Sequence[int]) -> int:
@@ -119,3 +134,37 @@ def padding4(value: Any, op: str) -> tuple[int, int, int, int]:
         return tuple(int(v) for v in vals)  # type: ignore[return-value]
     raise ValueError(f"{op}: padding must be an int, a pair or a 4-tuple "
                      f"(top, left, bottom, right), got {value!r}")
+
+
+# index variables of generated computes: i, j, l, m, ... ("k" is left to reduce axes, "o"
+# reads like 0); beyond these, i0, i1, ...
+_INDEX_LETTERS = "ijlmnpqrstuvw"
+
+
+def index_names(ndim: int) -> list[str]:
+    """Readable names for the index variables of an ``ndim``-dimensional compute."""
+    if ndim <= len(_INDEX_LETTERS):
+        return list(_INDEX_LETTERS[:ndim])
+    return [f"i{d}" for d in range(ndim)]
+
+
+def compute_nd(shape: Sequence[int], fbody: Callable[[tuple[Expr, ...]], Any], name: str,
+               tag: str = "", names: Sequence[str] | None = None) -> Tensor:
+    """``tex.te.compute`` for any rank: ``fbody`` receives the tuple of index variables,
+    which are named ``names`` (default :func:`index_names`), so prints read ``T[i, j]``."""
+    names = index_names(len(shape)) if names is None else list(names)
+
+    def fcompute(*idx: Expr) -> Any:
+        return fbody(tuple(idx))
+
+    # te.compute names the index variables after the signature's parameters
+    fcompute.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names])
+    return te.compute(tuple(shape), fcompute, name=name, tag=tag)  # type: ignore[no-any-return]
+
+
+def reduce_axes(extents: Sequence[int], names: Sequence[str] | None = None) -> list[IterVar]:
+    """Fresh reduce axes over ``[0, extent)``, named ``k`` (one) or ``k0, k1, ...``."""
+    if names is None:
+        names = ["k"] if len(extents) == 1 else [f"k{d}" for d in range(len(extents))]
+    return [te.reduce_axis((0, int(e)), name=n) for e, n in zip(extents, names)]
