@@ -18,7 +18,7 @@ Python float next to an integer (or bool) expression makes a ``float32`` express
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -34,10 +34,10 @@ class DType:
     kind: str
     bits: int
     llvm: str  # LLVM scalar type used in registers
+    numpy: np.dtype = field(init=False, repr=False, compare=False)
 
-    @property
-    def numpy(self) -> np.dtype:
-        return np.dtype(self.name)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "numpy", np.dtype(self.name))
 
     @property
     def is_float(self) -> bool:

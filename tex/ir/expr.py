@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..debug import InternalError
-from ..dtype import DType, as_dtype, boolean, float32, int32
+from ..dtype import DTYPES, DType, as_dtype, boolean, float32, int32
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -86,6 +86,10 @@ class Op(enum.Enum):
 
     def __repr__(self) -> str:
         return f"Op.{self.name}"
+
+    # Members are singletons: identity hashing is C-level and as stable as Enum's own
+    # (which hashes the name, randomized per process). Ops are hashed on every node build.
+    __hash__ = object.__hash__
 
 
 UNARY_OPS = frozenset({
@@ -189,18 +193,40 @@ class ExprOp:
 # Nodes
 # --------------------------------------------------------------------------------------
 
-_INTERN: weakref.WeakValueDictionary[tuple, Expr] = weakref.WeakValueDictionary()
+# The interning table: key -> weak reference to the node. A plain dict of weakrefs (not a
+# WeakValueDictionary, whose pure-Python get() dominated node construction); the weakref's
+# callback drops the entry when the node dies. A key holds children by id(): while the
+# node is alive its children are too, so their ids cannot be reused.
+_INTERN: dict[tuple, weakref.ref] = {}
 
 
-def _interned(cls: type, key: tuple, fields: dict[str, Any]) -> Any:
-    """The unique node of ``cls`` with these fields (key: the fields, children by id)."""
-    node = _INTERN.get(key)
-    if node is None:
-        node = object.__new__(cls)
-        for name, value in fields.items():
-            object.__setattr__(node, name, value)
-        # setdefault: if another thread interned the same key meanwhile, use its node
-        node = _INTERN.setdefault(key, node)
+def _forget(key: tuple) -> Callable[[weakref.ref], None]:
+    def callback(ref: weakref.ref) -> None:
+        if _INTERN.get(key) is ref:
+            del _INTERN[key]
+    return callback
+
+
+def _lookup(key: tuple) -> Any:
+    """The live node interned under ``key``, or None."""
+    ref = _INTERN.get(key)
+    return ref() if ref is not None else None
+
+
+def _store(cls: type, key: tuple, **fields: Any) -> Any:
+    """Make the node of ``cls`` with ``fields`` and intern it under ``key``. Constructors
+    call _lookup first, so dtype checks and this allocation happen only on a miss."""
+    node = object.__new__(cls)
+    for name, value in fields.items():
+        object.__setattr__(node, name, value)
+    new_ref = weakref.ref(node, _forget(key))
+    # setdefault: if another thread interned the same key meanwhile, use its node
+    ref = _INTERN.setdefault(key, new_ref)
+    if ref is not new_ref:
+        existing = ref()
+        if existing is not None:
+            return existing
+        _INTERN[key] = new_ref  # a dead entry whose callback has not run yet
     return node
 
 
@@ -245,6 +271,10 @@ def _same(children: Sequence[Expr], old: Sequence[Expr]) -> bool:
     return len(children) == len(old) and all(a is b for a, b in zip(children, old))
 
 
+_INT_RANGE = {d.name: (int(np.iinfo(d.numpy).min), int(np.iinfo(d.numpy).max))
+              for d in DTYPES.values() if d.is_int}
+
+
 class Const(Expr):
     """A constant of a given dtype (value normalized to int/float/bool)."""
 
@@ -263,12 +293,13 @@ class Const(Expr):
             key = (Const, "bool", v)
         else:
             v = int(value)
-            info = np.iinfo(dtype.numpy)
-            if not info.min <= v <= info.max:
+            lo, hi = _INT_RANGE[dtype.name]
+            if not lo <= v <= hi:
                 raise ValueError(f"constant {value!r} does not fit in {dtype.name} "
-                                 f"(range [{info.min}, {info.max}])")
+                                 f"(range [{lo}, {hi}])")
             key = (Const, dtype.name, v)
-        return _interned(cls, key, {"value": v, "dtype": dtype})
+        node = _lookup(key)
+        return node if node is not None else _store(cls, key, value=v, dtype=dtype)
 
     def __bool__(self) -> bool:
         if self.dtype.is_bool:
@@ -319,14 +350,16 @@ class TensorRead(Expr):
 
     def __new__(cls, tensor: Tensor, indices: Sequence[Expr]) -> TensorRead:
         indices = tuple(indices)
+        key = (TensorRead, id(tensor), *map(id, indices))
+        node = _lookup(key)
+        if node is not None:
+            return node  # type: ignore[no-any-return]
         if len(indices) != len(tensor.shape):
             raise InternalError(f"TensorRead of {tensor.name} with {len(indices)} indices")
         for ix in indices:
             if not ix.dtype.is_integral:
                 raise InternalError(f"non-integer index {ix} into {tensor.name}")
-        key = (TensorRead, id(tensor), *map(id, indices))
-        return _interned(cls, key, {"tensor": tensor, "indices": indices,
-                                    "dtype": tensor.dtype})
+        return _store(cls, key, tensor=tensor, indices=indices, dtype=tensor.dtype)
 
     def children(self) -> tuple[Expr, ...]:
         return self.indices
@@ -346,13 +379,17 @@ class Unary(Expr):
     a: Expr
 
     def __new__(cls, op: Op, a: Expr) -> Unary:
+        key = (Unary, op, id(a))
+        node = _lookup(key)
+        if node is not None:
+            return node  # type: ignore[no-any-return]
         if op not in UNARY_OPS:
             raise InternalError(f"{op} is not a unary operator")
         if op is Op.NOT and not a.dtype.is_bool:
             raise InternalError(f"not of non-bool {a}")
         if op in FLOAT_ONLY_OPS and not a.dtype.is_float:
             raise InternalError(f"{op.value} of non-float {a}")
-        return _interned(cls, (Unary, op, id(a)), {"op": op, "a": a, "dtype": a.dtype})
+        return _store(cls, key, op=op, a=a, dtype=a.dtype)  # type: ignore[no-any-return]
 
     def children(self) -> tuple[Expr, ...]:
         return (self.a,)
@@ -372,14 +409,17 @@ class Binary(Expr):
     b: Expr
 
     def __new__(cls, op: Op, a: Expr, b: Expr) -> Binary:
+        key = (Binary, op, id(a), id(b))
+        node = _lookup(key)
+        if node is not None:
+            return node  # type: ignore[no-any-return]
         if op not in BINARY_OPS:
             raise InternalError(f"{op} is not a binary operator")
         if a.dtype is not b.dtype:
             raise InternalError(f"{op.value} of mismatched dtypes {a.dtype} and {b.dtype}")
         if op in (Op.AND, Op.OR) and not a.dtype.is_bool:
             raise InternalError(f"{op.value} of non-bool operands")
-        return _interned(cls, (Binary, op, id(a), id(b)),
-                         {"op": op, "a": a, "b": b, "dtype": a.dtype})
+        return _store(cls, key, op=op, a=a, b=b, dtype=a.dtype)  # type: ignore[no-any-return]
 
     def children(self) -> tuple[Expr, ...]:
         return (self.a, self.b)
@@ -399,12 +439,15 @@ class Compare(Expr):
     b: Expr
 
     def __new__(cls, op: Op, a: Expr, b: Expr) -> Compare:
+        key = (Compare, op, id(a), id(b))
+        node = _lookup(key)
+        if node is not None:
+            return node  # type: ignore[no-any-return]
         if op not in COMPARE_OPS:
             raise InternalError(f"{op} is not a comparison")
         if a.dtype is not b.dtype:
             raise InternalError(f"{op.value} of mismatched dtypes {a.dtype} and {b.dtype}")
-        return _interned(cls, (Compare, op, id(a), id(b)),
-                         {"op": op, "a": a, "b": b, "dtype": boolean})
+        return _store(cls, key, op=op, a=a, b=b, dtype=boolean)  # type: ignore[no-any-return]
 
     def children(self) -> tuple[Expr, ...]:
         return (self.a, self.b)
@@ -432,12 +475,15 @@ class Select(Expr):
     b: Expr
 
     def __new__(cls, cond: Expr, a: Expr, b: Expr) -> Select:
+        key = (Select, id(cond), id(a), id(b))
+        node = _lookup(key)
+        if node is not None:
+            return node  # type: ignore[no-any-return]
         if not cond.dtype.is_bool:
             raise InternalError(f"select condition {cond} is not bool")
         if a.dtype is not b.dtype:
             raise InternalError(f"select of mismatched dtypes {a.dtype} and {b.dtype}")
-        return _interned(cls, (Select, id(cond), id(a), id(b)),
-                         {"cond": cond, "a": a, "b": b, "dtype": a.dtype})
+        return _store(cls, key, cond=cond, a=a, b=b, dtype=a.dtype)  # type: ignore[no-any-return]
 
     def children(self) -> tuple[Expr, ...]:
         return (self.cond, self.a, self.b)
@@ -458,7 +504,9 @@ class Cast(Expr):
 
     def __new__(cls, dtype: DType, a: Expr) -> Cast:
         dtype = as_dtype(dtype)
-        return _interned(cls, (Cast, dtype.name, id(a)), {"a": a, "dtype": dtype})
+        key = (Cast, dtype.name, id(a))
+        node = _lookup(key)
+        return node if node is not None else _store(cls, key, a=a, dtype=dtype)
 
     def children(self) -> tuple[Expr, ...]:
         return (self.a,)
@@ -583,10 +631,12 @@ class Reduce(Expr):
             raise InternalError("Reduce condition is not bool")
         key = (Reduce, id(combiner), *map(id, source), "|", *map(id, axis), "|",
                id(condition), *map(id, init), value_index)
-        return _interned(cls, key, {
-            "combiner": combiner, "source": source, "axis": axis, "condition": condition,
-            "init": init, "value_index": value_index,
-            "dtype": source[value_index].dtype})
+        node = _lookup(key)
+        if node is not None:
+            return node  # type: ignore[no-any-return]
+        return _store(  # type: ignore[no-any-return]
+            cls, key, combiner=combiner, source=source, axis=axis, condition=condition,
+            init=init, value_index=value_index, dtype=source[value_index].dtype)
 
     def children(self) -> tuple[Expr, ...]:
         return (*self.source, self.condition, *self.init)

@@ -62,7 +62,7 @@ def _format_const(c: Const) -> str:
 
 
 def _const_prec(c: Const) -> int:
-    # a negative literal binds like unary minus: (-1) ** 2, x - -1 prints as x - (-1)
+    # a negative literal binds like unary minus: (-1) ** 2 keeps its parentheses
     if not c.dtype.is_bool and c.value < 0 and c.dtype.name in ("int32", "float32"):
         return PREC_NEG
     return PREC_ATOM

@@ -41,10 +41,24 @@ def post_order(*roots: Expr) -> Iterator[Expr]:
 
 def rewrite(root: Expr, fn: RewriteFn, memo: dict[Expr, Expr] | None = None) -> Expr:
     """Rebuild ``root`` bottom-up: each node's children are rewritten first, then ``fn`` is
-    offered the (rebuilt) node and may return a replacement (None keeps it)."""
+    offered the (rebuilt) node and may return a replacement (None keeps it).
+
+    ``memo`` maps an original node to its result; subtrees already in it are not walked
+    again, so one memo shared by many calls keeps the total work linear.
+    """
     memo = {} if memo is None else memo
-    for node in post_order(root):
+    if root in memo:
+        return memo[root]
+    stack: list[tuple[Expr, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
         if node in memo:
+            continue
+        if not expanded:
+            stack.append((node, True))
+            for child in reversed(node.children()):
+                if child not in memo:
+                    stack.append((child, False))
             continue
         kids = node.children()
         new = node.with_children([memo[k] for k in kids]) if kids else node

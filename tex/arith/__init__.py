@@ -1,0 +1,16 @@
+"""Index arithmetic: interval bounds, fast rewrite rules, the sympy bridge, simplification.
+
+``bounds`` gives interval bounds of integer expressions; ``simplify`` and ``prove`` apply the
+rules of ``rules.py`` (canonical linear forms, division by constants, comparisons, min/max,
+select, &&/||) and fall back to sympy (``sympy_bridge.py``, the only sympy import in tex)
+where the rules are stuck.
+"""
+from .bounds import Bounds, Interval, bounds, dom_of, normalize_dom
+from .rules import Analyzer, LinearForm
+from .simplify import can_prove, node_count, prove, simplify
+from .sympy_bridge import SympyBridge, from_sympy, to_sympy
+
+__all__ = [
+    "Analyzer", "Bounds", "Interval", "LinearForm", "SympyBridge", "bounds", "can_prove",
+    "dom_of", "from_sympy", "node_count", "normalize_dom", "prove", "simplify", "to_sympy",
+]
