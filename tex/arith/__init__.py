@@ -7,7 +7,7 @@ where the rules are stuck.
 """
 from .bounds import Bounds, Interval, bounds, dom_of, normalize_dom
 from .rules import Analyzer, LinearForm
-from .simplify import can_prove, node_count, prove, simplify
+from .simplifier import can_prove, node_count, prove, simplify
 from .sympy_bridge import SympyBridge, from_sympy, to_sympy
 
 __all__ = [
