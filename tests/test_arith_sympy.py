@@ -193,3 +193,15 @@ def test_roundtrip_conditions(c: Expr) -> None:
     s, back = roundtrip(c, DOM)
     assert back.dtype is boolean
     assert same_everywhere(back, c), f"{c} -> {s} -> {back}"
+
+
+def test_every_integer_op_has_a_sympy_rule() -> None:
+    """The conversion tables cover every Op, except the float-only intrinsics, which never
+    appear in integer index expressions (listed here as the explicit exclusion)."""
+    from tex.arith import sympy_bridge as sb
+    from tex.ir import FLOAT_ONLY_OPS, Op
+
+    covered = set(sb._UNARY) | set(sb._BINARY) | set(sb._COMPARE)
+    assert covered | FLOAT_ONLY_OPS == set(Op)
+    assert not covered & FLOAT_ONLY_OPS
+    assert set(sb._BOOL_COMPARE) == set(sb._COMPARE)
