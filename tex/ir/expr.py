@@ -21,7 +21,7 @@ from __future__ import annotations
 import enum
 import struct
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -696,13 +696,5 @@ def const_value(e: Expr) -> int | float | bool | None:
     return e.value if isinstance(e, Const) else None
 
 
-def iter_exprs(values: Iterable[Any]) -> list[Expr]:
-    """``as_expr`` over a sequence."""
-    return [as_expr(v) for v in values]
-
-
 # The builders that the operators above call; imported last (fold imports this module).
 from . import fold  # noqa: E402
-
-# Convenience for callers that only need a one-off mapping function type.
-ExprMap = Callable[[Expr], Expr]

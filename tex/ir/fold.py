@@ -25,7 +25,6 @@ from .expr import (
     Compare,
     Const,
     Expr,
-    IterVar,
     Op,
     Select,
     Unary,
@@ -340,8 +339,3 @@ def _exact_roundtrip(inner: DType, outer: DType) -> bool:
     if inner.kind == "uint" and outer.kind == "int":
         return outer.bits > inner.bits
     return False
-
-
-def iter_var_expr(v: IterVar) -> Expr:
-    """The variable an IterVar stands for."""
-    return v.var

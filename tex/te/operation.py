@@ -6,7 +6,7 @@ tensor and saying what was expected.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -197,10 +197,3 @@ def compute(shape: Any, fcompute: Callable[..., Any], name: str = "compute", tag
     check_compute_body(name, axis, body)
     op = ComputeOp(name, axis, body, tag=tag, attrs=attrs)
     return op.outputs if multi else op.output(0)
-
-
-def shape_of(tensor: Any, what: str) -> Sequence[int]:
-    """The shape of a Tensor argument, with a clear error for anything else."""
-    if not isinstance(tensor, Tensor):
-        raise TypeError(f"{what}: expected a Tensor, got {type(tensor).__name__}")
-    return tensor.shape
