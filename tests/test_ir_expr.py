@@ -218,3 +218,13 @@ def test_deep_expression_does_not_recurse():
         e = tex.exp(e)
     text = str(e)
     assert text.count("exp(") == 5000
+
+
+def test_numpy_scalars_on_either_side():
+    A = tex.placeholder((3,), name="A", dtype="float32")
+    i = tex.var("i")
+    assert str(np.float64(2) * A[i]) == "A[i] * 2.0"  # a NumPy scalar is weak, like Python's
+    assert (np.float64(2) * A[i]).dtype.name == "float32"
+    assert str(np.int64(3) - i) == "3 - i"
+    assert str(np.float32(1) / A) == "T_divide[i] = 1.0 / A[i]"
+    assert str(A * np.float32(2)) == "T_multiply[i] = A[i] * 2.0"

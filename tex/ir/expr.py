@@ -132,6 +132,7 @@ class ExprOp:
     """Python operators that build expression nodes (through ``tex.ir.fold``)."""
 
     __slots__ = ()
+    __array_ufunc__ = None  # NumPy scalars defer to our reflected operators
 
     __add__, __radd__ = _operator(Op.ADD), _operator(Op.ADD, True)
     __sub__, __rsub__ = _operator(Op.SUB), _operator(Op.SUB, True)

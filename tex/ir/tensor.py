@@ -141,6 +141,7 @@ class Tensor:
     op: Operation
     value_index: int
     _is_tex_tensor = True  # lets scalar-expression operators defer to ours
+    __array_ufunc__ = None  # NumPy scalars defer to our reflected operators (np.float32(2) * A)
 
     def __init__(self, op: Operation, value_index: int) -> None:
         object.__setattr__(self, "op", op)
