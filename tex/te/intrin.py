@@ -77,19 +77,21 @@ def truncdiv(a: Any, b: Any) -> Expr:
     return fold.binary(Op.DIV, a, b)
 
 
-def max_value(dtype: Any) -> Const:
-    """The largest finite value of ``dtype``."""
-    d = as_dtype(dtype, "max_value")
+def _limit(dtype: Any, which: str) -> Const:
+    """The largest ("max") or lowest ("min") finite value of ``dtype``."""
+    d = as_dtype(dtype, f"{which}_value")
     if d.is_bool:
-        return Const(True, d)
+        return Const(which == "max", d)
     info = np.finfo(d.numpy) if d.is_float else np.iinfo(d.numpy)
-    return Const(info.max, d)
+    return Const(getattr(info, which), d)
+
+
+def max_value(dtype: Any) -> Const:
+    """The largest finite value of ``dtype`` (``True`` for bool)."""
+    return _limit(dtype, "max")
 
 
 def min_value(dtype: Any) -> Const:
-    """The lowest finite value of ``dtype``."""
-    d = as_dtype(dtype, "min_value")
-    if d.is_bool:
-        return Const(False, d)
-    info = np.finfo(d.numpy) if d.is_float else np.iinfo(d.numpy)
-    return Const(info.min, d)
+    """The lowest finite value of ``dtype`` (``False`` for bool); for floats ``-max``,
+    not the smallest positive number."""
+    return _limit(dtype, "min")
