@@ -228,3 +228,13 @@ def test_numpy_scalars_on_either_side():
     assert str(np.int64(3) - i) == "3 - i"
     assert str(np.float32(1) / A) == "T_divide[i] = 1.0 / A[i]"
     assert str(A * np.float32(2)) == "T_multiply[i] = A[i] * 2.0"
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int8", "int16", "int32",
+                                   "int64", "uint8"])
+def test_max_min_value(dtype):
+    info = np.finfo(dtype) if dtype.startswith("float") else np.iinfo(dtype)
+    hi, lo = tex.max_value(dtype), tex.min_value(dtype)
+    assert hi.dtype.name == lo.dtype.name == dtype
+    assert hi.value == info.max and lo.value == info.min
+    assert tex.max_value("bool").value is True and tex.min_value("bool").value is False
