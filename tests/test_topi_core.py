@@ -360,6 +360,11 @@ EINSUM = [
     ("i,j->ij", [(2,), (3,)]), ("iij->j", [(2, 2, 3)]), ("bii->b", [(2, 3, 3)]),
     ("ij,jk,kl->il", [(2, 3), (3, 2), (2, 2)]), ("ba", [(2, 3)]),
     (" ij , jk -> ik ", [(2, 3), (3, 4)]),
+    # '...' broadcast dimensions, extent-1 dimensions broadcasting as in NumPy
+    ("...ij,...jk->...ik", [(2, 3, 4), (2, 4, 5)]), ("...ij,jk", [(2, 3, 4), (4, 5)]),
+    ("i...->...", [(3, 2, 5)]), ("...j,...j->...", [(3, 1, 4), (2, 4)]),
+    ("ij...,jk", [(3, 4, 6), (4, 5)]), ("...,...", [(2, 3), (3,)]),
+    ("...ii->...i", [(2, 3, 3)]), ("...ij, ...jk -> ...ik", [(2, 1, 3, 4), (5, 4, 2)]),
 ]
 for _spec, _shapes in EINSUM:
     case(f"einsum-{_spec!r}", lambda *ts, s=_spec: topi.einsum(s, *ts),
@@ -602,8 +607,10 @@ ERRORS = [  # id, call, exception, substrings of the message
      ["topi.einsum", "'z'"]),
     ("einsum-repeated-output", lambda: topi.einsum("ij->ii", Y), ValueError,
      ["topi.einsum", "'i'"]),
-    ("einsum-ellipsis", lambda: topi.einsum("...ij->...ji", Y), NotImplementedError,
-     ["topi.einsum", "ellipsis"]),
+    ("einsum-ellipsis-dropped", lambda: topi.einsum("...j->j", X), ValueError,
+     ["topi.einsum", "'...'", "output"]),
+    ("einsum-two-ellipses", lambda: topi.einsum("......->...", Y), ValueError,
+     ["topi.einsum", "one '...'"]),
     ("einsum-type", lambda: topi.einsum(["ij"], Y), TypeError, ["topi.einsum", "subscripts"]),
     ("einsum-operand", lambda: topi.einsum("ij->ji", "Y"), TypeError,
      ["topi.einsum", "operands[0]"]),

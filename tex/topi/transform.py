@@ -683,51 +683,111 @@ def matmul(a: Tensor, b: Tensor, name: str | None = None) -> Tensor:
     return _contract((*batch, *rows, *cols), [a_shape[-1]], factors, name or "T_matmul")
 
 
-def _parse_einsum(subscripts: Any, operands: Sequence[Tensor]) -> tuple[list[str], str]:
-    """The input terms and the output term (explicit, or NumPy's implicit one)."""
+_ELLIPSIS = "..."
+
+
+def _split_term(term: str, subscripts: str) -> list[str]:
+    """A term as a list of labels: one letter each, ``...`` as one ``_ELLIPSIS`` item."""
+    op = "topi.einsum"
+    if term.count(_ELLIPSIS) > 1 or term.replace(_ELLIPSIS, "").count(".") > 0:
+        raise ValueError(f"{op}: subscripts {subscripts!r}: each term may hold one '...' "
+                         "and no other '.'")
+    labels: list[str] = []
+    rest = term
+    while rest:
+        if rest.startswith(_ELLIPSIS):
+            labels.append(_ELLIPSIS)
+            rest = rest[3:]
+            continue
+        c, rest = rest[0], rest[1:]
+        if not (c.isascii() and c.isalpha()):
+            raise ValueError(f"{op}: subscripts {subscripts!r} contain {c!r}; use "
+                             "letters a-z, A-Z, '...', ',' and '->'")
+        labels.append(c)
+    return labels
+
+
+def _parse_einsum(subscripts: Any, operands: Sequence[Tensor]
+                  ) -> tuple[list[list[str]], list[str], dict[str, int]]:
+    """Input terms and output term as label lists, and the extent of every label.
+
+    ``...`` expands to labels ``...0, ...1`` for the broadcast dimensions (aligned at the
+    right, extent-1 dimensions broadcasting, as in NumPy); without ``->`` the output is
+    the ``...`` dimensions followed by the letters used once, alphabetically.
+    """
     op = "topi.einsum"
     if not isinstance(subscripts, str):
         raise TypeError(f"{op}: subscripts must be a string such as 'ij,jk->ik', got "
                         f"{type(subscripts).__name__} {subscripts!r}")
     spec = subscripts.replace(" ", "")
-    if "." in spec:
-        raise NotImplementedError(f"{op}: ellipsis ('...') in {subscripts!r} is not "
-                                  "supported; name every axis with a letter")
     lhs, arrow, rhs = spec.partition("->")
     if "->" in rhs:
         raise ValueError(f"{op}: subscripts {subscripts!r} contain '->' twice")
-    terms = lhs.split(",")
-    if len(terms) != len(operands):
-        raise ValueError(f"{op}: subscripts {subscripts!r} name {len(terms)} operands, "
+    raw_terms = [_split_term(t, subscripts) for t in lhs.split(",")]
+    if len(raw_terms) != len(operands):
+        raise ValueError(f"{op}: subscripts {subscripts!r} name {len(raw_terms)} operands, "
                          f"{len(operands)} were given")
-    for term in (*terms, rhs):
-        bad = [c for c in term if not (c.isascii() and c.isalpha())]
-        if bad:
-            raise ValueError(f"{op}: subscripts {subscripts!r} contain {bad[0]!r}; use "
-                             "letters a-z, A-Z, ',' and '->'")
-    letters = "".join(terms)
-    if not arrow:  # implicit output: the letters used once, in alphabetical order
-        rhs = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
-    for c in rhs:
-        if rhs.count(c) > 1:
+    # expand each '...' into the operand's broadcast dimensions, aligned at the right
+    ell_shapes: list[tuple[int, ...]] = []
+    for p, (term, t) in enumerate(zip(raw_terms, operands)):
+        named = len(term) - (1 if _ELLIPSIS in term else 0)
+        if _ELLIPSIS in term and t.ndim < named or _ELLIPSIS not in term and t.ndim != named:
+            raise ValueError(f"{op}: term {''.join(term)!r} has {named} letters but operand "
+                             f"{p} ('{t.name}') has {t.ndim} dimensions {t.shape}")
+        if _ELLIPSIS in term:
+            start = term.index(_ELLIPSIS)
+            ell_shapes.append(t.shape[start:start + t.ndim - named])
+    ell = broadcast_shape(*ell_shapes, op=op) if ell_shapes else ()
+    ell_labels = [f"{_ELLIPSIS}{d}" for d in range(len(ell))]
+    extent = dict(zip(ell_labels, ell))
+    terms: list[list[str]] = []
+    for p, (term, t) in enumerate(zip(raw_terms, operands)):
+        labels = list(term)
+        if _ELLIPSIS in term:
+            start = term.index(_ELLIPSIS)
+            m = t.ndim - (len(term) - 1)
+            labels[start:start + 1] = ell_labels[len(ell) - m:]
+        for c, e in zip(labels, t.shape):
+            if c.startswith(_ELLIPSIS):
+                continue  # broadcast dimensions may be 1 here and larger elsewhere
+            if extent.setdefault(c, e) != e:
+                raise ValueError(f"{op}: letter {c!r} has extents {extent[c]} and {e} "
+                                 f"(operand {p}, '{t.name}', shape {t.shape})")
+        terms.append(labels)
+    letters = [c for term in terms for c in term if not c.startswith(_ELLIPSIS)]
+    if arrow:
+        out_raw = _split_term(rhs, subscripts)
+        if ell and _ELLIPSIS not in out_raw:
+            raise ValueError(f"{op}: the inputs of {subscripts!r} have '...' dimensions "
+                             f"{ell} but the output has no '...' to receive them")
+        out: list[str] = []
+        for c in out_raw:
+            out.extend(ell_labels if c == _ELLIPSIS else [c])
+    else:  # implicit output: the '...' dimensions, then the letters used once, sorted
+        out = ell_labels + sorted(c for c in set(letters) if letters.count(c) == 1)
+    for c in out:
+        if out.count(c) > 1:
             raise ValueError(f"{op}: output subscripts {rhs!r} repeat {c!r}")
-        if c not in letters:
+        if c not in extent:
             raise ValueError(f"{op}: output subscript {c!r} of {subscripts!r} does not "
                              "appear in any input")
-    return terms, rhs
+    return terms, out, extent
 
 
 def einsum(subscripts: str, *operands: Tensor, name: str | None = None) -> Tensor:
-    """Einstein summation (``numpy.einsum``, without ``...``).
+    """Einstein summation (``numpy.einsum``).
 
     Each letter names an axis; letters missing from the output are summed (one reduce
     axis per letter, named after it); a letter repeated within one operand takes its
-    diagonal. Without ``->`` the output is the letters used once, alphabetically.
+    diagonal. ``...`` stands for broadcast leading dimensions (extent-1 dimensions
+    broadcast, as in NumPy). Without ``->`` the output is the ``...`` dimensions, then the
+    letters used once, alphabetically.
 
     Parameters
     ----------
     subscripts : str
-        E.g. ``"ij,jk->ik"``, ``"bij,bjk->bik"``, ``"ii->i"``, ``"ij->"``, ``"i,i"``.
+        E.g. ``"ij,jk->ik"``, ``"bij,bjk->bik"``, ``"ii->i"``, ``"ij->"``, ``"i,i"``,
+        ``"...ij,...jk->...ik"``.
     *operands : Tensor
         One per input term; a letter must have one extent everywhere.
     name : str, optional
@@ -736,8 +796,8 @@ def einsum(subscripts: str, *operands: Tensor, name: str | None = None) -> Tenso
     Returns
     -------
     Tensor
-        Its index variables are named by the output letters:
-        ``T_einsum[i, k] = sum(A[i, j] * B[j, k], j in [0, 3))``.
+        Its index variables are named by the output letters (``e0, e1, ...`` for ``...``
+        dimensions): ``T_einsum[i, k] = sum(A[i, j] * B[j, k], j in [0, 3))``.
 
     Raises
     ------
@@ -745,32 +805,31 @@ def einsum(subscripts: str, *operands: Tensor, name: str | None = None) -> Tenso
         ``subscripts`` is not a string or an operand is not a tensor.
     ValueError
         Malformed subscripts, wrong operand count or rank, inconsistent extents.
-    NotImplementedError
-        Ellipsis broadcasting.
     """
     op = "topi.einsum"
     for p, t in enumerate(operands):
         check_tensor(t, op, f"operands[{p}]")
     if not operands:
         raise ValueError(f"{op}: needs at least one operand")
-    terms, out = _parse_einsum(subscripts, operands)
-    extent: dict[str, int] = {}
-    for p, (term, t) in enumerate(zip(terms, operands)):
-        if len(term) != t.ndim:
-            raise ValueError(f"{op}: term {term!r} has {len(term)} letters but operand {p} "
-                             f"('{t.name}') has {t.ndim} dimensions {t.shape}")
-        for c, e in zip(term, t.shape):
-            if extent.setdefault(c, e) != e:
-                raise ValueError(f"{op}: letter {c!r} has extents {extent[c]} and {e} "
-                                 f"(operand {p}, '{t.name}', shape {t.shape})")
-    summed = [c for c in dict.fromkeys("".join(terms)) if c not in out]
+    terms, out, extent = _parse_einsum(subscripts, operands)
+    summed = [c for c in dict.fromkeys(c for term in terms for c in term) if c not in out]
 
     def factors(idx: Index, ks: Index) -> list[Expr]:
         var = {**dict(zip(out, idx)), **dict(zip(summed, ks))}
-        return [t[tuple(var[c] for c in term)] for term, t in zip(terms, operands)]
+        reads = []
+        for term, t in zip(terms, operands):
+            # a broadcast ('...') dimension of extent 1 reads index 0
+            index = tuple(Const(0, int32) if t.shape[d] == 1 and extent[c] > 1 else var[c]
+                          for d, c in enumerate(term))
+            reads.append(t[index])
+        return reads
+
+    def readable(label: str) -> str:
+        return "e" + label[len(_ELLIPSIS):] if label.startswith(_ELLIPSIS) else label
 
     return _contract([extent[c] for c in out], [extent[c] for c in summed], factors,
-                     name or "T_einsum", names=list(out), reduce_names=summed)
+                     name or "T_einsum", names=[readable(c) for c in out],
+                     reduce_names=[readable(c) for c in summed])
 
 
 register_tensor_operators({"matmul": matmul})
