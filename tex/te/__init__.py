@@ -5,6 +5,7 @@ from .intrin import (
     cos,
     erf,
     exp,
+    extreme_value,
     floor,
     floordiv,
     floormod,
@@ -30,7 +31,8 @@ from .operation import check_shape, compute, const, placeholder, reduce_axis, va
 from .reducers import Reducer, all, any, comm_reducer, max, min, prod, sum
 
 __all__ = [
-    "abs", "ceil", "cos", "erf", "exp", "floor", "floordiv", "floormod", "if_then_else", "log",
+    "abs", "ceil", "cos", "erf", "exp", "extreme_value", "floor", "floordiv", "floormod",
+    "if_then_else", "log",
     "log2", "log10", "max_value", "min_value", "power", "round", "rsqrt", "select", "sigmoid",
     "sin", "sqrt", "tan", "tanh", "trunc", "truncdiv", "check_shape", "compute", "const",
     "placeholder", "reduce_axis", "var", "Reducer", "all", "any", "comm_reducer", "max",

@@ -14,7 +14,7 @@ from ..ir.tensor import Tensor
 __all__ = [
     "exp", "log", "log2", "log10", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid",
     "abs", "floor", "ceil", "round", "trunc", "erf", "power", "if_then_else", "select",
-    "floordiv", "floormod", "truncdiv", "max_value", "min_value",
+    "floordiv", "floormod", "truncdiv", "max_value", "min_value", "extreme_value",
 ]
 
 
@@ -84,6 +84,15 @@ def _limit(dtype: Any, which: str) -> Const:
         return Const(which == "max", d)
     info = np.finfo(d.numpy) if d.is_float else np.iinfo(d.numpy)
     return Const(getattr(info, which), d)
+
+
+def extreme_value(dtype: Any, highest: bool) -> Const:
+    """The value no element beats: +inf/-inf for floats, the dtype's limits otherwise
+    (the identity of the max/min reducers)."""
+    d = as_dtype(dtype, "extreme_value")
+    if d.is_float:
+        return Const(float("inf") if highest else float("-inf"), d)
+    return _limit(d, "max" if highest else "min")
 
 
 def max_value(dtype: Any) -> Const:

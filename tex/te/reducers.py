@@ -14,21 +14,9 @@ from ..dtype import DTYPES, DType
 from ..ir import fold
 from ..ir.expr import Binary, CommReducer, Const, Expr, IterVar, Op, Reduce, Var, as_expr
 from ..ir.tensor import Tensor
-from .intrin import max_value, min_value
+from .intrin import extreme_value
 
 __all__ = ["Reducer", "comm_reducer", "sum", "max", "min", "prod", "all", "any"]
-
-
-def _lowest(d: DType) -> Const:
-    if d.is_float:
-        return Const(float("-inf"), d)
-    return fold.const(min_value(d), d)
-
-
-def _highest(d: DType) -> Const:
-    if d.is_float:
-        return Const(float("inf"), d)
-    return fold.const(max_value(d), d)
 
 
 def _builtin(name: str, op: Op, identity: Callable[[DType], Const], d: DType) -> CommReducer:
@@ -42,8 +30,10 @@ _BUILTINS: dict[str, dict[DType, CommReducer]] = {
             if not d.is_bool},
     "prod": {d: _builtin("prod", Op.MUL, lambda t: Const(1, t), d) for d in DTYPES.values()
              if not d.is_bool},
-    "max": {d: _builtin("max", Op.MAX, _lowest, d) for d in DTYPES.values()},
-    "min": {d: _builtin("min", Op.MIN, _highest, d) for d in DTYPES.values()},
+    "max": {d: _builtin("max", Op.MAX, lambda t: extreme_value(t, False), d)
+            for d in DTYPES.values()},
+    "min": {d: _builtin("min", Op.MIN, lambda t: extreme_value(t, True), d)
+            for d in DTYPES.values()},
 }
 _BINARY_OP = {"sum": Op.ADD, "prod": Op.MUL, "max": Op.MAX, "min": Op.MIN}
 

@@ -21,12 +21,13 @@ from typing import Any
 import numpy as np
 
 from .. import te
-from ..dtype import DType, as_dtype, float32, int32
+from ..dtype import DType, float32, int32
 from ..ir import fold
 from ..ir.expr import Const, Expr, IterVar, Op
 from ..ir.tensor import Tensor
 from .broadcast import ELEMWISE
 from .utils import check_tensor, compute_nd, normalize_axis, reduce_axes
+from .utils import prod as product  # `prod` is the reduction op defined below
 
 __all__ = [
     "COMM_REDUCE",
@@ -203,21 +204,12 @@ def mean(x: Tensor, axis: Any = None, keepdims: bool = False,
     d = _float_dtype(x.dtype)
     total = _reduce_compute(plan, lambda v, idx: fold.cast(d, v),
                             lambda v, ks: te.sum(v, axis=ks), f"{name}_sum")
-    count = 1
-    for e in plan.reduced_extents:
-        count *= e
+    count = product(plan.reduced_extents)
     return compute_nd(total.shape, lambda idx: total[idx] / Const(count, d), name,
                       ELEMWISE)
 
 
 # -- argmax, argmin --------------------------------------------------------------------
-
-def _extreme(d: DType, highest: bool) -> Const:
-    """The value no element beats: -inf/+inf for floats, the dtype's limits otherwise."""
-    if d.is_float:
-        return Const(float("inf") if highest else float("-inf"), d)
-    return te.max_value(d) if highest else te.min_value(d)
-
 
 def _arg_reducer(op: str, better: Op) -> Any:
     """(index, value) pairs: keep the better value, the smaller index on ties (so the
@@ -230,7 +222,7 @@ def _arg_reducer(op: str, better: Op) -> Any:
 
     def fidentity(index_dtype: str, value_dtype: str) -> tuple[Expr, Expr]:
         return (te.max_value(index_dtype),
-                _extreme(as_dtype(value_dtype), highest=better is Op.LT))
+                te.extreme_value(value_dtype, highest=better is Op.LT))
 
     return te.comm_reducer(fcombine, fidentity, name=op)
 
