@@ -1,5 +1,6 @@
 """tex: a compiler for differentiable tensor expressions."""
-from . import debug, dtype, ir, te, testing, topi
+from . import autodiff, debug, dtype, ir, te, testing, topi
+from .autodiff import differentiate
 from .ir import Tensor, graph, to_dot
 from .ir.expr import Expr, IterVar
 from .te import (

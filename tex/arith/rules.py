@@ -407,7 +407,8 @@ class Analyzer:
                 continue
             # a*x - a*c*(x // c) == a*(x % c)
             mod = fold.binary(Op.FLOORMOD, x, Const(c, lf.dtype))
-            lf = lf.sub(lx.with_const(0)).sub(LinearForm({d: k}, 0, lf.dtype))
+            # x's constant is part of a*x too: a*terms(x) == a*x - a*const(x)
+            lf = lf.sub(lx).sub(LinearForm({d: k}, 0, lf.dtype))
             lf = lf.add(LinearForm.atom(mod, a))
         return lf
 

@@ -1,0 +1,456 @@
+"""Integer domains defined by linear equations and inequalities.
+
+``solve_domain`` answers: over which points ``x`` (the *unknowns*, each in its range) do
+the equations and conditions hold, as a function of the *parameters*? It returns a
+substitution that expresses every unknown through fewer, fresh summation variables, the
+ranges of those variables (as tight as the inequalities allow), and the conditions left
+(split into those that mention the new variables and those that only mention parameters).
+
+This is what removes the Kronecker deltas of a Jacobian: ``sum_{j,k} H[i,j] X[i,k] [j == p]
+[k == q]`` has the unknowns ``j, k``, the equations ``j == p``, ``k == q``, and solves to
+an empty sum (a point): ``H[i,p] X[i,q]``.
+
+Steps:
+1. ``//`` and ``%`` by constants inside equations become fresh unknowns ``q, r`` with
+   ``e == c*q + r``, ``0 <= r < c`` (reshape/flatten gradients become linear).
+2. Linear equations with integer coefficients are eliminated one at a time: a unit
+   coefficient pivots directly (the unknown with the widest range is eliminated first, so
+   narrow ranges, such as kernel taps, stay as loops); a common factor ``g`` of the
+   coefficients gives the solvability condition ``rest % g == 0``; otherwise unimodular
+   column operations (Euclid on two coefficients) create a unit coefficient. Equations
+   that are not linear in the unknowns stay as conditions.
+3. Each remaining unknown gets bounds from the inequalities in which it is the only
+   unknown (one Fourier-Motzkin step per variable, in order); when the bounds span fewer
+   points than its static range, the variable is shifted to start at its lower bound
+   (``h = floordiv(y - 3, 2) + d``, ``d`` in ``[0, 3)``): a strided convolution's gradient
+   then visits only the taps that hit. A one-point range disappears.
+4. Conditions are simplified on the final domain; those implied by it are dropped.
+
+Everything is exact: the returned domain holds exactly the original points (integer index
+arithmetic is assumed not to overflow, as everywhere in ``tex.arith``).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from ..dtype import boolean, int32
+from ..ir import fold
+from ..ir.expr import Binary, Compare, Const, Expr, IterVar, Op, Range, Var
+from ..ir.visit import post_order, substitute
+from .bounds import DomainLike, Interval, normalize_dom
+from .rules import Analyzer, LinearForm, chain_operands
+
+__all__ = ["SolvedDomain", "solve_domain"]
+
+
+@dataclass
+class SolvedDomain:
+    """The points of ``solve_domain``'s problem, re-parameterized.
+
+    ``substitution`` maps every unknown to an expression over ``axes`` and the parameters;
+    ``inner`` is the condition that mentions axes, ``outer`` the one over parameters only
+    (both ``True`` when nothing is left).
+    """
+
+    axes: list[IterVar]
+    substitution: dict[Var, Expr]
+    inner: Expr
+    outer: Expr
+    notes: list[str] = field(default_factory=list)
+
+
+# one linear equation: sum(coef * unknown) + rest == 0, rest free of unknowns
+_Eq = tuple[dict[Var, int], LinearForm]
+
+
+class _Solver:
+    def __init__(self, unknowns: dict[Var, Interval | None], params: dict[Var, Interval],
+                 names: str) -> None:
+        self.ranges = dict(unknowns)          # unknown -> static range (None: none)
+        self.params = params
+        self.names = names
+        self.fresh_count = 0
+        self.subst: dict[Var, LinearForm] = {}  # eliminated unknown -> form over the rest
+        self.order: list[Var] = list(unknowns)
+        self.conditions: list[Expr] = []
+        self.an = Analyzer({**params, **{v: r for v, r in unknowns.items() if r is not None}})
+
+    # -- helpers ----------------------------------------------------------------------
+    def fresh(self, hint: str, rng: Interval | None) -> Var:
+        self.fresh_count += 1
+        v = Var(f"{hint}{self.fresh_count}", int32, kind="reduce")
+        self.ranges[v] = rng
+        self.order.append(v)
+        if rng is not None:
+            self.an = Analyzer({**self.an.dom, v: rng})
+        return v
+
+    def is_unknown(self, e: Expr) -> bool:
+        return isinstance(e, Var) and e in self.ranges and e not in self.subst
+
+    def mentions_unknown(self, e: Expr) -> bool:
+        return any(self.is_unknown(n) for n in post_order(e))
+
+    def linear(self, e: Expr) -> LinearForm:
+        return self.an.linear(self.an.rewrite(e))
+
+    def rebuild(self, lf: LinearForm) -> Expr:
+        return self.an.rebuild(lf)
+
+    # -- step 1: div/mod elimination ----------------------------------------------------
+    def eliminate_divmod(self, e: Expr) -> tuple[Expr, list[Expr]]:
+        """``e`` with each ``a // c``, ``a % c`` over unknowns replaced by fresh unknowns;
+        returns the new expression and the defining equations ``a - c*q - r``."""
+        replaced: dict[Expr, Expr] = {}
+        pairs: dict[tuple[Expr, int], tuple[Var, Var]] = {}
+        defs: list[Expr] = []
+        for node in post_order(e):
+            if not (isinstance(node, Binary) and node.op in (Op.FLOORDIV, Op.FLOORMOD)
+                    and isinstance(node.b, Const) and node.b.value > 0
+                    and self.mentions_unknown(node.a)):
+                continue
+            a = self.an.rewrite(substitute(node.a, replaced))
+            c = int(node.b.value)
+            key = (a, c)
+            if key not in pairs:
+                ab = self.an.bounds(a)
+                qr = Interval(None if ab.lo is None else ab.lo // c,
+                              None if ab.hi is None else ab.hi // c)
+                q = self.fresh("q", qr)
+                r = self.fresh("r", Interval(0, c - 1))
+                pairs[key] = (q, r)
+                defs.append(fold.binary(Op.SUB, a, fold.binary(
+                    Op.ADD, fold.binary(Op.MUL, q, Const(c, a.dtype)), r)))
+            q, r = pairs[key]
+            replaced[node] = q if node.op is Op.FLOORDIV else r
+        return (substitute(e, replaced) if replaced else e), defs
+
+    # -- step 2: equations --------------------------------------------------------------
+    def as_equation(self, e: Expr) -> _Eq | None:
+        """``e == 0`` as a linear equation, or None when not linear in the unknowns."""
+        if not e.dtype.is_int:
+            return None
+        lf = self.linear(e)
+        coefs: dict[Var, int] = {}
+        rest: dict[Expr, int] = {}
+        for atom, c in lf.terms.items():
+            if self.is_unknown(atom):
+                coefs[atom] = c  # type: ignore[index]
+            elif self.mentions_unknown(atom):
+                return None
+            else:
+                rest[atom] = c
+        return coefs, LinearForm(rest, lf.const, lf.dtype)
+
+    def substitute_forms(self, var: Var, form: LinearForm, eqs: list[_Eq]) -> list[_Eq]:
+        """Replace ``var`` by ``form`` (over unknowns and parameters) everywhere."""
+        def apply(coefs: dict[Var, int], rest: LinearForm) -> _Eq:
+            c = coefs.pop(var, 0)
+            if c:
+                for atom, k in form.terms.items():
+                    if self.is_unknown(atom) and atom is not var:
+                        coefs[atom] = coefs.get(atom, 0) + c * k  # type: ignore[index]
+                    else:
+                        rest = rest.add(LinearForm({atom: c * k}, 0, rest.dtype))
+                rest = rest.add(LinearForm.constant(c * form.const, rest.dtype))
+            return {v: k for v, k in coefs.items() if k}, rest
+
+        out = [apply(dict(cf), rest) for cf, rest in eqs]
+        for v, f in list(self.subst.items()):
+            if var in f.terms:
+                k = f.terms[var]
+                terms = {a: c for a, c in f.terms.items() if a is not var}
+                self.subst[v] = LinearForm(terms, f.const, f.dtype).add(form.scale(k))
+        self.subst[var] = form
+        return out
+
+    def pick_pivot(self, eqs: list[_Eq]) -> tuple[int, Var] | None:
+        best: tuple[tuple, int, Var] | None = None
+        for n, (coefs, _) in enumerate(eqs):
+            for v, c in coefs.items():
+                if abs(c) != 1:
+                    continue
+                rng = self.ranges.get(v)
+                width = math.inf if rng is None or not rng.is_bounded else rng.hi - rng.lo
+                # eliminate the widest unknown; ties: earliest equation, earliest variable
+                rank = (-width, n, self.order.index(v))
+                if best is None or rank < best[0]:
+                    best = (rank, n, v)
+        return None if best is None else (best[1], best[2])
+
+    def solve(self, eqs: list[_Eq]) -> bool:
+        """Eliminate the equations; False when they have no integer solution."""
+        eqs = [(cf, r) for cf, r in eqs]
+        while eqs:
+            eqs = [(cf, r) for cf, r in eqs if cf or not self._constant_eq(r)]
+            if any(not cf and r.is_const and r.const != 0 for cf, r in eqs):
+                return False
+            eqs = [(cf, r) for cf, r in eqs if cf]
+            if not eqs:
+                break
+            pivot = self.pick_pivot(eqs)
+            if pivot is not None:
+                n, v = pivot
+                coefs, rest = eqs.pop(n)
+                c = coefs[v]
+                # c*v + others + rest == 0  ->  v = -(others + rest)/c, c = +-1
+                terms: dict[Expr, int] = {u: -k * c for u, k in coefs.items() if u is not v}
+                for atom, k in rest.terms.items():
+                    terms[atom] = terms.get(atom, 0) - k * c
+                form = LinearForm(terms, -rest.const * c, rest.dtype)
+                eqs = self.substitute_forms(v, form, eqs)
+                continue
+            coefs, rest = eqs[0]
+            g = 0
+            for c in coefs.values():
+                g = math.gcd(g, c)
+            if g > 1:
+                eqs[0] = self._divide(coefs, rest, g)
+                if eqs[0] is None:
+                    return False
+                continue
+            eqs = self._unimodular(eqs)
+        return True
+
+    def _constant_eq(self, rest: LinearForm) -> bool:
+        """An equation without unknowns that holds trivially (0 == 0)."""
+        if rest.is_const:
+            return rest.const == 0
+        # parameters only: a condition, not an equation
+        self.conditions.append(fold.compare(Op.EQ, self.rebuild(rest), Const(0, rest.dtype)))
+        return True
+
+    def _divide(self, coefs: dict[Var, int], rest: LinearForm, g: int) -> _Eq | None:
+        """Divide ``sum(coef*x) + rest == 0`` by the gcd ``g`` of its coefficients."""
+        if rest.is_const:
+            if rest.const % g:
+                return None
+            return {v: c // g for v, c in coefs.items()}, LinearForm.constant(rest.const // g,
+                                                                               rest.dtype)
+        if all(c % g == 0 for c in rest.terms.values()) and rest.const % g == 0:
+            return ({v: c // g for v, c in coefs.items()},
+                    LinearForm({a: c // g for a, c in rest.terms.items()}, rest.const // g,
+                               rest.dtype))
+        r = self.rebuild(rest)
+        gc = Const(g, r.dtype)
+        self.conditions.append(fold.compare(Op.EQ, fold.binary(Op.FLOORMOD, r, gc),
+                                            Const(0, r.dtype)))
+        return ({v: c // g for v, c in coefs.items()},
+                LinearForm.atom(fold.binary(Op.FLOORDIV, r, gc)))
+
+    def _unimodular(self, eqs: list[_Eq]) -> list[_Eq]:
+        """One Euclid step on the first equation's two smallest coefficients: ``x_a =
+        x' - m*x_b`` turns ``ca*x_a + cb*x_b`` into ``ca*x' + (cb - m*ca)*x_b``."""
+        coefs, _ = eqs[0]
+        items = sorted(coefs.items(), key=lambda vc: (abs(vc[1]), self.order.index(vc[0])))
+        (a, ca), (b, cb) = items[0], items[1]
+        m = cb // ca
+        x = self.fresh(a.name + "_", None)
+        form = LinearForm({x: 1, b: -m}, 0, a.dtype)
+        return self.substitute_forms(a, form, eqs)
+
+    # -- step 3: bounds of the remaining unknowns ----------------------------------------
+    def value(self, v: Var) -> Expr:
+        """The expression of an unknown over the remaining unknowns and parameters."""
+        form = self.subst.get(v)
+        return v if form is None else self.rebuild(form)
+
+
+def _inequalities(cond: Expr, linear: callable) -> list[LinearForm] | None:
+    """An integer comparison as forms ``f >= 0`` (two for ==), or None."""
+    if not (isinstance(cond, Compare) and cond.a.dtype.is_int):
+        return None
+    d = linear(fold.binary(Op.SUB, cond.a, cond.b))  # a - b
+    one = LinearForm.constant(1, d.dtype)
+    match cond.op:
+        case Op.LT:
+            return [d.scale(-1).sub(one)]
+        case Op.LE:
+            return [d.scale(-1)]
+        case Op.GT:
+            return [d.sub(one)]
+        case Op.GE:
+            return [d]
+        case Op.EQ:
+            return [d, d.scale(-1)]
+    return None
+
+
+def _frac_bounds(lf: LinearForm, div: int, bounds_of: callable) -> tuple[Fraction, Fraction]:
+    """Rational bounds of ``lf / div`` from the bounds of its atoms."""
+    lo = hi = Fraction(lf.const)
+    for atom, c in lf.terms.items():
+        iv = bounds_of(atom)
+        if iv.lo is None or iv.hi is None:
+            return Fraction(-10**18), Fraction(10**18)
+        a, b = c * iv.lo, c * iv.hi
+        lo += min(a, b)
+        hi += max(a, b)
+    return lo / div, hi / div
+
+
+def solve_domain(unknowns: Sequence[IterVar], equations: Sequence[Expr],
+                 conditions: Sequence[Expr], params: DomainLike,
+                 hint: str = "k") -> SolvedDomain | None:
+    """Re-parameterize ``{x in ranges : equations == 0, conditions}``.
+
+    Parameters
+    ----------
+    unknowns : list of IterVar
+        The variables summed over, with their static ranges.
+    equations : list of Expr
+        Integer expressions required to be 0 (``lhs - rhs``).
+    conditions : list of Expr
+        Boolean conditions (``&&`` chains are split; ``==`` atoms over unknowns become
+        equations).
+    params : domain
+        The ranges of the other variables (the result tensor's indices).
+    hint : str
+        Prefix of the names of new summation variables.
+
+    Returns
+    -------
+    SolvedDomain, or None when the set is provably empty.
+    """
+    pdom = normalize_dom(params)
+    s = _Solver({iv.var: Interval(iv.dom.min, iv.dom.stop - 1) for iv in unknowns}, pdom, hint)
+    pending = list(equations)
+    conds: list[Expr] = []
+    for c in conditions:
+        for atom in chain_operands(s.an.rewrite(c), Op.AND):
+            if isinstance(atom, Const):
+                if not atom.value:
+                    return None
+                continue
+            if isinstance(atom, Compare) and atom.op is Op.EQ and atom.a.dtype.is_int \
+                    and s.mentions_unknown(atom):
+                pending.append(fold.binary(Op.SUB, atom.a, atom.b))
+            else:
+                conds.append(atom)
+    eqs: list[_Eq] = []
+    for e in pending:
+        e2, defs = s.eliminate_divmod(e)
+        for d in [*defs, e2]:
+            eq = s.as_equation(d)
+            if eq is None:
+                conds.append(fold.compare(Op.EQ, d, Const(0, d.dtype)))
+            else:
+                eqs.append(eq)
+    if not s.solve(eqs):
+        return None
+    conds.extend(s.conditions)
+    # ranges of eliminated unknowns become conditions on the rest
+    for v, rng in s.ranges.items():
+        if v in s.subst and rng is not None:
+            val = s.value(v)
+            if rng.lo is not None:
+                conds.append(fold.compare(Op.GE, val, Const(rng.lo, val.dtype)))
+            if rng.hi is not None:
+                conds.append(fold.compare(Op.LE, val, Const(rng.hi, val.dtype)))
+    final: dict[Var, Expr] = {v: s.value(v) for v in s.subst}
+    conds = [substitute(c, final) for c in conds]
+    free = [v for v in s.order if v not in s.subst]
+    return _bound_free(s, free, conds, final, pdom, unknowns)
+
+
+def _bound_free(s: _Solver, free: list[Var], conds: list[Expr], final: dict[Var, Expr],
+                pdom: dict[Var, Interval], unknowns: Sequence[IterVar]) -> SolvedDomain | None:
+    """Step 3 and 4: ranges for the free unknowns, then the conditions left."""
+    known: dict[Var, Interval] = dict(pdom)
+    axes: list[IterVar] = []
+    shift: dict[Var, Expr] = {}
+    an = Analyzer(known)
+    pending = set(free)
+    for v in free:
+        pending.discard(v)
+        an = Analyzer({**known, **{u: r for u in pending if (r := s.ranges[u]) is not None}})
+        lows: list[tuple[LinearForm, int]] = []
+        highs: list[tuple[LinearForm, int]] = []
+        rng = s.ranges[v]
+        for c in conds:
+            c2 = substitute(c, shift) if shift else c
+            forms = _inequalities(c2, lambda e: an.linear(an.rewrite(e)))
+            for f in forms or ():
+                k = f.terms.get(v, 0)
+                if not k:
+                    continue
+                rest = LinearForm({a: x for a, x in f.terms.items() if a is not v}, f.const,
+                                  f.dtype)
+                if any(_mentions(a, pending) or _mentions(a, {v}) for a in rest.terms):
+                    continue
+                # k*v + rest >= 0: k > 0 -> v >= ceil(-rest/k); k < 0 -> v <= floor(rest/-k)
+                (lows if k > 0 else highs).append((rest.scale(-1), k) if k > 0 else (rest, -k))
+        if rng is not None and rng.is_bounded:
+            lows.append((LinearForm.constant(rng.lo, int32), 1))
+            highs.append((LinearForm.constant(rng.hi, int32), 1))
+        static = (rng.hi - rng.lo + 1) if rng is not None and rng.is_bounded else math.inf
+        best: tuple[int, tuple[LinearForm, int]] | None = None
+        for lo in lows:
+            for hi in highs:
+                hlo, hhi = _frac_bounds(hi[0], hi[1], an.bounds)
+                llo, lhi = _frac_bounds(lo[0], lo[1], an.bounds)
+                if lo[0].terms.keys() == hi[0].terms.keys() and lo[1] == hi[1] and \
+                        all(lo[0].terms[a] == hi[0].terms[a] for a in lo[0].terms):
+                    span = Fraction(hi[0].const - lo[0].const, lo[1])  # same slope: exact
+                else:
+                    span = hhi - llo
+                ext = math.floor(span) + 1
+                if best is None or ext < best[0]:
+                    best = (ext, lo)
+        if best is None:
+            raise ValueError(f"solve_domain: variable {v.name} is unbounded")
+        ext, (num, div) = best
+        if ext <= 0:
+            return None
+        if static == 1:
+            shift[v] = Const(rng.lo, int32)  # type: ignore[union-attr]
+        elif ext < static or rng is None or not rng.is_bounded:
+            base = an.rebuild(num) if div == 1 else fold.binary(
+                Op.FLOORDIV, fold.binary(Op.ADD, an.rebuild(num), Const(div - 1, int32)),
+                Const(div, int32))
+            if ext == 1:
+                shift[v] = base
+            else:
+                d = Var(f"{v.name}", int32, kind="reduce")
+                axes.append(IterVar(d, Range(0, ext)))
+                known[d] = Interval(0, ext - 1)
+                shift[v] = fold.binary(Op.ADD, base, d)
+            if rng is not None and rng.is_bounded:
+                conds.append(fold.compare(Op.GE, v, Const(rng.lo, int32)))
+                conds.append(fold.compare(Op.LE, v, Const(rng.hi, int32)))
+        else:
+            d = Var(v.name, int32, kind="reduce")
+            axes.append(IterVar(d, Range(rng.lo, rng.hi - rng.lo + 1)))
+            known[d] = rng
+            shift[v] = d
+    # resolve shifts into the substitution, then simplify everything on the final domain
+    fan = Analyzer(known)
+    sub = {v: fan.rewrite(substitute(e, shift)) for v, e in final.items()}
+    sub.update({v: fan.rewrite(e) for v, e in shift.items()})
+    for iv in unknowns:
+        sub.setdefault(iv.var, iv.var)
+    cond = Const(True, boolean)
+    for c in conds:
+        cond = fold.binary(Op.AND, cond, substitute(c, shift))
+    cond = fan.rewrite(cond)
+    if isinstance(cond, Const) and not cond.value:
+        return None
+    axis_vars = {iv.var for iv in axes}
+    inner: Expr = Const(True, boolean)
+    outer: Expr = Const(True, boolean)
+    for atom in chain_operands(cond, Op.AND):
+        if isinstance(atom, Const):
+            continue
+        if _mentions(atom, axis_vars):
+            inner = fold.binary(Op.AND, inner, atom)
+        else:
+            outer = fold.binary(Op.AND, outer, atom)
+    return SolvedDomain(axes, {v: e for v, e in sub.items()
+                               if v in {iv.var for iv in unknowns}}, inner, outer)
+
+
+def _mentions(e: Expr, vars_: set[Var]) -> bool:
+    return any(n in vars_ for n in post_order(e)) if vars_ else False

@@ -1,0 +1,409 @@
+"""Reverse-mode differentiation of a tensor DAG: ``tex.differentiate``.
+
+Adjoints are accumulated in reverse topological order (an explicit stack, no recursion):
+the adjoint of the output is the head; every other tensor's adjoint is the sum of the
+contributions (*summands*) its consumers send it, each made by ``fdiff(consumer, tensor,
+adjoint of consumer)`` (``DiffBuildingBlock`` by default) or by an ``override``. Only
+tensors on a path from the output to a requested input are differentiated.
+
+Afterwards the gradient program is tidied: elementwise gradient tensors that only forward
+a value (a read, a gated read, a sum of such) and those consumed by a single elementwise
+gradient tensor are inlined into their consumers, so the program holds the tensors a
+hand-written gradient would (forward tensors are never touched).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from ..ir import fold
+from ..ir.expr import Cast, Const, Expr, Op, Reduce, Select, TensorRead
+from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
+from ..ir.visit import post_order, rewrite, substitute, topo_sort_ops
+from .vjp import DiffBuildingBlock, _is_cheap, identity_head, make_compute, zero_tensor
+
+__all__ = ["differentiate", "DifferentiationResult"]
+
+FDiff = Callable[[Tensor, Tensor, Tensor], Tensor]
+Override = Mapping[Tensor, tuple[Sequence[Tensor], Callable[..., Sequence[Tensor]]]]
+
+
+class DifferentiationResult(Sequence[Tensor]):
+    """The gradients, in the order of ``inputs`` (a list-like), plus ``adjoints``
+    (tensor -> adjoint, intermediates included) and ``adjoint_summands`` (tensor ->
+    {consumer: contribution})."""
+
+    def __init__(self, result: list[Tensor], adjoints: dict[Tensor, Tensor],
+                 summands: dict[Tensor, dict[Tensor, Tensor]]) -> None:
+        self.result = result
+        self.adjoints = adjoints
+        self.adjoint_summands = summands
+
+    def __getitem__(self, i: Any) -> Any:
+        return self.result[i]
+
+    def __len__(self) -> int:
+        return len(self.result)
+
+    def __iter__(self) -> Iterator[Tensor]:
+        return iter(self.result)
+
+    def __repr__(self) -> str:
+        return f"DifferentiationResult({[t.name for t in self.result]})"
+
+
+def _check_tensor(t: Any, what: str) -> Tensor:
+    if not isinstance(t, Tensor):
+        raise TypeError(f"differentiate: {what} must be a tex Tensor, got {type(t).__name__} "
+                        f"{t!r}")
+    return t
+
+
+def _deps(t: Tensor, override: Override) -> list[Tensor]:
+    if t in override:
+        return list(override[t][0])
+    op = t.op
+    return op.input_tensors if isinstance(op, ComputeOp) else []
+
+
+def _topo(output: Tensor, override: Override) -> list[Tensor]:
+    """Tensors the output depends on (itself included), producers first."""
+    order: list[Tensor] = []
+    done: set[Tensor] = set()
+    stack: list[tuple[Tensor, bool]] = [(output, False)]
+    while stack:
+        t, expanded = stack.pop()
+        if expanded:
+            if t not in done:
+                done.add(t)
+                order.append(t)
+            continue
+        if t in done:
+            continue
+        stack.append((t, True))
+        for d in reversed(_deps(t, override)):
+            if d not in done:
+                stack.append((d, False))
+    return order
+
+
+def differentiate(output: Tensor, inputs: Sequence[Tensor] | Tensor | None = None,
+                  head: Tensor | None = None, fdiff: FDiff | None = None,
+                  override: Override | None = None) -> DifferentiationResult:
+    """Reverse-mode gradients of ``output`` with respect to ``inputs``.
+
+    Parameters
+    ----------
+    output : Tensor
+        A float tensor.
+    inputs : list of Tensor, optional
+        The tensors to differentiate with respect to (default: every placeholder the
+        output depends on). One the output does not depend on gets a zero tensor.
+    head : Tensor, optional
+        Shape ``prefix + output.shape``; the gradients then have shape ``prefix +
+        input.shape`` (a vector-Jacobian product). Default: the identity, giving the full
+        Jacobian ``output.shape + input.shape`` (for a scalar output, the gradient).
+    fdiff : callable, optional
+        ``fdiff(out, inp, head) -> adjoint contribution of inp`` for every edge (default
+        ``tex.autodiff.DiffBuildingBlock``).
+    override : dict, optional
+        ``{tensor: (deps, fn)}``: differentiate ``tensor`` as a function of ``deps`` with
+        ``fn(tensor, deps, head) -> [adjoint contribution per dep]``.
+
+    Returns
+    -------
+    DifferentiationResult
+        List-like of the gradients; ``.adjoints``, ``.adjoint_summands``.
+
+    Raises
+    ------
+    TypeError
+        ``output``, an input, or ``head`` is not a Tensor; ``output`` or ``head`` is not
+        a float tensor.
+    ValueError
+        ``head``'s shape does not end with ``output.shape``; an override or fdiff returns
+        the wrong number or shape of adjoints.
+
+    Example
+    -------
+    >>> dW, dB = tex.differentiate(L, [W, B])
+    """
+    output = _check_tensor(output, "output")
+    if not output.dtype.is_float:
+        raise TypeError(f"differentiate: output '{output.name}' has dtype {output.dtype}; "
+                        "only float tensors can be differentiated")
+    override = dict(override or {})
+    for t, entry in override.items():
+        _check_tensor(t, "an override key")
+        if not (isinstance(entry, (tuple, list)) and len(entry) == 2 and callable(entry[1])):
+            raise TypeError(f"differentiate: override of '{t.name}' must be (deps, fn), got "
+                            f"{entry!r}")
+        for d in entry[0]:
+            _check_tensor(d, f"a dependency in the override of '{t.name}'")
+    order = _topo(output, override)
+    if inputs is None:
+        wanted = [t for t in order if isinstance(t.op, PlaceholderOp)]
+        single = False
+    else:
+        single = isinstance(inputs, Tensor)
+        wanted = [inputs] if single else list(inputs)  # type: ignore[list-item]
+        for i, t in enumerate(wanted):
+            _check_tensor(t, f"inputs[{i}]")
+    if head is None:
+        head = identity_head(output)
+    head = _check_tensor(head, "head")
+    if not head.dtype.is_float:
+        raise TypeError(f"differentiate: head '{head.name}' has dtype {head.dtype}; it must "
+                        "be a float tensor")
+    nd = output.ndim
+    if head.ndim < nd or head.shape[head.ndim - nd:] != output.shape:
+        raise ValueError(f"differentiate: head shape {head.shape} must end with the output "
+                         f"shape {output.shape} of '{output.name}'")
+    prefix = head.shape[:head.ndim - nd]
+    user_fdiff = fdiff
+    fdiff = fdiff or DiffBuildingBlock
+
+    # tensors on a path from the output to a wanted input
+    wanted_set = set(wanted)
+    needed: set[Tensor] = set()
+    for t in order:
+        if t in wanted_set or any(d in needed for d in _deps(t, override)):
+            needed.add(t)
+
+    adjoints: dict[Tensor, Tensor] = {}
+    summands: dict[Tensor, dict[Tensor, Tensor]] = {}
+    created: list[Tensor] = []
+    for t in reversed(order):
+        if t not in needed:
+            continue
+        if t is output:
+            adj = head
+        else:
+            parts = summands.get(t)
+            if not parts:
+                continue
+            adj = _sum_tensors(list(parts.values()), f"d_{t.name}")
+            if len(parts) > 1:
+                created.append(adj)
+        adjoints[t] = adj
+        if not t.dtype.is_float:
+            continue
+        deps = [d for d in dict.fromkeys(_deps(t, override)) if d in needed]
+        if not deps:
+            continue
+        if t in override:
+            odeps, fn = override[t]
+            got = list(fn(t, list(odeps), adj))
+            if len(got) != len(odeps):
+                raise ValueError(f"differentiate: the override of '{t.name}' returned "
+                                 f"{len(got)} adjoints for {len(odeps)} dependencies")
+            results = dict(zip(odeps, got))
+        elif user_fdiff is None:
+            view, deps = _through_index_only(t, deps, needed, wanted_set, override)
+            results = {d: _remap_reads(DiffBuildingBlock(view, d, adj), view, t) for d in deps}
+        else:
+            results = {d: fdiff(t, d, adj) for d in deps}
+        for d in deps:
+            s = results[d]
+            who = f"the override of '{t.name}'" if t in override else "fdiff"
+            _check_tensor(s, f"{who} result for '{d.name}'")
+            want = adj.shape[:len(adj.shape) - t.ndim] + d.shape
+            if s.shape != want:
+                raise ValueError(f"differentiate: {who} returned shape {s.shape} for the "
+                                 f"adjoint of '{d.name}', expected {want}")
+            summands.setdefault(d, {})[t] = s
+            created.append(s)
+
+    result = []
+    for t in wanted:
+        a = adjoints.get(t)
+        if a is None:
+            a = zero_tensor(prefix + t.shape, head.dtype, f"d_{t.name}")
+        result.append(a)
+    return _tidy(result, adjoints, summands, set(created) | {head})
+
+
+def _index_only(t: Tensor) -> bool:
+    """Whether ``t`` only moves values of one tensor around: pad, reshape, transpose,
+    broadcast, flip, casts (an elementwise body whose float nodes are one read, casts,
+    constants and selects)."""
+    op = t.op
+    if not isinstance(op, ComputeOp) or op.num_outputs != 1 or len(op.input_tensors) != 1:
+        return False
+    body = op.body[0]
+    if isinstance(body, Reduce) or not body.dtype.is_float:
+        return False
+    reads = 0
+    for node in post_order(body):
+        if not node.dtype.is_float:
+            continue
+        if isinstance(node, TensorRead):
+            reads += 1
+        elif not isinstance(node, (Select, Cast, Const)):
+            return False
+    return reads == 1
+
+
+def _through_index_only(t: Tensor, deps: list[Tensor], needed: set[Tensor],
+                        wanted: set[Tensor], override: Override
+                        ) -> tuple[Tensor, list[Tensor]]:
+    """``t`` with its index-only producers inlined, and the dependencies of that view.
+
+    Differentiating through a pad or reshape directly (instead of materializing the
+    adjoint of the padded tensor) keeps the gradient on the input's own domain: a padded
+    convolution's data gradient iterates over the data, not over the padded data."""
+    op = t.op
+    if not isinstance(op, ComputeOp):
+        return t, deps
+
+    def transparent(d: Tensor) -> bool:
+        return d in needed and d not in wanted and d not in override and _index_only(d)
+
+    if not any(transparent(d) for d in deps):
+        return t, deps
+    bodies = list(op.body)
+    for _ in range(64):  # chains of reshapes/transposes; bounded for safety
+        changed = False
+        for i, b in enumerate(bodies):
+            nb = _inline_reads(b, {d for d in _reads(b) if transparent(d)}, {})
+            if nb is not b:
+                bodies[i] = nb
+                changed = True
+        if not changed:
+            break
+    view = ComputeOp(op.name, op.axis, bodies, tag=op.tag, attrs=op.attrs)
+    new_deps = [d for d in view.input_tensors if d in needed]
+    return view.output(t.value_index), new_deps
+
+
+def _reads(e: Expr) -> set[Tensor]:
+    return {n.tensor for n in post_order(e) if isinstance(n, TensorRead)}
+
+
+def _remap_reads(s: Tensor, old: Tensor, new: Tensor) -> Tensor:
+    """``s`` with reads of the view ``old``'s outputs redirected to ``new``'s op (the
+    same values): gradients read the forward tensors the user built."""
+    if old is new:
+        return s
+    table = {o: n for o, n in zip(old.op.outputs, new.op.outputs)}
+    memo: dict[Tensor, Tensor] = {}
+    order = [op for op in topo_sort_ops([s]) if isinstance(op, ComputeOp)]
+    for op in order:
+        if op is old.op:
+            continue
+        deps = op.input_tensors
+        if not any(d in table or d in memo for d in deps):
+            continue
+        def fn(node: Expr) -> Expr | None:
+            if isinstance(node, TensorRead):
+                tgt = table.get(node.tensor) or memo.get(node.tensor)
+                if tgt is not None:
+                    return TensorRead(tgt, node.indices)
+            return None
+        bodies = [rewrite(b, fn) for b in op.body]
+        nop = ComputeOp(op.name, op.axis, bodies, tag=op.tag, attrs=op.attrs)
+        for a, b in zip(op.outputs, nop.outputs):
+            memo[a] = b
+    return memo.get(s, s)
+
+
+def _sum_tensors(parts: list[Tensor], name: str) -> Tensor:
+    if len(parts) == 1:
+        return parts[0]
+    shape, dtype = parts[0].shape, parts[0].dtype
+
+    def body(v: tuple[Expr, ...]) -> Expr:
+        acc: Expr | None = None
+        for p in parts:
+            r = fold.cast(dtype, TensorRead(p, v))
+            acc = r if acc is None else fold.binary(Op.ADD, acc, r)
+        return acc  # type: ignore[return-value]
+
+    return make_compute(name, shape, body)
+
+
+# --------------------------------------------------------------------------------------
+# tidying: inline forwarding and single-use elementwise gradient tensors
+# --------------------------------------------------------------------------------------
+
+def _elementwise(t: Tensor) -> bool:
+    op = t.op
+    return isinstance(op, ComputeOp) and op.num_outputs == 1 and \
+        not isinstance(op.body[0], Reduce)
+
+
+def _tidy(result: list[Tensor], adjoints: dict[Tensor, Tensor],
+          summands: dict[Tensor, dict[Tensor, Tensor]],
+          created: set[Tensor]) -> DifferentiationResult:
+    """Inline gradient tensors that are cheap or used once by an elementwise gradient
+    tensor; rebuild the gradient ops (only those ``created`` here) over the survivors."""
+    roots = list(dict.fromkeys([*result, *adjoints.values(),
+                                *(s for d in summands.values() for s in d.values())]))
+    # gradient ops reachable from the roots, producers first
+    order: list[Tensor] = []
+    seen: set[Tensor] = set()
+    stack: list[tuple[Tensor, bool]] = [(t, False) for t in reversed(roots)]
+    while stack:
+        t, expanded = stack.pop()
+        if expanded:
+            order.append(t)
+            continue
+        if t in seen or t not in created:
+            continue
+        seen.add(t)
+        stack.append((t, True))
+        for d in reversed(t.op.input_tensors):
+            if d in created and d not in seen:
+                stack.append((d, False))
+    users: dict[Tensor, list[Tensor]] = {}
+    for t in order:
+        for d in t.op.input_tensors:
+            users.setdefault(d, []).append(t)
+    keep = set(result)
+    inline: set[Tensor] = set()
+    for t in order:
+        if t in keep or not _elementwise(t):
+            continue
+        us = users.get(t, [])
+        if _is_cheap(t) or (len(us) == 1 and _elementwise(us[0])):
+            inline.add(t)
+    new: dict[Tensor, Tensor] = {}
+    for t in order:
+        op: ComputeOp = t.op  # type: ignore[assignment]
+        if not any(d in inline or d in new for d in op.input_tensors):
+            new[t] = t
+            continue
+        body = op.body[0]
+        new[t] = _rebuild(t, _inline_reads(body, inline, new))
+    remap = lambda x: new.get(x, x)  # noqa: E731
+    return DifferentiationResult(
+        [remap(t) for t in result],
+        {k: remap(v) for k, v in adjoints.items()},
+        {k: {c: remap(s) for c, s in d.items()} for k, d in summands.items()})
+
+
+def _inline_reads(body: Expr, inline: set[Tensor], new: dict[Tensor, Tensor]) -> Expr:
+    def fn(node: Expr) -> Expr | None:
+        if not isinstance(node, TensorRead):
+            return None
+        t = node.tensor
+        target = new.get(t, t)
+        if t in inline:
+            op: ComputeOp = target.op  # type: ignore[assignment]
+            m = {iv.var: ix for iv, ix in zip(op.axis, node.indices)}
+            return substitute(op.body[0], m)
+        if target is not t:
+            return TensorRead(target, node.indices)
+        return None
+
+    return rewrite(body, fn)
+
+
+def _rebuild(t: Tensor, body: Expr) -> Tensor:
+    op: ComputeOp = t.op  # type: ignore[assignment]
+    if body is op.body[0]:
+        return t
+    axis = list(op.axis)
+    # the new op gets its own axes (IterVars belong to one op)
+    return make_compute(op.name, t.shape, lambda v: substitute(
+        body, {iv.var: x for iv, x in zip(axis, v)}), [iv.var.name for iv in axis], op.tag)

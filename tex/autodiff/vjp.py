@@ -1,0 +1,521 @@
+"""The building block of reverse mode: the adjoint contribution along one edge.
+
+``DiffBuildingBlock(out, inp, head)`` returns ``A[pre, p] = sum_o head[pre, o] *
+d out[o] / d inp[p]`` as a tensor expression *without* the Jacobian: each read
+``inp[g(o, k)]`` of the body is differentiated on its own (a sum of deltas is split into
+one term per read, so ``A[i,j] + A[j,i]`` gives two plain reads), and the Kronecker delta
+``[g(o, k) == p]`` is solved for the summation variables by ``tex.arith.solve_domain``:
+what is left is a loop over exactly the points where the delta is non-zero.
+
+Per body kind:
+- elementwise: the unknowns are the output indices ``o``;
+- ``sum`` reductions: the unknowns are ``o`` and the reduce axes ``k``; ``where=``
+  conditions and ``init=`` values are kept (init is differentiated elementwise);
+- selections (``max``, ``min``, and tuple reducers whose combiner picks one of its
+  operands, like argmax): the gradient goes to the selected element only. A small integer
+  tensor ``<out>_argsel[o]`` holds the first (lowest flat index) reduction point whose
+  values equal the result, and the derivative is the elementwise one at that point. If
+  ``init`` won (no point equals the result), the gradient goes to the init value;
+- any other commutative reducer (``prod``, user-defined ones): forward mode inside the
+  combiner (the combiner is extended with one derivative slot per value slot), giving the
+  Jacobian ``J[o, p]``, which is then contracted with the head. Correct for every
+  reducer; its cost is ``|out| * |inp| * |k|``.
+
+Heads that are cheap elementwise tensors (the identity head of a full Jacobian, a head that
+just reads another tensor, a gated read) are inlined into the contribution, so their
+conditions (``pre == o`` for the identity) are solved with the rest.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .. import te
+from ..arith import Analyzer, dom_of
+from ..arith.solve import solve_domain
+from ..dtype import DType, boolean, int32
+from ..ir import fold
+from ..ir.expr import (
+    Binary,
+    Cast,
+    CommReducer,
+    Const,
+    Expr,
+    IterVar,
+    Op,
+    Range,
+    Reduce,
+    Select,
+    TensorRead,
+    Unary,
+    Var,
+)
+from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
+from ..ir.verify import check_compute_body
+from ..ir.visit import post_order, substitute
+from ..topi.utils import index_names
+from .derivative import partials, tangent
+
+__all__ = ["DiffBuildingBlock", "Jacobian", "identity_head", "make_compute", "INLINE_MAX_NODES"]
+
+# an elementwise head with at most this many nodes and one float read is inlined
+INLINE_MAX_NODES = 48
+
+
+# --------------------------------------------------------------------------------------
+# small builders
+# --------------------------------------------------------------------------------------
+
+def make_compute(name: str, shape: Sequence[int], body_fn, names: Sequence[str] | None = None,
+                 tag: str = "gradient") -> Tensor:
+    """A compute tensor from ``body_fn(axis_vars) -> Expr`` (checked like te.compute)."""
+    names = list(names) if names is not None else index_names(len(shape))
+    axis = [IterVar(Var(n, int32, kind="axis"), Range(0, d)) for n, d in zip(names, shape)]
+    body = body_fn(tuple(iv.var for iv in axis))
+    check_compute_body(name, axis, [body])
+    return ComputeOp(name, axis, [body], tag=tag).output(0)
+
+
+_NAME_POOL = ("p", "q", "r", "s", "t", "u", "v", "w", "i", "j", "k", "l", "m", "n")
+
+
+def fresh_names(n: int, taken: set[str]) -> list[str]:
+    """``n`` readable index names, avoiding ``taken`` (the forward op's variable names,
+    so a printed gradient never shows two different variables with one name)."""
+    out: list[str] = []
+    pool = [c for c in _NAME_POOL if c not in taken]
+    extra = 0
+    while len(out) < n:
+        if pool:
+            out.append(pool.pop(0))
+        else:
+            name = f"i{extra}"
+            extra += 1
+            if name not in taken:
+                out.append(name)
+    return out
+
+
+def identity_head(out: Tensor) -> Tensor:
+    """``I[pre, o] = (pre == o)``: the head whose vector-Jacobian product is the Jacobian."""
+    n = out.ndim
+    names = [f"{c}0" for c in index_names(n)] + index_names(n) if n else []
+
+    def body(v: tuple[Expr, ...]) -> Expr:
+        cond: Expr = Const(True, boolean)
+        for a, b in zip(v[:n], v[n:]):
+            cond = fold.binary(Op.AND, cond, fold.compare(Op.EQ, a, b))
+        return fold.select(cond, Const(1.0, out.dtype), Const(0.0, out.dtype))
+
+    return make_compute(f"{out.name}_identity", out.shape + out.shape, body, names,
+                        tag="identity")
+
+
+def zero_tensor(shape: Sequence[int], dtype: DType, name: str) -> Tensor:
+    return make_compute(name, shape, lambda v: Const(0.0, dtype), tag="zeros")
+
+
+def _is_cheap(t: Tensor) -> bool:
+    """Whether ``t`` is an elementwise compute small enough to inline into a consumer."""
+    op = t.op
+    if not isinstance(op, ComputeOp) or op.num_outputs != 1:
+        return False
+    body = op.body[0]
+    if isinstance(body, Reduce):
+        return False
+    n = 0
+    float_reads = 0
+    for node in post_order(body):
+        n += 1
+        if isinstance(node, TensorRead) and node.dtype.is_float:
+            float_reads += 1
+    return n <= INLINE_MAX_NODES and float_reads <= 1
+
+
+def read_inlined(t: Tensor, indices: Sequence[Expr]) -> Expr:
+    """``t[indices]``, with the body of ``t`` substituted when it is cheap."""
+    if _is_cheap(t):
+        op = t.op
+        return substitute(op.body[0], {iv.var: ix for iv, ix in zip(op.axis, indices)})
+    return TensorRead(t, indices)
+
+
+def _lift(e: Expr) -> tuple[list[Expr], Expr]:
+    """``e`` as ``select(c1 && c2 ..., v, 0)``: its non-zeroness conditions and value.
+    Looks through products, quotients (numerator), negation and float casts."""
+    match e:
+        case Select(c, a, b) if _is_zero(b):
+            inner_c, v = _lift(a)
+            return [c, *inner_c], v
+        case Select(c, a, b) if _is_zero(a):
+            inner_c, v = _lift(b)
+            return [fold.logical_not(c), *inner_c], v
+        case Binary(Op.MUL, a, b):
+            ca, va = _lift(a)
+            cb, vb = _lift(b)
+            if ca or cb:
+                return ca + cb, fold.binary(Op.MUL, va, vb)
+        case Binary(Op.DIV, a, b):
+            ca, va = _lift(a)
+            if ca:
+                return ca, fold.binary(Op.DIV, va, b)
+        case Unary(Op.NEG, a):
+            ca, va = _lift(a)
+            if ca:
+                return ca, fold.unary(Op.NEG, va)
+        case Cast(dtype, a) if a.dtype.is_float:
+            ca, va = _lift(a)
+            if ca:
+                return ca, fold.cast(dtype, va)
+    return [], e
+
+
+def _is_zero(e: Expr) -> bool:
+    return isinstance(e, Const) and e.value == 0
+
+
+# --------------------------------------------------------------------------------------
+# terms: one (unknowns, equations, conditions, value) problem per read
+# --------------------------------------------------------------------------------------
+
+class _Edge:
+    """Shared state while building the summand of one edge ``out -> inp``."""
+
+    def __init__(self, out: Tensor, inp: Tensor, head: Tensor) -> None:
+        self.out, self.inp, self.head = out, inp, head
+        n_pre = head.ndim - out.ndim
+        self.prefix = head.shape[:n_pre]
+        self.shape = self.prefix + inp.shape
+        op = out.op
+        taken = {iv.var.name for iv in [*op.axis, *op.reduce_axis]}  # type: ignore[attr-defined]
+        self.names = fresh_names(len(self.shape), taken)
+        self.axis = [IterVar(Var(n, int32, kind="axis"), Range(0, d))
+                     for n, d in zip(self.names, self.shape)]
+        self.pre = [iv.var for iv in self.axis[:n_pre]]
+        self.p = [iv.var for iv in self.axis[n_pre:]]
+        self.terms: list[Expr] = []
+        self.tensors: list[Tensor] = []  # contribution tensors (reductions)
+        self.count = 0
+
+    def head_at(self, o: Sequence[Expr]) -> Expr:
+        return read_inlined(self.head, [*self.pre, *o])
+
+    def add_term(self, unknowns: Sequence[IterVar], read: TensorRead, value: Expr,
+                 conditions: Sequence[Expr]) -> None:
+        """``sum_{unknowns: read.indices == p, conditions} value``."""
+        lifted, value = _lift(value)
+        if _is_zero(value):
+            return
+        eqs = [fold.binary(Op.SUB, ix, p) for ix, p in zip(read.indices, self.p)]
+        solved = solve_domain(unknowns, eqs, [*conditions, *lifted], dom_of(self.axis))
+        if solved is None:
+            return  # provably no point: the read never hits inp
+        value = substitute(value, solved.substitution)
+        dom = {**dom_of(self.axis), **dom_of(solved.axes)}
+        value = Analyzer(dom).rewrite(value)
+        if not solved.axes:
+            self.terms.append(fold.select(solved.outer, value, Const(0.0, value.dtype)))
+            return
+        cond = fold.binary(Op.AND, solved.outer, solved.inner)
+        self.count += 1
+        name = f"{self.inp.name}_grad_{self.out.name}"
+        if self.count > 1:
+            name += f"_{self.count}"
+        ax, inner_axes = self.axis, solved.axes
+
+        def body(v: tuple[Expr, ...]) -> Expr:
+            m = {iv.var: x for iv, x in zip(ax, v)}
+            return te.sum(substitute(value, m), axis=list(inner_axes),
+                          where=substitute(cond, m))
+
+        t = make_compute(name, self.shape, body, self.names)
+        self.tensors.append(t)
+        self.terms.append(TensorRead(t, self.axis_vars()))
+
+    def axis_vars(self) -> list[Expr]:
+        return [iv.var for iv in self.axis]
+
+    def result(self) -> Tensor:
+        name = f"{self.inp.name}_grad_{self.out.name}"
+        dtype = self.head.dtype
+        if not self.terms:
+            return zero_tensor(self.shape, dtype, name)
+        if len(self.terms) == 1 and len(self.tensors) == 1:
+            return self.tensors[0]
+        terms, ax = self.terms, self.axis
+
+        def body(v: tuple[Expr, ...]) -> Expr:
+            m = {iv.var: x for iv, x in zip(ax, v)}
+            acc: Expr | None = None
+            for t in terms:
+                t = fold.cast(dtype, substitute(t, m))
+                acc = t if acc is None else fold.binary(Op.ADD, acc, t)
+            return acc  # type: ignore[return-value]
+
+        return make_compute(name, self.shape, body, self.names)
+
+
+def _reads_of(inp: Tensor):
+    return lambda n: isinstance(n, TensorRead) and n.tensor is inp
+
+
+def _elementwise_terms(edge: _Edge, unknowns: Sequence[IterVar], expr: Expr,
+                       weight: Expr, conditions: Sequence[Expr]) -> None:
+    for read, d in partials(expr, _reads_of(edge.inp)).items():
+        edge.add_term(unknowns, read, fold.binary(Op.MUL, weight, d), conditions)
+
+
+def _is_sum(c: CommReducer) -> bool:
+    return len(c) == 1 and _is_combine(c.result[0], Op.ADD, c.lhs[0], c.rhs[0])
+
+
+def _is_combine(r: Expr, op: Op, x: Var, y: Var) -> bool:
+    return isinstance(r, Binary) and r.op is op and {id(r.a), id(r.b)} == {id(x), id(y)}
+
+
+def _is_selection(c: CommReducer) -> bool:
+    """Whether every result slot is one of its two operands (max, min, argmax...)."""
+    for r, x, y in zip(c.result, c.lhs, c.rhs):
+        if _is_combine(r, Op.MAX, x, y) or _is_combine(r, Op.MIN, x, y):
+            continue
+        if isinstance(r, Select) and {id(r.a), id(r.b)} == {id(x), id(y)}:
+            continue
+        return False
+    return True
+
+
+def _flat_index(axes: Sequence[IterVar]) -> Expr:
+    flat: Expr = Const(0, int32)
+    for iv in axes:
+        flat = fold.binary(Op.ADD, fold.binary(Op.MUL, flat, Const(iv.dom.extent, int32)),
+                           fold.binary(Op.SUB, iv.var, Const(iv.dom.min, int32)))
+    return flat
+
+
+_NONE = 2**31 - 1  # "no reduction point was selected": init won
+
+
+def selection_index(out: Tensor) -> Tensor:
+    """``<out>_argsel[o]``: the flat index of the first reduction point whose values equal
+    the result of the selection reduction producing ``out`` (``2**31 - 1``: none, init won)."""
+    op = out.op
+    body = op.body
+    red: Reduce = body[0]
+    axis = op.axis
+    match: Expr = red.condition
+    for vi, src in enumerate(red.source):
+        match = fold.binary(Op.AND, match, fold.compare(Op.EQ, src, TensorRead(
+            op.output(vi), [iv.var for iv in axis])))
+    fresh = [te.reduce_axis((iv.dom.min, iv.dom.stop), name=iv.var.name) for iv in red.axis]
+    rename = {iv.var: f.var for iv, f in zip(red.axis, fresh)}
+    out_names = [iv.var.name for iv in axis]
+
+    def fbody(v: tuple[Expr, ...]) -> Expr:
+        m = {**rename, **{iv.var: x for iv, x in zip(axis, v)}}
+        return te.min(_flat_index(fresh), axis=fresh, where=substitute(match, m),
+                      init=Const(_NONE, int32))
+
+    return make_compute(f"{op.name}_argsel", out.shape, fbody, out_names, tag="argsel")
+
+
+# --------------------------------------------------------------------------------------
+# the building block
+# --------------------------------------------------------------------------------------
+
+def _check_edge(out: Tensor, inp: Tensor, head: Tensor, what: str) -> None:
+    for name, t in (("out", out), ("inp", inp), ("head", head)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{what}: {name} must be a Tensor, got {type(t).__name__} {t!r}")
+    if not isinstance(out.op, ComputeOp) or inp not in out.op.input_tensors:
+        raise ValueError(f"{what}: '{inp.name}' is not a direct input of '{out.name}'")
+    nd = out.ndim
+    if head.ndim < nd or head.shape[head.ndim - nd:] != out.shape:
+        raise ValueError(f"{what}: head shape {head.shape} must end with the shape "
+                         f"{out.shape} of '{out.name}'")
+
+
+def DiffBuildingBlock(out: Tensor, inp: Tensor, head: Tensor) -> Tensor:  # noqa: N802
+    """The adjoint contribution of ``out`` to its direct input ``inp``: ``A[pre, p] =
+    sum_o head[pre, o] * d out[o] / d inp[p]``, shape ``head.shape[:-out.ndim] +
+    inp.shape``, with the Jacobian's zeros removed (the default ``fdiff``)."""
+    _check_edge(out, inp, head, "DiffBuildingBlock")
+    edge = _Edge(out, inp, head)
+    if not out.dtype.is_float or not inp.dtype.is_float:
+        return edge.result()  # integer values carry no gradient
+    op: ComputeOp = out.op  # type: ignore[assignment]
+    body = op.body[out.value_index]
+    o_axes = list(op.axis)
+    h = edge.head_at([iv.var for iv in o_axes])
+    if not isinstance(body, Reduce):
+        _elementwise_terms(edge, o_axes, body, h, [])
+        return edge.result()
+    red = body
+    vi = red.value_index
+    combiner = red.combiner
+    if _is_sum(combiner):
+        _elementwise_terms(edge, [*o_axes, *red.axis], red.source[0], h, [red.condition])
+        if red.init:
+            _elementwise_terms(edge, o_axes, red.init[0], h, [])
+    elif _is_selection(combiner):
+        sel = TensorRead(selection_index(out), [iv.var for iv in o_axes])
+        picked = fold.compare(Op.EQ, _flat_index(red.axis), sel)
+        _elementwise_terms(edge, [*o_axes, *red.axis], red.source[vi], h,
+                           [red.condition, picked])
+        if red.init:
+            _elementwise_terms(edge, o_axes, red.init[vi], h,
+                               [fold.compare(Op.EQ, sel, Const(_NONE, int32))])
+    else:
+        return _generic_reduce(edge, out, red)
+    return edge.result()
+
+
+# --------------------------------------------------------------------------------------
+# the general reducer: forward mode inside the combiner
+# --------------------------------------------------------------------------------------
+
+def extend_combiner(c: CommReducer) -> CommReducer:
+    """The combiner carrying (values..., derivatives...): ``d result_i = sum_j
+    d result_i/d lhs_j * dlhs_j + d result_i/d rhs_j * drhs_j``; derivative identity 0."""
+    n = len(c)
+    dl = [Var(f"d{v.name}", v.dtype) for v in c.lhs]
+    dr = [Var(f"d{v.name}", v.dtype) for v in c.rhs]
+    tans = {**dict(zip(c.lhs, dl)), **dict(zip(c.rhs, dr))}
+    leaf = set(tans)
+    dres = []
+    for r in c.result:
+        t = tangent(r, tans, lambda e: e in leaf) if r.dtype.is_float else None
+        dres.append(t if t is not None else Const(0, r.dtype))
+    ident = [Const(0, d) for d in c.dtypes]
+    return CommReducer(f"{c.name}_jvp", [*c.lhs, *dl], [*c.rhs, *dr],
+                       [*c.result, *dres], [*c.identity, *ident][: 2 * n])
+
+
+def reduce_tangent(red: Reduce, source_tangents: Sequence[Expr | None],
+                   init_tangents: Sequence[Expr | None]) -> list[Expr]:
+    """The slots (values..., tangents...) of ``red`` computed with the extended combiner."""
+    ext = extend_combiner(red.combiner)
+    zero = [Const(0, s.dtype) for s in red.source]
+    src = [*red.source, *(t if t is not None else z for t, z in zip(source_tangents, zero))]
+    init: list[Expr] = []
+    if red.init:
+        init = [*red.init, *(t if t is not None else z for t, z in zip(init_tangents, zero))]
+    n = len(red.source)
+    return [Reduce(ext, src, red.axis, red.condition, init, n + i) for i in range(n)]
+
+
+def _generic_reduce(edge: _Edge, out: Tensor, red: Reduce) -> Tensor:
+    jac = _generic_jacobian(out, edge.inp, red)
+    op: ComputeOp = out.op  # type: ignore[assignment]
+    o_axes = list(op.axis)
+    if not o_axes:
+        value = fold.binary(Op.MUL, edge.head_at([]), TensorRead(jac, edge.p))
+        edge.terms.append(value)
+        return edge.result()
+    fresh = [te.reduce_axis((0, iv.dom.extent), name=iv.var.name) for iv in o_axes]
+    pre, p = edge.pre, edge.p
+
+    def body(v: tuple[Expr, ...]) -> Expr:
+        m = dict(zip(pre + p, v))
+        o = [f.var for f in fresh]
+        hv = substitute(edge.head_at(o), m)
+        return te.sum(fold.binary(Op.MUL, hv, TensorRead(jac, [*o, *v[len(pre):]])),
+                      axis=fresh)
+
+    return make_compute(f"{edge.inp.name}_grad_{out.name}", edge.shape, body, edge.names)
+
+
+def _generic_jacobian(out: Tensor, inp: Tensor, red: Reduce) -> Tensor:
+    """``J[o, p]`` of a reduction with any combiner, by forward mode in the combiner."""
+    op: ComputeOp = out.op  # type: ignore[assignment]
+    o_axes = list(op.axis)
+    names = [iv.var.name for iv in o_axes] + [f"p{d}" for d in range(inp.ndim)]
+    leaf = _reads_of(inp)
+    vi = out.value_index
+
+    def body(v: tuple[Expr, ...]) -> Expr:
+        o, p = v[:len(o_axes)], v[len(o_axes):]
+
+        def delta(read: Expr) -> Expr:
+            hit: Expr = Const(True, boolean)
+            for ix, q in zip(read.indices, p):  # type: ignore[attr-defined]
+                hit = fold.binary(Op.AND, hit, fold.compare(Op.EQ, ix, q))
+            return fold.select(hit, Const(1.0, read.dtype), Const(0.0, read.dtype))
+
+        src_t = [tangent(s, delta, leaf) for s in red.source]
+        init_t = [tangent(s, delta, leaf) for s in red.init]
+        slots = reduce_tangent(red, src_t, init_t)
+        m = {iv.var: x for iv, x in zip(o_axes, o)}
+        return substitute(slots[vi], m)
+
+    t = _multi_slot_compute(f"{out.name}_jacobian_{inp.name}", out.shape + inp.shape, body,
+                            names, len(red.source))
+    return t
+
+
+def _multi_slot_compute(name: str, shape: Sequence[int], body_fn, names: Sequence[str],
+                        n: int) -> Tensor:
+    """A compute of the extended reduction: all 2n slots are outputs (a tuple reduction
+    must list all of them); returns the requested tangent slot."""
+    axis = [IterVar(Var(nm, int32, kind="axis"), Range(0, d)) for nm, d in zip(names, shape)]
+    slot: Reduce = body_fn(tuple(iv.var for iv in axis))
+    full = [Reduce(slot.combiner, slot.source, slot.axis, slot.condition, slot.init, i)
+            for i in range(2 * n)]
+    check_compute_body(name, axis, full)
+    op = ComputeOp(name, axis, full, tag="jacobian")
+    return op.output(slot.value_index)
+
+
+# --------------------------------------------------------------------------------------
+# Jacobian
+# --------------------------------------------------------------------------------------
+
+def Jacobian(out: Tensor, inp: Tensor, optimize: bool = True) -> Tensor:  # noqa: N802
+    """``J[o, p] = d out[o] / d inp[p]``, shape ``out.shape + inp.shape``, for a direct
+    input ``inp`` of ``out``.
+
+    With ``optimize`` (default) the zeros are removed (the building block with the
+    identity head); without, the Jacobian is built literally: every read of ``inp``
+    becomes a Kronecker delta ``[g(o, k) == p]`` (the form TVM starts from; for tests and
+    for teaching).
+    """
+    if not isinstance(out, Tensor) or not isinstance(inp, Tensor):
+        raise TypeError("Jacobian: out and inp must be Tensors")
+    if isinstance(out.op, PlaceholderOp) or inp not in out.op.input_tensors:
+        raise ValueError(f"Jacobian: '{inp.name}' is not a direct input of '{out.name}'")
+    if not out.dtype.is_float:
+        raise TypeError(f"Jacobian: '{out.name}' has dtype {out.dtype}; only float "
+                        "tensors are differentiable")
+    if optimize:
+        return DiffBuildingBlock(out, inp, identity_head(out))
+    op: ComputeOp = out.op  # type: ignore[assignment]
+    body = op.body[out.value_index]
+    if isinstance(body, Reduce) and not _is_sum(body.combiner):
+        return _generic_jacobian(out, inp, body)
+    o_axes = list(op.axis)
+    names = [iv.var.name for iv in o_axes] + [f"p{d}" for d in range(inp.ndim)]
+
+    def fbody(v: tuple[Expr, ...]) -> Expr:
+        o, p = v[:len(o_axes)], v[len(o_axes):]
+
+        def delta(read: Expr) -> Expr:
+            hit: Expr = Const(True, boolean)
+            for ix, q in zip(read.indices, p):  # type: ignore[attr-defined]
+                hit = fold.binary(Op.AND, hit, fold.compare(Op.EQ, ix, q))
+            return fold.select(hit, Const(1.0, read.dtype), Const(0.0, read.dtype))
+
+        m = {iv.var: x for iv, x in zip(o_axes, o)}
+        leaf = _reads_of(inp)
+        if isinstance(body, Reduce):
+            t = tangent(body.source[0], delta, leaf)
+            value = te.sum(t if t is not None else Const(0.0, out.dtype), axis=list(body.axis),
+                           where=body.condition)
+            if body.init:
+                ti = tangent(body.init[0], delta, leaf)
+                if ti is not None:
+                    value = Reduce(value.combiner, value.source, value.axis, value.condition,
+                                   [ti])
+            return substitute(value, m)
+        t = tangent(body, delta, leaf)
+        return substitute(t if t is not None else Const(0.0, out.dtype), m)
+
+    return make_compute(f"{out.name}_jacobian_{inp.name}", out.shape + inp.shape, fbody, names,
+                        tag="jacobian")

@@ -1,0 +1,362 @@
+"""``check_grad``: the symbolic gradient of a tensor DAG checked against finite differences.
+
+The analytic side is ``tex.autodiff.differentiate(out, inputs, head)`` evaluated with the
+reference interpreter; the numeric side is central differences of the scalar function
+
+    f(x) = sum(head * out(x))
+
+whose gradient with respect to an input is exactly the vector-Jacobian product that
+``differentiate`` computes for that ``head``. Both sides run on the DAG as written, in its
+own dtypes: nothing is converted to float64 before ``evaluate``, only afterwards. So the
+finite differences are as accurate as the DAG's dtype allows; use float64 placeholders where
+a test wants tight tolerances (float32 differences are noisy, about 1e-4 relative at best).
+
+Two details keep the differences accurate:
+
+* ``f(x + d) - f(x - d)`` is summed as ``sum(head * (out(x + d) - out(x - d)))`` in float64,
+  so every output element that does not depend on the perturbed entries cancels exactly,
+  rounding error included.
+* The step divided by is the step actually taken, ``x_plus - x_minus`` after rounding to the
+  input's dtype, not the nominal ``2 * eps``.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..dtype import DType
+from ..ir.tensor import PlaceholderOp, Tensor, TensorSlice
+from ..ir.visit import topo_sort_ops
+from ..te import placeholder
+from .interpreter import _bind_feed, evaluate
+
+__all__ = ["check_grad"]
+
+# Default finite-difference step per input dtype (about the cube root of the dtype's machine
+# epsilon, the step that balances truncation and rounding error of central differences).
+DEFAULT_EPS: dict[str, float] = {"float64": 1e-6, "float32": 1e-3, "float16": 1e-2}
+
+# Random directions tried for an input with more than ``max_points`` elements.
+NUM_DIRECTIONS = 3
+
+HEAD_NAME = "check_grad_head"
+
+
+def check_grad(out: Tensor, inputs: Tensor | Sequence[Tensor],
+               data: Mapping[Tensor | str, np.ndarray] | None = None,
+               head: np.ndarray | None = None, *, rtol: float = 1e-4, atol: float = 1e-5,
+               eps: float | None = None, max_points: int = 64, seed: int = 0) -> None:
+    """Check ``tex.autodiff.differentiate`` against central finite differences.
+
+    For the scalar function ``f(x) = sum(head * out(x))``, the gradient that
+    ``differentiate(out, inputs, head)`` builds is evaluated with the reference interpreter
+    (``tex.testing.evaluate``) and compared with central differences
+    ``(f(x + eps e) - f(x - eps e)) / (2 eps)``:
+
+    * an input with at most ``max_points`` elements is checked element by element (two
+      evaluations of the DAG per element);
+    * a larger one along 3 seeded random directions ``t`` (standard normal entries):
+      ``<grad, t>`` against the difference along ``t``, so the cost does not grow with its
+      size. A wrong element then shows up as a wrong sum; raise ``max_points`` to locate it.
+
+    A value passes when ``|analytic - numeric| <= atol + rtol * |numeric|`` (the rule of
+    ``np.testing.assert_allclose``; NaN never passes).
+
+    Everything is evaluated in the DAG's own dtypes. Float32 finite differences are noisy
+    (relative error around 1e-4 even with the best step), so tests that want the default
+    tolerances should use float64 placeholders; with float32, pass looser ``rtol``/``atol``.
+
+    Parameters
+    ----------
+    out : Tensor
+        A float tensor (any shape, 0-d included).
+    inputs : Tensor or sequence of Tensor
+        The float placeholders to differentiate with respect to.
+    data : Mapping, optional
+        Placeholder (or its name, as ``evaluate`` accepts) -> ``np.ndarray`` of its shape and
+        dtype. Every placeholder of the DAG that has no entry gets seeded random data:
+        standard normal for floats, integers in ``[0, 3)`` for integer placeholders (which
+        may be index tensors; pass data for them when that range is wrong), random bools.
+        Pass data where random values leave the function's domain (``log``, ``sqrt``) or sit
+        on a kink (``max``, ``abs``).
+    head : np.ndarray, optional
+        The output gradient, of ``out.shape`` (cast to ``out``'s dtype). Default: seeded
+        standard normal.
+    rtol, atol : float
+        Relative and absolute tolerance.
+    eps : float, optional
+        The finite-difference step. Default per input dtype: 1e-6 for float64, 1e-3 for
+        float32, 1e-2 for float16.
+    max_points : int
+        Inputs with at most this many elements are checked element by element.
+    seed : int
+        Seeds the random data, head and directions.
+
+    Returns
+    -------
+    None
+        On success.
+
+    Raises
+    ------
+    TypeError
+        ``out`` is not a float Tensor; an input is not a placeholder Tensor, or is not float
+        ("cannot differentiate with respect to integer tensor 'I'"); ``data`` is not a
+        mapping (and the errors of ``evaluate`` for bad keys or values).
+    ValueError
+        ``head`` does not have ``out.shape``; ``inputs`` is empty; ``out`` is not finite at
+        the data; ``eps`` is too small to change an entry of an input; ``eps``/``max_points``
+        out of range.
+    AssertionError
+        The gradients disagree. The message names the input, the worst element (or
+        direction), the analytic and numeric values and the largest absolute and relative
+        errors.
+
+    Example
+    -------
+    >>> X = tex.placeholder((3, 4), "float64", name="X")
+    >>> Y = tex.placeholder((4,), "float64", name="Y")
+    >>> Z = tex.compute((3, 4), lambda i, j: X[i, j] * X[i, j] + tex.sin(Y[j]), name="Z")
+    >>> check_grad(Z, [X, Y])  # random X, Y and head; raises AssertionError when wrong
+    """
+    _check_out(out)
+    inputs = _check_inputs(inputs)
+    if eps is not None and not (isinstance(eps, (int, float)) and math.isfinite(eps)
+                                and eps > 0):
+        raise ValueError(f"check_grad: eps must be a positive float, got {eps!r}")
+    if not isinstance(max_points, int) or max_points < 0:
+        raise ValueError(f"check_grad: max_points must be an int >= 0, got {max_points!r}")
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise TypeError(f"check_grad: data must be a mapping {{placeholder: ndarray}}, got "
+                        f"{type(data).__name__}")
+
+    rng = np.random.default_rng(seed)
+    head_arr = _make_head(out, head, rng)
+    feed = _make_feed(out, inputs, data, rng)
+    value = np.asarray(evaluate(out, feed), dtype=np.float64)
+    if not np.isfinite(value).all():
+        bad = tuple(int(i) for i in np.argwhere(~np.isfinite(value))[0])
+        at = f"{out.name}{list(bad)}" if bad else out.name
+        raise ValueError(f"check_grad: '{out.name}' is not finite at the data "
+                         f"({at} = {value[bad]}); finite differences need "
+                         "a point inside the function's domain: pass data")
+
+    head_tensor = placeholder(out.shape, out.dtype, name=HEAD_NAME)
+    grads = _differentiate(out, inputs, head_tensor)
+    grads = list(grads)
+    if len(grads) != len(inputs):
+        raise AssertionError(f"check_grad: differentiate returned {len(grads)} gradients for "
+                             f"{len(inputs)} inputs")
+    for inp, g in zip(inputs, grads):
+        if not isinstance(g, Tensor) or g.shape != inp.shape:
+            got = f"shape {g.shape}" if isinstance(g, Tensor) else type(g).__name__
+            raise AssertionError(f"check_grad: differentiate returned a gradient of {got} for "
+                                 f"'{inp.name}' of shape {inp.shape}")
+    grad_values = evaluate(grads, {**feed, head_tensor: head_arr.astype(out.dtype.numpy)})
+
+    dir_rng = np.random.default_rng([seed, 1])
+    for inp, value_g in zip(inputs, grad_values):
+        g = np.asarray(value_g, dtype=np.float64)
+        step = eps if eps is not None else DEFAULT_EPS[inp.dtype.name]
+        what = f"the gradient of '{out.name}' with respect to '{inp.name}'"
+        if inp.size <= max_points:
+            numeric = _numeric_grad(out, inp, feed, head_arr, step)
+            _assert_close(what, g, numeric, rtol, atol)
+        else:
+            directions = [dir_rng.standard_normal(inp.shape) for _ in range(NUM_DIRECTIONS)]
+            analytic, numeric = _directional(out, inp, feed, head_arr, g, step, directions)
+            note = (f"(<grad, t>; '{inp.name}' has {inp.size} elements > max_points="
+                    f"{max_points}; raise max_points to check element by element)")
+            _assert_close(what, analytic, numeric, rtol, atol, directions=note)
+    return None
+
+
+# --------------------------------------------------------------------------------------
+# Argument checks
+# --------------------------------------------------------------------------------------
+
+def _describe(value: Any) -> str:
+    if isinstance(value, TensorSlice):
+        return f"a slice of tensor '{value.name}'"
+    if isinstance(value, Tensor):
+        return f"the computed tensor '{value.name}'"
+    return f"{type(value).__name__} {value!r}"
+
+
+def _check_out(out: Any) -> None:
+    if not isinstance(out, Tensor):
+        raise TypeError(f"check_grad: out must be a Tensor, got {_describe(out)}")
+    if not out.dtype.is_float:
+        raise TypeError(f"check_grad: out '{out.name}' has dtype {out.dtype}; only a float "
+                        "tensor can be differentiated")
+
+
+def _check_inputs(inputs: Any) -> list[Tensor]:
+    if isinstance(inputs, Tensor):
+        inputs = [inputs]
+    elif isinstance(inputs, (list, tuple)):
+        inputs = list(inputs)
+    else:
+        raise TypeError(f"check_grad: inputs must be a placeholder Tensor or a list of them, "
+                        f"got {_describe(inputs)}")
+    if not inputs:
+        raise ValueError("check_grad: no inputs to check")
+    for i, inp in enumerate(inputs):
+        if not isinstance(inp, Tensor) or not isinstance(inp.op, PlaceholderOp):
+            raise TypeError(f"check_grad: inputs[{i}] is {_describe(inp)}; gradients are "
+                            "checked with respect to placeholders (tex.placeholder)")
+        if not inp.dtype.is_float:
+            kind = "boolean" if inp.dtype.is_bool else "integer"
+            raise TypeError(f"check_grad: cannot differentiate with respect to {kind} tensor "
+                            f"'{inp.name}' (dtype {inp.dtype}); pass it in data instead")
+    return inputs
+
+
+def _make_head(out: Tensor, head: Any, rng: np.random.Generator) -> np.ndarray:
+    """The head as float64 holding values exactly representable in ``out``'s dtype."""
+    if head is None:
+        head = rng.standard_normal(out.shape)
+    elif not isinstance(head, np.ndarray):
+        raise TypeError(f"check_grad: head must be a numpy.ndarray of shape {out.shape}, got "
+                        f"{type(head).__name__}")
+    if head.shape != out.shape:
+        raise ValueError(f"check_grad: head has shape {head.shape} but '{out.name}' has shape "
+                         f"{out.shape}; they must match")
+    return np.asarray(head).astype(out.dtype.numpy).astype(np.float64)
+
+
+def _random_data(dtype: DType, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    if dtype.is_float:
+        return rng.standard_normal(shape).astype(dtype.numpy)
+    if dtype.is_bool:
+        return rng.integers(0, 2, size=shape).astype(np.bool_)
+    return rng.integers(0, 3, size=shape).astype(dtype.numpy)
+
+
+def _make_feed(out: Tensor, inputs: Sequence[Tensor], data: Mapping[Any, Any],
+               rng: np.random.Generator) -> dict[Tensor, np.ndarray]:
+    """Every placeholder of the DAG (and every input) -> its checked array."""
+    ops = topo_sort_ops([out, *inputs])
+    names = {key for key in data if isinstance(key, str)}
+    merged: dict[Any, Any] = dict(data)
+    for op in ops:
+        if isinstance(op, PlaceholderOp):
+            tensor = op.output(0)
+            if tensor not in data and op.name not in names:
+                merged[tensor] = _random_data(op.dtype, op.shape, rng)
+    return _bind_feed(ops, merged)
+
+
+def _differentiate(out: Tensor, inputs: list[Tensor], head: Tensor) -> Sequence[Tensor]:
+    """``tex.autodiff.differentiate(out, inputs, head)``, imported on first use so that
+    ``tex.testing`` imports (and its other helpers work) without ``tex.autodiff``."""
+    from ..autodiff import differentiate
+
+    return differentiate(out, inputs, head)  # type: ignore[no-any-return]
+
+
+# --------------------------------------------------------------------------------------
+# Finite differences
+# --------------------------------------------------------------------------------------
+
+def _delta_f(out: Tensor, inp: Tensor, feed: Mapping[Tensor, np.ndarray], head: np.ndarray,
+             plus: np.ndarray, minus: np.ndarray) -> float:
+    """``f(plus) - f(minus)`` with ``f(x) = sum(head * out(x))``, summed in float64 over the
+    element-wise differences so that unaffected outputs cancel exactly."""
+    hi = np.asarray(evaluate(out, {**feed, inp: plus}), dtype=np.float64)
+    lo = np.asarray(evaluate(out, {**feed, inp: minus}), dtype=np.float64)
+    return float(np.sum(head * (hi - lo)))
+
+
+def _numeric_grad(out: Tensor, inp: Tensor, feed: Mapping[Tensor, np.ndarray],
+                  head: np.ndarray, eps: float) -> np.ndarray:
+    """The gradient of ``sum(head * out)`` with respect to ``inp`` by central differences,
+    element by element: a float64 array of ``inp.shape``.
+
+    ``feed`` maps placeholder Tensors (``inp`` among them) to arrays; ``head`` has
+    ``out.shape``.
+    """
+    x = feed[inp]
+    dtype = x.dtype
+    head = np.asarray(head, dtype=np.float64)
+    grad = np.empty(inp.shape, dtype=np.float64)
+    for index in np.ndindex(*inp.shape):
+        plus, minus = x.copy(), x.copy()
+        plus[index] = dtype.type(float(x[index]) + eps)
+        minus[index] = dtype.type(float(x[index]) - eps)
+        step = float(plus[index]) - float(minus[index])
+        if step == 0:
+            raise ValueError(f"check_grad: eps={eps} does not change '{inp.name}'{list(index)} "
+                             f"= {x[index]} in {dtype}; use a larger eps")
+        grad[index] = _delta_f(out, inp, feed, head, plus, minus) / step
+    return grad
+
+
+def _directional(out: Tensor, inp: Tensor, feed: Mapping[Tensor, np.ndarray],
+                 head: np.ndarray, grad: np.ndarray, eps: float,
+                 directions: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Directional derivatives of ``sum(head * out)`` along each direction ``t``:
+    ``(analytic, numeric)``, two float64 arrays of ``len(directions)``.
+
+    With ``x_plus``/``x_minus`` the input's data plus/minus ``eps * t`` rounded to its dtype
+    and ``d = x_plus - x_minus`` the step actually taken: ``analytic[k] = <grad, d> / (2 eps)``
+    and ``numeric[k] = (f(x_plus) - f(x_minus)) / (2 eps)``, so both sides see the same
+    perturbation. ``grad`` has ``inp.shape``; ``feed`` and ``head`` as for ``_numeric_grad``.
+    """
+    x = feed[inp]
+    x64 = x.astype(np.float64)
+    head = np.asarray(head, dtype=np.float64)
+    grad = np.asarray(grad, dtype=np.float64)
+    analytic = np.empty(len(directions))
+    numeric = np.empty(len(directions))
+    for k, t in enumerate(directions):
+        plus = (x64 + eps * t).astype(x.dtype)
+        minus = (x64 - eps * t).astype(x.dtype)
+        step = plus.astype(np.float64) - minus.astype(np.float64)
+        if not step.any():
+            raise ValueError(f"check_grad: eps={eps} does not change '{inp.name}' in "
+                             f"{x.dtype}; use a larger eps")
+        analytic[k] = float(np.sum(grad * step)) / (2 * eps)
+        numeric[k] = _delta_f(out, inp, feed, head, plus, minus) / (2 * eps)
+    return analytic, numeric
+
+
+# --------------------------------------------------------------------------------------
+# Comparison
+# --------------------------------------------------------------------------------------
+
+def _assert_close(what: str, analytic: np.ndarray, numeric: np.ndarray, rtol: float,
+                  atol: float, directions: str | None = None) -> None:
+    """Raise AssertionError unless ``|analytic - numeric| <= atol + rtol * |numeric|``
+    everywhere; the message names the worst point: an index of the input, or, when
+    ``directions`` (a note for the message) is given, the random direction (1-based) of a
+    1-d array of directional derivatives."""
+    analytic = np.asarray(analytic, dtype=np.float64)
+    numeric = np.asarray(numeric, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        err = np.abs(analytic - numeric)
+        ok = err <= atol + rtol * np.abs(numeric)
+        if ok.all():
+            return
+        # worst point: the largest excess over the tolerance (NaN counts as worst)
+        excess = np.where(np.isnan(err), np.inf, err - (atol + rtol * np.abs(numeric)))
+        worst = np.unravel_index(int(np.argmax(excess)), analytic.shape)
+        worst = tuple(int(i) for i in worst)
+        rel = np.where(numeric != 0, err / np.abs(numeric), np.where(err == 0, 0, np.inf))
+        max_abs = float(np.nanmax(err)) if not np.isnan(err).all() else math.nan
+        max_rel = float(np.nanmax(rel)) if not np.isnan(rel).all() else math.nan
+    if directions is None:
+        where = f"at index {worst}"
+    else:
+        where = f"along random direction {worst[0] + 1} of {analytic.size} {directions}"
+    n_bad = int((~ok).sum())
+    raise AssertionError(
+        f"check_grad: {what} is wrong {where}: analytic {float(analytic[worst]):.10g}, "
+        f"numeric (finite differences) {float(numeric[worst]):.10g}; {n_bad} of {ok.size} "
+        f"values out of tolerance; max abs error {max_abs:.3g}, max rel error {max_rel:.3g} "
+        f"(rtol={rtol}, atol={atol})")
