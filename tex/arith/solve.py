@@ -76,6 +76,7 @@ class _Solver:
         self.subst: dict[Var, LinearForm] = {}  # eliminated unknown -> form over the rest
         self.order: list[Var] = list(unknowns)
         self.conditions: list[Expr] = []
+        self.divmod_vars: dict[tuple[Expr, int], tuple[Var, Var]] = {}
         self.an = Analyzer({**params, **{v: r for v, r in unknowns.items() if r is not None}})
 
     # -- helpers ----------------------------------------------------------------------
@@ -105,7 +106,7 @@ class _Solver:
         """``e`` with each ``a // c``, ``a % c`` over unknowns replaced by fresh unknowns;
         returns the new expression and the defining equations ``a - c*q - r``."""
         replaced: dict[Expr, Expr] = {}
-        pairs: dict[tuple[Expr, int], tuple[Var, Var]] = {}
+        pairs = self.divmod_vars  # shared: a // c and a % c of one a use one (q, r)
         defs: list[Expr] = []
         for node in post_order(e):
             if not (isinstance(node, Binary) and node.op in (Op.FLOORDIV, Op.FLOORMOD)

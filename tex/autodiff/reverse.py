@@ -20,7 +20,7 @@ from ..ir import fold
 from ..ir.expr import Cast, Const, Expr, Op, Reduce, Select, TensorRead
 from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
 from ..ir.visit import post_order, rewrite, substitute, topo_sort_ops
-from .vjp import DiffBuildingBlock, _is_cheap, identity_head, make_compute, zero_tensor
+from .vjp import DiffBuildingBlock, _ident, _is_cheap, identity_head, make_compute, zero_tensor
 
 __all__ = ["differentiate", "DifferentiationResult"]
 
@@ -182,7 +182,7 @@ def differentiate(output: Tensor, inputs: Sequence[Tensor] | Tensor | None = Non
             parts = summands.get(t)
             if not parts:
                 continue
-            adj = _sum_tensors(list(parts.values()), f"d_{t.name}")
+            adj = _sum_tensors(list(parts.values()), _ident(f"{t.name}_grad"))
             if len(parts) > 1:
                 created.append(adj)
         adjoints[t] = adj
@@ -218,7 +218,7 @@ def differentiate(output: Tensor, inputs: Sequence[Tensor] | Tensor | None = Non
     for t in wanted:
         a = adjoints.get(t)
         if a is None:
-            a = zero_tensor(prefix + t.shape, head.dtype, f"d_{t.name}")
+            a = zero_tensor(prefix + t.shape, head.dtype, f"{t.name}_grad")
         result.append(a)
     return _tidy(result, adjoints, summands, set(created) | {head})
 

@@ -78,6 +78,11 @@ def make_compute(name: str, shape: Sequence[int], body_fn, names: Sequence[str] 
 _NAME_POOL = ("p", "q", "r", "s", "t", "u", "v", "w", "i", "j", "k", "l", "m", "n")
 
 
+def _ident(name: str) -> str:
+    """A tensor name usable as an identifier (multi-output tensors are named ``op.v1``)."""
+    return name.replace(".", "_")
+
+
 def fresh_names(n: int, taken: set[str]) -> list[str]:
     """``n`` readable index names, avoiding ``taken`` (the forward op's variable names,
     so a printed gradient never shows two different variables with one name)."""
@@ -106,7 +111,7 @@ def identity_head(out: Tensor) -> Tensor:
             cond = fold.binary(Op.AND, cond, fold.compare(Op.EQ, a, b))
         return fold.select(cond, Const(1.0, out.dtype), Const(0.0, out.dtype))
 
-    return make_compute(f"{out.name}_identity", out.shape + out.shape, body, names,
+    return make_compute(_ident(f"{out.name}_identity"), out.shape + out.shape, body, names,
                         tag="identity")
 
 
@@ -217,7 +222,7 @@ class _Edge:
             return
         cond = fold.binary(Op.AND, solved.outer, solved.inner)
         self.count += 1
-        name = f"{self.inp.name}_grad_{self.out.name}"
+        name = _ident(f"{self.inp.name}_grad_{self.out.name}")
         if self.count > 1:
             name += f"_{self.count}"
         ax, inner_axes = self.axis, solved.axes
@@ -235,7 +240,7 @@ class _Edge:
         return [iv.var for iv in self.axis]
 
     def result(self) -> Tensor:
-        name = f"{self.inp.name}_grad_{self.out.name}"
+        name = _ident(f"{self.inp.name}_grad_{self.out.name}")
         dtype = self.head.dtype
         if not self.terms:
             return zero_tensor(self.shape, dtype, name)
@@ -420,7 +425,7 @@ def _generic_reduce(edge: _Edge, out: Tensor, red: Reduce) -> Tensor:
         return te.sum(fold.binary(Op.MUL, hv, TensorRead(jac, [*o, *v[len(pre):]])),
                       axis=fresh)
 
-    return make_compute(f"{edge.inp.name}_grad_{out.name}", edge.shape, body, edge.names)
+    return make_compute(_ident(f"{edge.inp.name}_grad_{out.name}"), edge.shape, body, edge.names)
 
 
 def _generic_jacobian(out: Tensor, inp: Tensor, red: Reduce) -> Tensor:
@@ -446,7 +451,7 @@ def _generic_jacobian(out: Tensor, inp: Tensor, red: Reduce) -> Tensor:
         m = {iv.var: x for iv, x in zip(o_axes, o)}
         return substitute(slots[vi], m)
 
-    t = _multi_slot_compute(f"{out.name}_jacobian_{inp.name}", out.shape + inp.shape, body,
+    t = _multi_slot_compute(_ident(f"{out.name}_jacobian_{inp.name}"), out.shape + inp.shape, body,
                             names, len(red.source))
     return t
 
@@ -517,5 +522,5 @@ def Jacobian(out: Tensor, inp: Tensor, optimize: bool = True) -> Tensor:  # noqa
         t = tangent(body, delta, leaf)
         return substitute(t if t is not None else Const(0.0, out.dtype), m)
 
-    return make_compute(f"{out.name}_jacobian_{inp.name}", out.shape + inp.shape, fbody, names,
+    return make_compute(_ident(f"{out.name}_jacobian_{inp.name}"), out.shape + inp.shape, fbody, names,
                         tag="jacobian")
