@@ -32,7 +32,7 @@ arithmetic is assumed not to overflow, as everywhere in ``tex.arith``).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -260,11 +260,11 @@ class _Solver:
         return v if form is None else self.rebuild(form)
 
 
-def _inequalities(cond: Expr, linear: callable) -> list[LinearForm] | None:
+def _inequalities(cond: Expr, an: Analyzer) -> list[LinearForm] | None:
     """An integer comparison as forms ``f >= 0`` (two for ==), or None."""
     if not (isinstance(cond, Compare) and cond.a.dtype.is_int):
         return None
-    d = linear(fold.binary(Op.SUB, cond.a, cond.b))  # a - b
+    d = an.linear(an.rewrite(fold.binary(Op.SUB, cond.a, cond.b)))  # a - b
     one = LinearForm.constant(1, d.dtype)
     match cond.op:
         case Op.LT:
@@ -280,7 +280,8 @@ def _inequalities(cond: Expr, linear: callable) -> list[LinearForm] | None:
     return None
 
 
-def _frac_bounds(lf: LinearForm, div: int, bounds_of: callable) -> tuple[Fraction, Fraction]:
+def _frac_bounds(lf: LinearForm, div: int,
+                 bounds_of: Callable[[Expr], Interval]) -> tuple[Fraction, Fraction]:
     """Rational bounds of ``lf / div`` from the bounds of its atoms."""
     lo = hi = Fraction(lf.const)
     for atom, c in lf.terms.items():
@@ -373,7 +374,7 @@ def _bound_free(s: _Solver, free: list[Var], conds: list[Expr], final: dict[Var,
         rng = s.ranges[v]
         for c in conds:
             c2 = substitute(c, shift) if shift else c
-            forms = _inequalities(c2, lambda e: an.linear(an.rewrite(e)))
+            forms = _inequalities(c2, an)
             for f in forms or ():
                 k = f.terms.get(v, 0)
                 if not k:

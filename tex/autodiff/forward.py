@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..dtype import int32
 from ..ir import fold
 from ..ir.expr import Const, Expr, IterVar, Range, Reduce, TensorRead, Var
 from ..ir.tensor import ComputeOp, Tensor
 from ..ir.verify import check_compute_body
 from ..ir.visit import substitute, topo_sort_ops
-from ..dtype import int32
 from .derivative import tangent
 from .vjp import _is_sum, reduce_tangent, zero_tensor
 

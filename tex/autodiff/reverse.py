@@ -244,6 +244,15 @@ def _index_only(t: Tensor) -> bool:
     return reads == 1
 
 
+def _index_function(t: Tensor) -> bool:
+    """An integer tensor computed from its indices alone (``idx[j] = j * 2``): inlined,
+    its reads become index arithmetic the equation solver can use (take/gather with
+    indices known at compile time)."""
+    op = t.op
+    return isinstance(op, ComputeOp) and op.num_outputs == 1 and t.dtype.is_integral and \
+        not op.input_tensors and not isinstance(op.body[0], Reduce)
+
+
 def _through_index_only(t: Tensor, deps: list[Tensor], needed: set[Tensor],
                         wanted: set[Tensor], override: Override
                         ) -> tuple[Tensor, list[Tensor]]:
@@ -257,9 +266,11 @@ def _through_index_only(t: Tensor, deps: list[Tensor], needed: set[Tensor],
         return t, deps
 
     def transparent(d: Tensor) -> bool:
-        return d in needed and d not in wanted and d not in override and _index_only(d)
+        if d in wanted or d in override:
+            return False
+        return (d in needed and _index_only(d)) or _index_function(d)
 
-    if not any(transparent(d) for d in deps):
+    if not any(transparent(d) for d in op.input_tensors):
         return t, deps
     bodies = list(op.body)
     for _ in range(64):  # chains of reshapes/transposes; bounded for safety

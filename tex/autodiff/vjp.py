@@ -351,7 +351,11 @@ def DiffBuildingBlock(out: Tensor, inp: Tensor, head: Tensor) -> Tensor:  # noqa
     o_axes = list(op.axis)
     h = edge.head_at([iv.var for iv in o_axes])
     if not isinstance(body, Reduce):
-        _elementwise_terms(edge, o_axes, body, h, [])
+        # a derivative that mentions the body itself (exp, tanh, sigmoid, sqrt...) reads
+        # the forward value instead of recomputing it
+        saved = {body: TensorRead(out, [iv.var for iv in o_axes])}
+        for read, d in partials(body, _reads_of(inp)).items():
+            edge.add_term(o_axes, read, fold.binary(Op.MUL, h, substitute(d, saved)), [])
         return edge.result()
     red = body
     vi = red.value_index
@@ -522,5 +526,5 @@ def Jacobian(out: Tensor, inp: Tensor, optimize: bool = True) -> Tensor:  # noqa
         t = tangent(body, delta, leaf)
         return substitute(t if t is not None else Const(0.0, out.dtype), m)
 
-    return make_compute(_ident(f"{out.name}_jacobian_{inp.name}"), out.shape + inp.shape, fbody, names,
-                        tag="jacobian")
+    return make_compute(_ident(f"{out.name}_jacobian_{inp.name}"), out.shape + inp.shape,
+                        fbody, names, tag="jacobian")
