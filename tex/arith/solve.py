@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 
 from ..dtype import boolean, int32
@@ -59,7 +59,6 @@ class SolvedDomain:
     substitution: dict[Var, Expr]
     inner: Expr
     outer: Expr
-    notes: list[str] = field(default_factory=list)
 
 
 # one linear equation: sum(coef * unknown) + rest == 0, rest free of unknowns
@@ -67,11 +66,10 @@ _Eq = tuple[dict[Var, int], LinearForm]
 
 
 class _Solver:
-    def __init__(self, unknowns: dict[Var, Interval | None], params: dict[Var, Interval],
-                 names: str) -> None:
+    def __init__(self, unknowns: dict[Var, Interval | None], params: dict[Var, Interval]
+                 ) -> None:
         self.ranges = dict(unknowns)          # unknown -> static range (None: none)
         self.params = params
-        self.names = names
         self.fresh_count = 0
         self.subst: dict[Var, LinearForm] = {}  # eliminated unknown -> form over the rest
         self.order: list[Var] = list(unknowns)
@@ -184,14 +182,20 @@ class _Solver:
 
     def solve(self, eqs: list[_Eq]) -> bool:
         """Eliminate the equations; False when they have no integer solution."""
-        eqs = [(cf, r) for cf, r in eqs]
-        while eqs:
-            eqs = [(cf, r) for cf, r in eqs if cf or not self._constant_eq(r)]
-            if any(not cf and r.is_const and r.const != 0 for cf, r in eqs):
-                return False
-            eqs = [(cf, r) for cf, r in eqs if cf]
+        while True:
+            live: list[_Eq] = []
+            for coefs, rest in eqs:
+                if coefs:
+                    live.append((coefs, rest))
+                elif rest.is_const:
+                    if rest.const != 0:
+                        return False  # 0 == c: no solution
+                else:  # over parameters only: a condition, not an equation
+                    self.conditions.append(fold.compare(Op.EQ, self.rebuild(rest),
+                                                        Const(0, rest.dtype)))
+            eqs = live
             if not eqs:
-                break
+                return True
             pivot = self.pick_pivot(eqs)
             if pivot is not None:
                 n, v = pivot
@@ -214,15 +218,6 @@ class _Solver:
                     return False
                 continue
             eqs = self._unimodular(eqs)
-        return True
-
-    def _constant_eq(self, rest: LinearForm) -> bool:
-        """An equation without unknowns that holds trivially (0 == 0)."""
-        if rest.is_const:
-            return rest.const == 0
-        # parameters only: a condition, not an equation
-        self.conditions.append(fold.compare(Op.EQ, self.rebuild(rest), Const(0, rest.dtype)))
-        return True
 
     def _divide(self, coefs: dict[Var, int], rest: LinearForm, g: int) -> _Eq | None:
         """Divide ``sum(coef*x) + rest == 0`` by the gcd ``g`` of its coefficients."""
@@ -295,8 +290,7 @@ def _frac_bounds(lf: LinearForm, div: int,
 
 
 def solve_domain(unknowns: Sequence[IterVar], equations: Sequence[Expr],
-                 conditions: Sequence[Expr], params: DomainLike,
-                 hint: str = "k") -> SolvedDomain | None:
+                 conditions: Sequence[Expr], params: DomainLike) -> SolvedDomain | None:
     """Re-parameterize ``{x in ranges : equations == 0, conditions}``.
 
     Parameters
@@ -310,15 +304,13 @@ def solve_domain(unknowns: Sequence[IterVar], equations: Sequence[Expr],
         equations).
     params : domain
         The ranges of the other variables (the result tensor's indices).
-    hint : str
-        Prefix of the names of new summation variables.
 
     Returns
     -------
     SolvedDomain, or None when the set is provably empty.
     """
     pdom = normalize_dom(params)
-    s = _Solver({iv.var: Interval(iv.dom.min, iv.dom.stop - 1) for iv in unknowns}, pdom, hint)
+    s = _Solver({iv.var: Interval(iv.dom.min, iv.dom.stop - 1) for iv in unknowns}, pdom)
     pending = list(equations)
     conds: list[Expr] = []
     for c in conditions:

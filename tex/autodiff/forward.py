@@ -10,6 +10,7 @@ from ..ir.tensor import ComputeOp, Tensor
 from ..ir.verify import check_compute_body
 from ..ir.visit import substitute, topo_sort_ops
 from .derivative import tangent
+from .reverse import tidy
 from .vjp import _is_sum, reduce_tangent, zero_tensor
 
 __all__ = ["jvp"]
@@ -69,7 +70,8 @@ def jvp(out: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Tenso
                 if r is not None:
                     tan[t] = r
     if out in tan:
-        return tan[out]
+        created = {t for x, t in tan.items() if x not in inputs}
+        return tidy([tan[out]], {}, {}, created)[0]
     return zero_tensor(out.shape, out.dtype, f"{out.name}_jvp")
 
 

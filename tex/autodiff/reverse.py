@@ -220,7 +220,7 @@ def differentiate(output: Tensor, inputs: Sequence[Tensor] | Tensor | None = Non
         if a is None:
             a = zero_tensor(prefix + t.shape, head.dtype, f"{t.name}_grad")
         result.append(a)
-    return _tidy(result, adjoints, summands, set(created) | {head})
+    return tidy(result, adjoints, summands, set(created) | {head})
 
 
 def _index_only(t: Tensor) -> bool:
@@ -343,7 +343,7 @@ def _elementwise(t: Tensor) -> bool:
         not isinstance(op.body[0], Reduce)
 
 
-def _tidy(result: list[Tensor], adjoints: dict[Tensor, Tensor],
+def tidy(result: list[Tensor], adjoints: dict[Tensor, Tensor],
           summands: dict[Tensor, dict[Tensor, Tensor]],
           created: set[Tensor]) -> DifferentiationResult:
     """Inline gradient tensors that are cheap or used once by an elementwise gradient

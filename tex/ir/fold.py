@@ -133,6 +133,26 @@ def _add_consts_int(a: Expr, b: Expr) -> Expr | None:
     return None
 
 
+def _add_neg(a: Expr, b: Expr) -> Expr | None:
+    # x + (-y) -> x - y: the same IEEE operation (subtraction adds the negation); floats
+    # only, integer index arithmetic is put in canonical form by tex.arith
+    if a.dtype.is_float and isinstance(b, Unary) and b.op is Op.NEG:
+        return binary(Op.SUB, a, b.a)
+    return None
+
+
+def _add_self_float(a: Expr, b: Expr) -> Expr | None:
+    # x + x -> x * 2 for floats: both round the same exact value 2x
+    return binary(Op.MUL, a, Const(2, a.dtype)) if a is b and a.dtype.is_float else None
+
+
+def _sub_neg(a: Expr, b: Expr) -> Expr | None:
+    # x - (-y) -> x + y (floats, exact as above)
+    if a.dtype.is_float and isinstance(b, Unary) and b.op is Op.NEG:
+        return binary(Op.ADD, a, b.a)
+    return None
+
+
 def _sub_zero(a: Expr, b: Expr) -> Expr | None:
     return a if is_const(b, 0) else None  # x - 0 -> x
 
@@ -198,8 +218,8 @@ def _or_const(a: Expr, b: Expr) -> Expr | None:
 
 
 _BINARY_RULES: dict[Op, tuple[Rule, ...]] = {
-    Op.ADD: (_add_zero, _add_consts_int),
-    Op.SUB: (_sub_zero, _sub_self_int, _sub_from_zero),
+    Op.ADD: (_add_zero, _add_consts_int, _add_neg, _add_self_float),
+    Op.SUB: (_sub_zero, _sub_self_int, _sub_from_zero, _sub_neg),
     Op.MUL: (_mul_one, _mul_zero, _mul_consts_int),
     Op.DIV: (_div_one, _zero_over),
     Op.FLOORDIV: (_div_one, _zero_over),
