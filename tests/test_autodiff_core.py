@@ -347,3 +347,20 @@ def test_bad_input():
     g = tex.differentiate(L, [Idx])[0]
     np.testing.assert_array_equal(
         evaluate(g, {X: np.ones(3, np.float32), Idx: np.arange(3, dtype=np.int32)}), 0)
+
+
+def test_missing_rule_names_the_operator(monkeypatch):
+    from tex.autodiff import RULES, DifferentiationError
+    from tex.ir.expr import Op
+    X = tex.placeholder((3,), name="X")
+    monkeypatch.delitem(RULES, Op.TANH)
+    with pytest.raises(DifferentiationError, match="'tanh'"):
+        tex.differentiate(topi.sum(topi.tanh(X)), [X])
+
+
+def test_tex_dump_prints_the_gradient_program(capsys):
+    X = tex.placeholder((3,), name="X")
+    with tex.debug.config(dump=frozenset({"differentiate"})):
+        tex.differentiate(topi.sum(topi.exp(X)), [X])
+    err = capsys.readouterr().err
+    assert "=== differentiate ===" in err and "X_grad" in err

@@ -16,7 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from ..debug import dump, should_dump
 from ..ir import fold
+from ..ir.printer import format_program
 from ..ir.expr import Cast, Const, Expr, Op, Reduce, Select, TensorRead
 from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
 from ..ir.visit import post_order, rewrite, substitute, topo_sort_ops
@@ -220,7 +222,10 @@ def differentiate(output: Tensor, inputs: Sequence[Tensor] | Tensor | None = Non
         if a is None:
             a = zero_tensor(prefix + t.shape, head.dtype, f"{t.name}_grad")
         result.append(a)
-    return tidy(result, adjoints, summands, set(created) | {head})
+    out = tidy(result, adjoints, summands, set(created) | {head})
+    if should_dump("differentiate"):
+        dump("differentiate", format_program(*out.result))
+    return out
 
 
 def _index_only(t: Tensor) -> bool:

@@ -247,10 +247,11 @@ class _Edge:
         if len(self.terms) == 1 and len(self.tensors) == 1:
             return self.tensors[0]
         only = self.terms[0] if len(self.terms) == 1 else None
-        if isinstance(only, TensorRead) and only.tensor.shape == self.shape and \
+        if isinstance(only, TensorRead) and only.tensor is self.head and \
+                only.tensor.shape == self.shape and \
                 only.dtype is dtype and \
                 all(a is b for a, b in zip(only.indices, self.axis_vars())):
-            return only.tensor  # the contribution is another tensor as it is (z in x + z)
+            return only.tensor  # the head passes through unchanged (z in x + z)
         terms, ax = self.terms, self.axis
 
         def body(v: tuple[Expr, ...]) -> Expr:
