@@ -18,8 +18,8 @@ from typing import Any
 
 from ..debug import dump, should_dump
 from ..ir import fold
-from ..ir.printer import format_program
 from ..ir.expr import Cast, Const, Expr, Op, Reduce, Select, TensorRead
+from ..ir.printer import format_program
 from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
 from ..ir.visit import post_order, rewrite, substitute, topo_sort_ops
 from .vjp import DiffBuildingBlock, _ident, _is_cheap, identity_head, make_compute, zero_tensor
