@@ -93,6 +93,14 @@ class _Solver:
     def mentions_unknown(self, e: Expr) -> bool:
         return any(self.is_unknown(n) for n in post_order(e))
 
+    def affine(self, e: Expr) -> bool:
+        """Whether ``e`` is affine in the unknowns (data-dependent terms such as
+        ``idx[i] // 4`` are not: eliminating them would add unknowns of huge range)."""
+        if not e.dtype.is_int:
+            return False
+        return all(self.is_unknown(a) or not self.mentions_unknown(a)
+                   for a in self.linear(e).terms)
+
     def linear(self, e: Expr) -> LinearForm:
         return self.an.linear(self.an.rewrite(e))
 
@@ -109,7 +117,7 @@ class _Solver:
         for node in post_order(e):
             if not (isinstance(node, Binary) and node.op in (Op.FLOORDIV, Op.FLOORMOD)
                     and isinstance(node.b, Const) and node.b.value > 0
-                    and self.mentions_unknown(node.a)):
+                    and self.mentions_unknown(node.a) and self.affine(node.a)):
                 continue
             a = self.an.rewrite(substitute(node.a, replaced))
             c = int(node.b.value)

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 
 from .. import te
 from ..arith import Analyzer, dom_of
+from ..arith.rules import chain_operands
 from ..arith.solve import solve_domain
 from ..dtype import DType, boolean, int32
 from ..ir import fold
@@ -144,6 +145,32 @@ def read_inlined(t: Tensor, indices: Sequence[Expr]) -> Expr:
     return TensorRead(t, indices)
 
 
+def guarded_and(guard: Expr, cond: Expr) -> Expr:
+    """``guard && cond`` where the tensor reads of ``cond`` happen only where ``guard``
+    holds (``&&`` does not guard reads; ``select`` does)."""
+    if isinstance(guard, Const):
+        return cond if guard.value else guard
+    return fold.binary(Op.AND, guard, fold.select(guard, cond, Const(False, boolean)))
+
+
+def guard_reads(cond: Expr) -> Expr:
+    """A conjunction with its read-free atoms guarding those that read tensors: after
+    solving, ``argsel[p - k] == k`` must not be read where ``p - k`` is out of range."""
+    atoms = chain_operands(cond, Op.AND)
+    reads = [any(isinstance(n, TensorRead) for n in post_order(a)) for a in atoms]
+    free = [a for a, r in zip(atoms, reads) if not r]
+    reading = [a for a, r in zip(atoms, reads) if r]
+    if not reading or not free:
+        return cond
+    guard: Expr = Const(True, boolean)
+    for a in free:
+        guard = fold.binary(Op.AND, guard, a)
+    rest: Expr = Const(True, boolean)
+    for a in reading:
+        rest = fold.binary(Op.AND, rest, a)
+    return guarded_and(guard, rest)
+
+
 def _lift(e: Expr) -> tuple[list[Expr], Expr]:
     """``e`` as ``select(c1 && c2 ..., v, 0)``: its non-zeroness conditions and value.
     Looks through products, quotients (numerator), negation and float casts."""
@@ -218,9 +245,10 @@ class _Edge:
         dom = {**dom_of(self.axis), **dom_of(solved.axes)}
         value = Analyzer(dom).rewrite(value)
         if not solved.axes:
-            self.terms.append(fold.select(solved.outer, value, Const(0.0, value.dtype)))
+            self.terms.append(fold.select(guard_reads(solved.outer), value,
+                                          Const(0.0, value.dtype)))
             return
-        cond = fold.binary(Op.AND, solved.outer, solved.inner)
+        cond = guard_reads(fold.binary(Op.AND, solved.outer, solved.inner))
         self.count += 1
         name = _ident(f"{self.inp.name}_grad_{self.out.name}")
         if self.count > 1:
@@ -312,10 +340,12 @@ def selection_index(out: Tensor) -> Tensor:
     body = op.body
     red: Reduce = body[0]
     axis = op.axis
-    match: Expr = red.condition
+    equal: Expr = Const(True, boolean)
     for vi, src in enumerate(red.source):
-        match = fold.binary(Op.AND, match, fold.compare(Op.EQ, src, TensorRead(
+        equal = fold.binary(Op.AND, equal, fold.compare(Op.EQ, src, TensorRead(
             op.output(vi), [iv.var for iv in axis])))
+    # the reads of the comparison happen only where the reduction's condition holds
+    match = guarded_and(red.condition, equal)
     fresh = [te.reduce_axis((iv.dom.min, iv.dom.stop), name=iv.var.name) for iv in red.axis]
     rename = {iv.var: f.var for iv, f in zip(red.axis, fresh)}
     out_names = [iv.var.name for iv in axis]
