@@ -468,6 +468,16 @@ def _generic_reduce(edge: _Edge, out: Tensor, red: Reduce) -> Tensor:
     return make_compute(_ident(f"{edge.inp.name}_grad_{out.name}"), edge.shape, body, edge.names)
 
 
+def _delta_at(p: Sequence[Expr]):
+    """The tangent of a read in the literal Jacobian: ``[indices == p]``."""
+    def delta(read: Expr) -> Expr:
+        hit: Expr = Const(True, boolean)
+        for ix, q in zip(read.indices, p):  # type: ignore[attr-defined]
+            hit = fold.binary(Op.AND, hit, fold.compare(Op.EQ, ix, q))
+        return fold.select(hit, Const(1.0, read.dtype), Const(0.0, read.dtype))
+    return delta
+
+
 def _generic_jacobian(out: Tensor, inp: Tensor, red: Reduce) -> Tensor:
     """``J[o, p]`` of a reduction with any combiner, by forward mode in the combiner."""
     op: ComputeOp = out.op  # type: ignore[assignment]
@@ -478,12 +488,7 @@ def _generic_jacobian(out: Tensor, inp: Tensor, red: Reduce) -> Tensor:
 
     def body(v: tuple[Expr, ...]) -> Expr:
         o, p = v[:len(o_axes)], v[len(o_axes):]
-
-        def delta(read: Expr) -> Expr:
-            hit: Expr = Const(True, boolean)
-            for ix, q in zip(read.indices, p):  # type: ignore[attr-defined]
-                hit = fold.binary(Op.AND, hit, fold.compare(Op.EQ, ix, q))
-            return fold.select(hit, Const(1.0, read.dtype), Const(0.0, read.dtype))
+        delta = _delta_at(p)
 
         src_t = [tangent(s, delta, leaf) for s in red.source]
         init_t = [tangent(s, delta, leaf) for s in red.init]
@@ -540,12 +545,7 @@ def Jacobian(out: Tensor, inp: Tensor, optimize: bool = True) -> Tensor:  # noqa
 
     def fbody(v: tuple[Expr, ...]) -> Expr:
         o, p = v[:len(o_axes)], v[len(o_axes):]
-
-        def delta(read: Expr) -> Expr:
-            hit: Expr = Const(True, boolean)
-            for ix, q in zip(read.indices, p):  # type: ignore[attr-defined]
-                hit = fold.binary(Op.AND, hit, fold.compare(Op.EQ, ix, q))
-            return fold.select(hit, Const(1.0, read.dtype), Const(0.0, read.dtype))
+        delta = _delta_at(p)
 
         m = {iv.var: x for iv, x in zip(o_axes, o)}
         leaf = _reads_of(inp)
