@@ -10,6 +10,7 @@ internal invariants.
 """
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -72,15 +73,22 @@ class Operation:
         raise TypeError("tex operations cannot be pickled")
 
 
+# A monotonic key, not state: it orders placeholders as the user created them (API.md §4:
+# ``tex.build(tensors)`` takes the placeholders in creation order) and changes no result.
+_CREATION_ORDER = itertools.count()
+
+
 class PlaceholderOp(Operation):
     """An input tensor, fed with data when the program runs."""
 
-    __slots__ = ("shape", "dtype")
+    __slots__ = ("shape", "dtype", "seq")
     shape: tuple[int, ...]
     dtype: DType
+    seq: int  # creation order: only used to order a built function's default arguments
 
     def __init__(self, name: str, shape: Sequence[int], dtype: DType) -> None:
-        self._init(name=name, tag="", attrs={}, shape=tuple(shape), dtype=as_dtype(dtype))
+        self._init(name=name, tag="", attrs={}, shape=tuple(shape), dtype=as_dtype(dtype),
+                   seq=next(_CREATION_ORDER))
         self._init(_outputs=(Tensor(self, 0),))
 
     def __repr__(self) -> str:

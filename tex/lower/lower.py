@@ -1,0 +1,643 @@
+"""``lower``: a schedule and its arguments -> a loop nest over flat buffers (``LoweredFunc``).
+
+How a schedule becomes loops (as in TVM's ScheduleOps + InferBound, on static shapes):
+
+1. **Inlining.** Every stage marked ``compute_inline`` is substituted into its readers:
+   ``T[i] = A[i] * 2; C[i] = T[i + 1]`` gives ``C[i] = A[i + 1] * 2``.
+2. **Loop nests.** Each remaining stage iterates over its leaf variables in order. A leaf
+   loop runs ``[0, extent)``; the original axes are rebuilt from the leaves by inverting the
+   relations (split: ``i = i.outer * f + i.inner``; fuse: ``i = f // n_j``, ``j = f % n_j``).
+   A split whose factor does not divide the extent guards the body with
+   ``i.outer * f + i.inner < extent``, placed right inside the innermost loop it uses.
+3. **Reductions.** ``C = reduce(src, k, where=c, init=v)`` becomes an init store before the
+   first reduction loop (inside the data-parallel loops that precede it) and an update
+   ``C = combine(C, src)`` under ``if (c)`` inside all loops.
+4. **compute_at (bound inference).** A stage attached at loop ``L`` of a consumer computes
+   only the region the consumer reads during one iteration of ``L``: each read index is
+   affine in the loops inside ``L``, so its range is ``[base + Σ min(c*(n-1), 0),
+   ... + Σ |c|*(n-1)]`` with a constant extent. The producer's buffer holds just that region
+   (allocated inside ``L``); non-affine indices fall back to the whole dimension. Points of
+   the region outside the producer's shape are skipped by a guard.
+5. **Storage flattening.** Every tensor lives in a 1-D buffer: arguments are parameters,
+   other root stages are allocated around the whole body, attached ones inside their loop.
+
+Then the passes of ``PASSES`` run in order (each dumpable with ``TEX_DUMP=lower.<name>``):
+simplification of indices and conditions with ``tex.arith`` on the loop domains, removal of
+conditions it proves, and removal of empty statements.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import debug
+from ..arith import Analyzer, Interval
+from ..dtype import DTYPES, int32
+from ..ir import fold
+from ..ir.expr import Const, Expr, IterVar, Reduce, TensorRead, Var
+from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
+from ..ir.visit import post_order, rewrite, substitute
+from ..schedule.schedule import (
+    PARALLEL,
+    THREAD,
+    UNROLL,
+    VECTORIZE,
+    Schedule,
+    Split,
+    Stage,
+    create_schedule,
+)
+from .stmt import (
+    Allocate,
+    BufferParam,
+    For,
+    ForKind,
+    IfThenElse,
+    LetStmt,
+    LoweredFunc,
+    Param,
+    ScalarParam,
+    Seq,
+    Stmt,
+    Store,
+    make_buffer,
+    map_exprs,
+    seq,
+    stmt_children,
+    walk_stmts,
+    with_stmt_children,
+)
+
+__all__ = ["lower", "PASSES"]
+
+int64 = DTYPES["int64"]
+
+_KIND = {PARALLEL: ForKind.PARALLEL, VECTORIZE: ForKind.VECTORIZED, UNROLL: ForKind.UNROLLED,
+         THREAD: ForKind.THREAD}
+_INT32_LIMIT = 2**31 - 1
+
+
+def _i32(v: int) -> Const:
+    return fold.const(int(v), int32)
+
+
+# --------------------------------------------------------------------------------------
+# Storage
+# --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Storage:
+    """Where a tensor's elements live: a flat buffer holding the box ``offsets + [0, extents)``
+    of the tensor (the whole tensor unless computed at a loop of another stage)."""
+
+    buffer: Tensor
+    extents: tuple[int, ...]
+    offsets: tuple[Expr, ...] | None = None  # None: all zero
+
+    def flat_index(self, indices: Sequence[Expr]) -> Expr:
+        """Row-major flat index of ``tensor[indices]`` in the buffer."""
+        if not self.extents:
+            return _i32(0)
+        wide = math.prod(self.extents) > _INT32_LIMIT
+        acc: Expr | None = None
+        for d, (ix, n) in enumerate(zip(indices, self.extents)):
+            if self.offsets is not None:
+                ix = ix - self.offsets[d]
+            if wide:
+                ix = fold.cast(int64, ix)
+            acc = ix if acc is None else acc * n + ix
+        assert acc is not None  # for the type checker: extents is not empty
+        return acc
+
+
+class _Names:
+    """Unique buffer names within one function."""
+
+    def __init__(self) -> None:
+        self.used: set[str] = set()
+
+    def fresh(self, name: str) -> str:
+        base = name.replace(" ", "_") or "buf"
+        cand, n = base, 1
+        while cand in self.used:
+            n += 1
+            cand = f"{base}_{n}"
+        self.used.add(cand)
+        return cand
+
+
+# --------------------------------------------------------------------------------------
+# Inlining
+# --------------------------------------------------------------------------------------
+
+class _Inliner:
+    """Effective bodies of stages: reads of inlined stages replaced by their bodies."""
+
+    def __init__(self, sch: Schedule) -> None:
+        self.inline_ops: dict[ComputeOp, Stage] = {
+            st.op: st for st in sch.stages if st.attach_type == "inline"}
+        self.memo: dict[Expr, Expr] = {}
+        self.expanded: dict[ComputeOp, Expr] = {}
+
+    def _fn(self, node: Expr) -> Expr | None:
+        if isinstance(node, TensorRead) and node.tensor.op in self.inline_ops:
+            op = node.tensor.op
+            assert isinstance(op, ComputeOp)  # keys of inline_ops are compute ops
+            body = self.expanded.get(op)
+            if body is None:
+                body = self.expand(op.body[0])
+                self.expanded[op] = body
+            return substitute(body, {iv.var: ix for iv, ix in zip(op.axis, node.indices)})
+        return None
+
+    def expand(self, e: Expr) -> Expr:
+        # iterate until no inlined read remains (an inlined body may read another one)
+        while True:
+            new = rewrite(e, self._fn, self.memo)
+            if new is e:
+                return e
+            e = new
+
+
+# --------------------------------------------------------------------------------------
+# One stage's loop nest
+# --------------------------------------------------------------------------------------
+
+@dataclass
+class _Level:
+    """One leaf loop of a stage: the loop, then what runs at the start of its body."""
+
+    iv: IterVar
+    var: Var
+    extent: int
+    kind: ForKind
+    tag: str
+    guards: list[Expr] = field(default_factory=list)
+    # producers computed at this loop: (first buffer, nest, all its buffers)
+    attached: list[tuple[Tensor, Stmt, list[Tensor]]] = field(default_factory=list)
+
+
+class _Lowerer:
+    def __init__(self, sch: Schedule, storage: dict[Tensor, _Storage], names: _Names,
+                 scalars: set[Var]) -> None:
+        self.sch = sch
+        self.storage = storage
+        self.names = names
+        self.scalars = scalars
+        self.inliner = _Inliner(sch)
+        self.attached: dict[tuple[int, IterVar], list[Stage]] = {}
+        for st in sch.stages:
+            if st.attach_type == "scope":
+                assert st.attach_stage is not None and st.attach_ivar is not None
+                self.attached.setdefault((id(st.attach_stage), st.attach_ivar), []).append(st)
+        self.bodies: dict[Stage, list[Expr]] = {}
+
+    def body_of(self, st: Stage) -> list[Expr]:
+        got = self.bodies.get(st)
+        if got is None:
+            got = [self.inliner.expand(e) for e in st.op.body]
+            self.bodies[st] = got
+        return got
+
+    # -- ranges and relations ------------------------------------------------------------------
+    def nest(self, st: Stage, root_min: Mapping[IterVar, Expr], root_ext: Mapping[IterVar, int],
+             clip: Mapping[IterVar, int], env: dict[Tensor, _Storage]) -> Stmt:
+        """The loop nest of ``st`` over the given root ranges (``clip``: root axes whose
+        values must stay below the given bound, for regions larger than the tensor)."""
+        ext: dict[IterVar, int] = dict(root_ext)
+        for rel in st.relations:
+            if isinstance(rel, Split):
+                n = ext[rel.parent]
+                ext[rel.inner] = rel.factor
+                ext[rel.outer] = max(1, -(-n // rel.factor))
+            else:
+                ext[rel.fused] = ext[rel.outer] * ext[rel.inner]
+        leaves = list(st.leaf_iter_vars)
+        levels: list[_Level] = []
+        value: dict[IterVar, Expr] = {}
+        for iv in leaves:
+            n = ext[iv]
+            ann = st.annotations.get(iv, "serial")
+            kind = _KIND.get(ann, ForKind.SERIAL)
+            var = Var(iv.name, int32, "axis")
+            tag = st.bindings[iv].tag if iv in st.bindings else ""
+            levels.append(_Level(iv, var, n, kind, tag))
+            # a one-iteration loop is no loop (unless bound to a GPU thread)
+            value[iv] = _i32(0) if n == 1 and kind is not ForKind.THREAD else var
+        guards: list[Expr] = []
+        for rel in reversed(st.relations):
+            if isinstance(rel, Split):
+                v = value[rel.outer] * rel.factor + value[rel.inner]
+                value[rel.parent] = v
+                if ext[rel.outer] * rel.factor != ext[rel.parent]:
+                    guards.append(v < ext[rel.parent])
+            else:
+                n_in = ext[rel.inner]
+                value[rel.outer] = value[rel.fused] // n_in
+                value[rel.inner] = value[rel.fused] % n_in
+        roots = [*st.op.axis, *st.op.reduce_axis]
+        point: dict[Var, Expr] = {}
+        for iv in roots:
+            v = value[iv]
+            lo = root_min.get(iv)
+            if lo is not None and not (isinstance(lo, Const) and lo.value == 0):
+                v = lo + v
+            point[iv.var] = v
+            bound = clip.get(iv)
+            if bound is not None:
+                guards.append((v >= 0) & (v < bound))
+        # each guard goes right inside the innermost loop whose variable it uses
+        depth = {lv.var: k for k, lv in enumerate(levels)}
+        top_guards: list[Expr] = []
+        for g in guards:
+            ks = [depth[n] for n in post_order(g) if isinstance(n, Var) and n in depth]
+            if ks:
+                levels[max(ks)].guards.append(g)
+            else:
+                top_guards.append(g)
+        reduce_pos = next((k for k, lv in enumerate(levels) if lv.iv.kind == "reduce"),
+                          len(levels))
+        is_reduction = isinstance(st.op.body[0], Reduce)
+
+        # attached stages, outermost level first; each extends the environment inward
+        env = dict(env)
+        for k, lv in enumerate(levels):
+            for child in self.attached.get((id(st), lv.iv), []):
+                lv.attached.append(self.attach(child, st, levels, k, point, env))
+        body = self.body_of(st)
+        outputs = st.op.outputs
+
+        def read(e: Expr) -> Expr:
+            return self.flatten_reads(substitute(e, point), env)
+
+        def store_index(t: Tensor) -> Expr:
+            return env[t].flat_index([point[iv.var] for iv in st.op.axis])
+
+        if not is_reduction:
+            stores = [Store(env[t].buffer, store_index(t), read(e)) for t, e in zip(outputs, body)]
+            return _wrap_guards(top_guards, _assemble(levels, 0, len(levels), seq(*stores)))
+
+        red = body[0]
+        assert isinstance(red, Reduce)  # is_reduction
+        combiner = red.combiner
+        inits = list(red.init) or list(combiner.identity)
+        init_stores = seq(*(Store(env[t].buffer, store_index(t), read(inits[r.value_index]))
+                            for t, r in zip(outputs, body) if isinstance(r, Reduce)))
+        cur = {combiner.lhs[r.value_index]: TensorRead(env[t].buffer, [store_index(t)])
+               for t, r in zip(outputs, body) if isinstance(r, Reduce)}
+        src = {rhs: read(s) for rhs, s in zip(combiner.rhs, red.source)}
+        new_values = [substitute(res, {**cur, **src}) for res in combiner.result]
+        slots = [(t, r.value_index) for t, r in zip(outputs, body) if isinstance(r, Reduce)]
+        if len(slots) == 1:
+            t, vi = slots[0]
+            update: Stmt = Store(env[t].buffer, store_index(t), new_values[vi])
+        else:
+            tmps = [Var(f"{t.name}.next", new_values[vi].dtype) for t, vi in slots]
+            update = seq(*(Store(env[t].buffer, store_index(t), tmp)
+                           for (t, _), tmp in zip(slots, tmps)))
+            for (_, vi), tmp in reversed(list(zip(slots, tmps))):
+                update = LetStmt(tmp, new_values[vi], update)
+        cond = read(red.condition)
+        if not (isinstance(cond, Const) and bool(cond.value)):
+            update = IfThenElse(cond, update)
+        main = _assemble(levels, reduce_pos, len(levels), update)
+        spatial_inner = [lv for lv in levels[reduce_pos:] if lv.iv.kind != "reduce"]
+        init_levels = [_Level(lv.iv, lv.var, lv.extent, lv.kind, lv.tag, list(lv.guards))
+                       for lv in spatial_inner]
+        init = _assemble(init_levels, 0, len(init_levels), init_stores)
+        inner = seq(init, main)
+        return _wrap_guards(top_guards, _assemble(levels, 0, reduce_pos, inner))
+
+    # -- compute_at -----------------------------------------------------------------------------
+    def attach(self, child: Stage, parent: Stage, levels: list[_Level], k: int,
+               point: Mapping[Var, Expr], env: dict[Tensor, _Storage]
+               ) -> tuple[Tensor, Stmt, list[Tensor]]:
+        """Bound inference and the nest of ``child`` computed inside loop ``k`` of ``parent``;
+        registers the child's buffers in ``env``."""
+        for other in self.sch.stages:
+            if other is parent or other is child or other.attach_type == "inline":
+                continue
+            if self.sch._reads(other, child):
+                raise ValueError(
+                    f"lower: '{child.name}' is computed at loop '{levels[k].iv.name}' of "
+                    f"'{parent.name}', but '{other.name}' reads it too; compute it at a stage "
+                    "that all its consumers are inside of, or compute_root it")
+        ranging = {lv.var: lv.extent for lv in levels[k + 1:]}
+        reads = [r for e in self.body_of(parent) for r in post_order(substitute(e, point))
+                 if isinstance(r, TensorRead) and r.tensor.op is child.op]
+        shape = child.op.shape
+        los: list[Expr] = []
+        exts: list[int] = []
+        an = Analyzer({v: Interval(0, n - 1) for v, n in ranging.items()})
+        for d, n_d in enumerate(shape):
+            region = _union([_range_of(an, r.indices[d], ranging) for r in reads])
+            if region is None or region[1] >= n_d:
+                los.append(_i32(0))
+                exts.append(n_d)
+            else:
+                los.append(region[0])
+                exts.append(region[1])
+        root_min = {iv: lo for iv, lo in zip(child.op.axis, los)}
+        root_ext: dict[IterVar, int] = {iv: e for iv, e in zip(child.op.axis, exts)}
+        for iv in child.op.reduce_axis:
+            root_min[iv] = _i32(iv.dom.min)
+            root_ext[iv] = iv.dom.extent
+        clip: dict[IterVar, int] = {}
+        for iv, lo, e, n_d in zip(child.op.axis, los, exts, shape):
+            if not (isinstance(lo, Const) and lo.value == 0 and e == n_d):
+                clip[iv] = n_d
+        buffers: list[Tensor] = []
+        offsets = tuple(los)
+        for t in child.op.outputs:
+            buf = make_buffer(self.names.fresh(t.name), math.prod(exts), t.dtype)
+            buffers.append(buf)
+            env[t] = _Storage(buf, tuple(exts), offsets)
+        nest = self.nest(child, root_min, root_ext, clip, env)
+        return buffers[0], nest, buffers
+
+    # -- reads ------------------------------------------------------------------------------
+    def flatten_reads(self, e: Expr, env: Mapping[Tensor, _Storage]) -> Expr:
+        def fn(node: Expr) -> Expr | None:
+            if isinstance(node, TensorRead):
+                where = env.get(node.tensor)
+                if where is None:
+                    raise debug.InternalError(f"lower: no storage for '{node.tensor.name}'")
+                return TensorRead(where.buffer, [where.flat_index(node.indices)])
+            if isinstance(node, Var) and node.kind == "var" and node not in self.scalars:
+                raise ValueError(f"lower: the computation uses the free variable '{node.name}' "
+                                 "(a tex.var); pass it in args to make it a scalar argument")
+            return None
+        return rewrite(e, fn)
+
+
+def _range_of(an: Analyzer, e: Expr, ranging: Mapping[Var, int]) -> tuple[Expr, int] | None:
+    """``(lo, extent)`` of ``e`` as the ranging variables vary, or None if not affine in
+    them (lo may use the other, fixed, variables)."""
+    if not e.dtype.is_int:
+        return None
+    lf = an.linear(an.rewrite(e))
+    lo_terms: dict[Expr, int] = {}
+    low, span = 0, 0
+    for atom, c in lf.terms.items():
+        if isinstance(atom, Var) and atom in ranging:
+            reach = c * (ranging[atom] - 1)
+            low += min(reach, 0)
+            span += abs(reach)
+            continue
+        if any(isinstance(n, Var) and n in ranging for n in post_order(atom)):
+            return None
+        lo_terms[atom] = c
+    base = type(lf)(lo_terms, lf.const + low, lf.dtype)
+    return an.rebuild(base), span + 1
+
+
+def _union(ranges: Sequence[tuple[Expr, int] | None]) -> tuple[Expr, int] | None:
+    """The smallest range holding all ``(lo, extent)`` ranges whose lows differ by
+    constants; None when that cannot be shown."""
+    if not ranges or any(r is None for r in ranges):
+        return None
+    an = Analyzer()
+    lo0, _ = ranges[0]  # type: ignore[misc]
+    shifts: list[tuple[int, int]] = []
+    for r in ranges:
+        assert r is not None
+        diff = an.rewrite(r[0] - lo0)
+        if not isinstance(diff, Const):
+            return None
+        shifts.append((int(diff.value), r[1]))
+    low = min(s for s, _ in shifts)
+    high = max(s + n for s, n in shifts)
+    lo = an.rewrite(lo0 + low) if low else lo0
+    return lo, high - low
+
+
+def _wrap_guards(guards: Sequence[Expr], body: Stmt) -> Stmt:
+    for g in reversed(guards):
+        body = IfThenElse(g, body)
+    return body
+
+
+def _assemble(levels: Sequence[_Level], start: int, stop: int, inner: Stmt) -> Stmt:
+    """Loops ``levels[start:stop]`` around ``inner``, with each level's guards and attached
+    producers at the start of its body."""
+    body = inner
+    for lv in reversed(levels[start:stop]):
+        for g in reversed(lv.guards):
+            body = IfThenElse(g, body)
+        if lv.attached:
+            body = seq(*(nest for _, nest, _ in lv.attached), body)
+            for _, _, bufs in reversed(lv.attached):
+                for buf in reversed(bufs):
+                    body = Allocate(buf, "global", body)
+        if lv.extent == 1 and lv.kind is not ForKind.THREAD:
+            continue
+        body = For(lv.var, _i32(0), _i32(lv.extent), lv.kind, body, lv.tag)
+    return body
+
+
+# --------------------------------------------------------------------------------------
+# Passes on the loop nest
+# --------------------------------------------------------------------------------------
+
+def _loop_domains(body: Stmt) -> dict[Var, Interval]:
+    dom: dict[Var, Interval] = {}
+    for s in walk_stmts(body):
+        if isinstance(s, For) and isinstance(s.min, Const) and isinstance(s.extent, Const):
+            lo = int(s.min.value)
+            dom[s.var] = Interval(lo, lo + int(s.extent.value) - 1)
+    return dom
+
+
+def simplify_pass(func: LoweredFunc) -> LoweredFunc:
+    """Indices and conditions simplified on the loop domains (tex.arith rules, no sympy)."""
+    an = Analyzer(_loop_domains(func.body))
+    memo: dict[Expr, Expr] = {}
+
+    def fn(e: Expr) -> Expr:
+        got = memo.get(e)
+        if got is None:
+            got = an.rewrite(e)
+            memo[e] = got
+        return got
+
+    return LoweredFunc(func.name, func.params, map_exprs(func.body, fn), func.attrs)
+
+
+def remove_no_op(func: LoweredFunc) -> LoweredFunc:
+    """Conditions decided by constants resolved; empty branches and loops removed."""
+
+    def visit(s: Stmt) -> Stmt | None:
+        kids = stmt_children(s)
+        new = [visit(c) for c in kids]
+        if isinstance(s, IfThenElse):
+            then, other = new[0], new[1] if len(new) > 1 else None
+            if isinstance(s.cond, Const):
+                return then if bool(s.cond.value) else other
+            if then is None:
+                if other is None:
+                    return None
+                return IfThenElse(fold.logical_not(s.cond), other)
+            return IfThenElse(s.cond, then, other)
+        if isinstance(s, Seq):
+            kept = [c for c in new if c is not None]
+            return seq(*kept) if kept else None
+        if any(c is None for c in new):
+            return None
+        return with_stmt_children(s, new)  # type: ignore[arg-type]
+
+    body = visit(func.body)
+    return LoweredFunc(func.name, func.params, body if body is not None else Seq(()),
+                       func.attrs)
+
+
+def remove_redundant_guards(func: LoweredFunc) -> LoweredFunc:
+    """A condition already checked by an enclosing ``if`` (the same expression) is dropped:
+    ``if (c) { ... if (c) { s } }`` -> ``if (c) { ... s }``."""
+
+    def visit(s: Stmt, known: frozenset[Expr]) -> Stmt:
+        if isinstance(s, IfThenElse):
+            if s.cond in known and s.else_case is None:
+                return visit(s.then_case, known)
+            then = visit(s.then_case, known | {s.cond})
+            other = None if s.else_case is None else visit(s.else_case, known)
+            return IfThenElse(s.cond, then, other)
+        kids = stmt_children(s)
+        return with_stmt_children(s, [visit(c, known) for c in kids]) if kids else s
+
+    return LoweredFunc(func.name, func.params, visit(func.body, frozenset()), func.attrs)
+
+
+PASSES: list[tuple[str, Callable[[LoweredFunc], LoweredFunc]]] = [
+    ("simplify", simplify_pass),
+    ("remove_no_op", remove_no_op),
+    ("remove_redundant_guards", remove_redundant_guards),
+]
+
+
+# --------------------------------------------------------------------------------------
+# Entry point
+# --------------------------------------------------------------------------------------
+
+def _check_args(args: Any) -> list[Tensor | Var]:
+    if isinstance(args, (Tensor, Var)):
+        args = [args]
+    if not isinstance(args, (list, tuple)):
+        raise TypeError(f"lower: args must be a list of tensors (and tex.var scalars), got "
+                        f"{type(args).__name__}")
+    out: list[Tensor | Var] = []
+    for pos, a in enumerate(args):
+        if not isinstance(a, (Tensor, Var)):
+            raise TypeError(f"lower: args[{pos}] is {type(a).__name__} {a!r}; expected a "
+                            "Tensor or a tex.var")
+        if isinstance(a, Var) and a.kind != "var":
+            raise TypeError(f"lower: args[{pos}] '{a.name}' is a loop variable, not a tex.var")
+        if any(a is b for b in out):
+            raise ValueError(f"lower: args[{pos}] '{a.name}' appears twice in args")
+        out.append(a)
+    return out
+
+
+def lower(sch: Schedule | Tensor | Sequence[Tensor], args: Sequence[Tensor | Var] | None = None,
+          name: str = "main") -> LoweredFunc:
+    """Lower a schedule to a loop nest.
+
+    Parameters
+    ----------
+    sch : Schedule, or Tensor(s)
+        The schedule (tensors get a default schedule).
+    args : list of Tensor or tex.var
+        The function's arguments in order: placeholders it reads, tensors it writes, and
+        scalar variables. Computed tensors in ``args`` are outputs.
+        Default (tensors only): the placeholders they read, then the tensors.
+    name : str
+        The function name.
+
+    Returns
+    -------
+    LoweredFunc
+        ``print()`` shows the loop nest.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Bad args (not tensors, duplicates, a placeholder the computation reads is missing,
+        an inlined tensor listed as an output, a free variable not passed).
+    """
+    if not isinstance(sch, Schedule):
+        tensors = [sch] if isinstance(sch, Tensor) else list(sch)
+        if not all(isinstance(t, Tensor) for t in tensors):
+            raise TypeError("lower: expected a Schedule or a list of Tensors")
+        if args is None:
+            args = [*placeholders_of(tensors), *tensors]
+        sch = create_schedule([t.op for t in tensors])
+    if args is None:
+        raise TypeError("lower: args is required with a Schedule (the argument list)")
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"lower: name must be an identifier, got {name!r}")
+    arg_list = _check_args(args)
+    names = _Names()
+    storage: dict[Tensor, _Storage] = {}
+    params: list[Param] = []
+    scalars: set[Var] = set()
+    for a in arg_list:
+        if isinstance(a, Var):
+            params.append(ScalarParam(a))
+            scalars.add(a)
+            continue
+        tensor = a
+        is_output = not isinstance(a.op, PlaceholderOp)
+        if is_output:
+            st = sch.stage_map.get(a.op)
+            if st is None:
+                raise ValueError(f"lower: '{a.name}' is in args but not computed by this "
+                                 "schedule")
+            if st.attach_type == "inline":
+                raise ValueError(f"lower: '{a.name}' is in args (an output) but its stage is "
+                                 "compute_inline'd; outputs must be stored")
+            tensor = st.op.output(a.value_index)
+        buf = make_buffer(names.fresh(a.name), max(a.size, 1), a.dtype)
+        storage[tensor] = _Storage(buf, tuple(a.shape))
+        params.append(BufferParam(buf, a, is_output))
+
+    lw = _Lowerer(sch, storage, names, scalars)
+    # placeholders read by the computation must be arguments
+    for st in sch.stages:
+        if st.attach_type == "inline":
+            continue
+        for e in lw.body_of(st):
+            for node in post_order(e):
+                if isinstance(node, TensorRead) and isinstance(node.tensor.op, PlaceholderOp) \
+                        and node.tensor not in storage:
+                    raise ValueError(f"lower: '{st.name}' reads the placeholder "
+                                     f"'{node.tensor.name}', which is not in args")
+    temps: list[Tensor] = []
+    parts: list[Stmt] = []
+    for st in sch.stages:
+        if st.attach_type != "root":
+            continue
+        for t in st.op.outputs:
+            if t not in storage:
+                buf = make_buffer(names.fresh(t.name), max(t.size, 1), t.dtype)
+                storage[t] = _Storage(buf, tuple(t.shape))
+                temps.append(buf)
+        root_min = {iv: _i32(iv.dom.min) for iv in [*st.op.axis, *st.op.reduce_axis]}
+        root_ext = {iv: iv.dom.extent for iv in [*st.op.axis, *st.op.reduce_axis]}
+        parts.append(lw.nest(st, root_min, root_ext, {}, storage))
+    body = seq(*parts)
+    for buf in reversed(temps):
+        body = Allocate(buf, "global", body)
+    func = LoweredFunc(name, tuple(params), body)
+    debug.dump("lower.schedule_ops", func)
+    for pass_name, fn in PASSES:
+        func = fn(func)
+        debug.dump(f"lower.{pass_name}", func)
+    return func
+
+
+def placeholders_of(tensors: Sequence[Tensor]) -> list[Tensor]:
+    """The placeholders the tensors depend on, in creation order."""
+    from ..ir.visit import topo_sort_ops
+    found = [op.output(0) for op in topo_sort_ops(tensors) if isinstance(op, PlaceholderOp)]
+    return sorted(found, key=lambda t: getattr(t.op, "seq", 0))

@@ -1,0 +1,234 @@
+"""The loop-nest IR: statements over flat 1-D buffers, produced by ``lower`` and consumed by
+the code generators.
+
+Expressions are ordinary ``tex.ir`` nodes. A *buffer* is a 1-D placeholder tensor whose one
+dimension is the flattened element count, so a load is ``TensorRead(buffer, [flat_index])``
+and prints as ``C[i*512 + j]``; the buffer's name is unique within one ``LoweredFunc``.
+Loop and let variables are ``Var`` nodes (identity matters, names are for reading).
+
+Invariants the code generators rely on:
+
+- Loops start at ``min`` and run ``extent`` times; ``extent`` is a constant for vectorized
+  and unrolled loops.
+- A load guarded by a ``Select`` branch (``select(c, A[i], 0)``) or by an ``IfThenElse``
+  may be out of bounds where its guard is false: code generators evaluate ``Select``
+  branches that read memory (or can fault, like integer division) lazily, never
+  speculatively.
+- Every buffer read or written is a parameter or is declared by an enclosing ``Allocate``.
+
+Nodes are frozen dataclasses; passes build new trees.
+"""
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from ..dtype import DType
+from ..ir.expr import Expr, Var
+from ..ir.tensor import PlaceholderOp, Tensor
+
+__all__ = [
+    "ForKind", "Stmt", "For", "Store", "Allocate", "IfThenElse", "LetStmt", "Seq",
+    "BufferParam", "ScalarParam", "Param", "LoweredFunc", "make_buffer", "seq",
+    "stmt_children", "with_stmt_children", "walk_stmts", "map_exprs",
+]
+
+
+class ForKind(enum.Enum):
+    """How a loop's iterations run."""
+
+    SERIAL = "for"
+    PARALLEL = "parallel for"  # iterations split over threads (OpenMP on the CPU)
+    VECTORIZED = "vectorized for"  # one SIMD lane per iteration
+    UNROLLED = "unrolled for"  # body repeated extent times
+    THREAD = "thread for"  # bound to a GPU thread index (``thread_tag``)
+
+
+class Stmt:
+    """Base of statement nodes."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        from .printer import format_stmt
+        return format_stmt(self)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class For(Stmt):
+    """``for var in [min, min + extent): body``."""
+
+    var: Var
+    min: Expr
+    extent: Expr
+    kind: ForKind
+    body: Stmt
+    thread_tag: str = ""  # "blockIdx.x", "threadIdx.y", ... when kind is THREAD
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Store(Stmt):
+    """``buffer[index] = value``."""
+
+    buffer: Tensor
+    index: Expr
+    value: Expr
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Allocate(Stmt):
+    """A temporary buffer live during ``body``; ``scope`` is "global", "local" or "shared"."""
+
+    buffer: Tensor
+    scope: str
+    body: Stmt
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class IfThenElse(Stmt):
+    """``if cond: then_case else: else_case`` (``else_case`` may be None)."""
+
+    cond: Expr
+    then_case: Stmt
+    else_case: Stmt | None = None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class LetStmt(Stmt):
+    """``var = value`` visible in ``body``."""
+
+    var: Var
+    value: Expr
+    body: Stmt
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Seq(Stmt):
+    """Statements run in order."""
+
+    body: tuple[Stmt, ...]
+
+
+def seq(*stmts: Stmt | None) -> Stmt:
+    """A sequence of the given statements, flattened; None entries are dropped."""
+    flat: list[Stmt] = []
+    for s in stmts:
+        if s is None:
+            continue
+        if isinstance(s, Seq):
+            flat.extend(s.body)
+        else:
+            flat.append(s)
+    return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+
+
+def make_buffer(name: str, size: int, dtype: DType) -> Tensor:
+    """A flat buffer of ``size`` elements (a 1-D placeholder tensor)."""
+    return PlaceholderOp(name, (max(int(size), 1),), dtype).output(0)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class BufferParam:
+    """A tensor argument: ``buffer`` is its flat view, ``tensor`` the user's tensor."""
+
+    buffer: Tensor
+    tensor: Tensor
+    is_output: bool
+
+    @property
+    def name(self) -> str:
+        return self.buffer.name
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ScalarParam:
+    """A scalar argument: the free variable ``var`` (a ``tex.var``) passed by value."""
+
+    var: Var
+
+    @property
+    def name(self) -> str:
+        return self.var.name
+
+
+Param = BufferParam | ScalarParam
+
+
+@dataclass(frozen=True, eq=False)
+class LoweredFunc:
+    """A lowered function: parameters in call order and the loop nest."""
+
+    name: str
+    params: tuple[Param, ...]
+    body: Stmt
+    attrs: dict = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        from .printer import format_func
+        return format_func(self)
+
+
+# --------------------------------------------------------------------------------------
+# Generic walks (statements hold at most a few children; nesting depth is the loop depth)
+# --------------------------------------------------------------------------------------
+
+def stmt_children(s: Stmt) -> tuple[Stmt, ...]:
+    """The statements directly inside ``s``."""
+    match s:
+        case For(body=b) | Allocate(body=b) | LetStmt(body=b):
+            return (b,)
+        case IfThenElse(then_case=t, else_case=e):
+            return (t,) if e is None else (t, e)
+        case Seq(body=b):
+            return b
+    return ()
+
+
+def with_stmt_children(s: Stmt, children: Sequence[Stmt]) -> Stmt:
+    """``s`` with its child statements replaced (same order as ``stmt_children``)."""
+    old = stmt_children(s)
+    if len(old) == len(children) and all(a is b for a, b in zip(old, children)):
+        return s
+    match s:
+        case For():
+            return For(s.var, s.min, s.extent, s.kind, children[0], s.thread_tag)
+        case Allocate():
+            return Allocate(s.buffer, s.scope, children[0])
+        case LetStmt():
+            return LetStmt(s.var, s.value, children[0])
+        case IfThenElse():
+            return IfThenElse(s.cond, children[0], children[1] if len(children) > 1 else None)
+        case Seq():
+            return seq(*children)
+    return s
+
+
+def walk_stmts(root: Stmt) -> Iterator[Stmt]:
+    """Every statement under ``root`` (included), parents before children."""
+    stack = [root]
+    while stack:
+        s = stack.pop()
+        yield s
+        stack.extend(reversed(stmt_children(s)))
+
+
+def map_exprs(root: Stmt, fn: Callable[[Expr], Expr]) -> Stmt:
+    """``root`` with ``fn`` applied to every expression it holds directly (not recursively
+    into expressions; ``fn`` decides that)."""
+
+    def visit(s: Stmt) -> Stmt:
+        kids = [visit(c) for c in stmt_children(s)]
+        s = with_stmt_children(s, kids)
+        match s:
+            case For():
+                return For(s.var, fn(s.min), fn(s.extent), s.kind, s.body, s.thread_tag)
+            case Store():
+                return Store(s.buffer, fn(s.index), fn(s.value))
+            case IfThenElse():
+                return IfThenElse(fn(s.cond), s.then_case, s.else_case)
+            case LetStmt():
+                return LetStmt(s.var, fn(s.value), s.body)
+        return s
+
+    return visit(root)

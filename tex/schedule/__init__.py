@@ -1,0 +1,15 @@
+"""Schedules: records of how each operation of a DAG is computed (loop order, tiling,
+parallelism, vectorization, attach points). ``tex.lower`` interprets them."""
+from .schedule import (
+    THREAD_TAGS,
+    Fuse,
+    Schedule,
+    Split,
+    Stage,
+    ThreadAxis,
+    create_schedule,
+    thread_axis,
+)
+
+__all__ = ["THREAD_TAGS", "Fuse", "Schedule", "Split", "Stage", "ThreadAxis", "create_schedule",
+           "thread_axis"]

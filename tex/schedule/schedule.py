@@ -1,0 +1,510 @@
+"""Schedules: a record of how to run each operation of a tensor DAG.
+
+A ``Schedule`` holds one ``Stage`` per compute operation. A stage keeps every iteration
+variable it has ever had (``all_iter_vars``), the current loop order (``leaf_iter_vars``),
+the relations that link them (``Split``: ``parent = outer * factor + inner``; ``Fuse``:
+``fused = outer * extent(inner) + inner``), per-variable annotations (parallel, vectorize,
+unroll, a GPU thread binding) and where the stage is computed (its attach point: at the
+root, inlined into its consumers, or inside a loop of another stage).
+
+Primitives validate their arguments and append to the record; nothing is computed here.
+``tex.lower`` interprets the record (bound inference, loop nests). Errors are ``ValueError``
+(a wrong argument value: an axis of another stage, an already split axis, a cycle) or
+``TypeError`` (a wrong argument type) and name the stage and the axis.
+
+Example
+-------
+>>> s = tex.create_schedule(C.op)
+>>> io, ii = s[C].split(C.op.axis[0], factor=8)
+>>> s[C].reorder(io, C.op.axis[1], ii)
+>>> s[C].parallel(io); s[C].vectorize(ii)
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..ir.expr import IterVar, Range, Reduce, TensorRead, Var
+from ..ir.tensor import ComputeOp, Operation, PlaceholderOp, Tensor
+from ..ir.visit import rewrite, substitute, topo_sort_ops
+
+__all__ = ["Schedule", "Stage", "Split", "Fuse", "ThreadAxis", "thread_axis", "create_schedule",
+           "THREAD_TAGS"]
+
+THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
+               "threadIdx.z", "vthread")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Split:
+    """``parent = outer * factor + inner`` (``inner`` in ``[0, factor)``)."""
+
+    parent: IterVar
+    outer: IterVar
+    inner: IterVar
+    factor: int
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Fuse:
+    """``fused = outer * extent(inner) + inner``."""
+
+    outer: IterVar
+    inner: IterVar
+    fused: IterVar
+
+
+Relation = Split | Fuse
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ThreadAxis:
+    """A GPU thread index (``blockIdx.x``, ``threadIdx.y``, ...) to bind loops to."""
+
+    tag: str
+
+    def __str__(self) -> str:
+        return self.tag
+
+
+def thread_axis(tag: str) -> ThreadAxis:
+    """A GPU thread axis for ``Stage.bind``: one of ``THREAD_TAGS``.
+
+    Example
+    -------
+    >>> s[C].bind(bx, tex.thread_axis("blockIdx.x"))
+    """
+    if not isinstance(tag, str):
+        raise TypeError(f"thread_axis: the tag must be a str like 'threadIdx.x', got "
+                        f"{type(tag).__name__}")
+    if tag not in THREAD_TAGS:
+        raise ValueError(f"thread_axis: unknown tag {tag!r}; expected one of "
+                         f"{', '.join(THREAD_TAGS)}")
+    return ThreadAxis(tag)
+
+
+# annotation kinds of a leaf variable
+SERIAL, PARALLEL, VECTORIZE, UNROLL, THREAD = "serial", "parallel", "vectorize", "unroll", "thread"
+
+
+def _new_iter_var(name: str, extent: int, kind: str) -> IterVar:
+    return IterVar(Var(name, kind=kind), Range(0, extent))
+
+
+def _is_reduce(iv: IterVar) -> bool:
+    return iv.kind == "reduce"
+
+
+class Stage:
+    """How one operation is computed: loop structure, annotations and attach point."""
+
+    def __init__(self, op: ComputeOp, schedule: Schedule) -> None:
+        self.op: ComputeOp = op
+        self.origin_op: ComputeOp = op
+        self.schedule = schedule
+        self.all_iter_vars: list[IterVar] = [*op.axis, *op.reduce_axis]
+        self.leaf_iter_vars: list[IterVar] = [*op.axis, *op.reduce_axis]
+        self.relations: list[Relation] = []
+        self.annotations: dict[IterVar, str] = {}
+        self.bindings: dict[IterVar, ThreadAxis] = {}
+        self.attach_type = "root"  # "root" | "inline" | "scope"
+        self.attach_stage: Stage | None = None
+        self.attach_ivar: IterVar | None = None
+        self.scope = "global"
+        self.is_output = False
+
+    # -- helpers ------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+    def __repr__(self) -> str:
+        return f"Stage({self.op.name}, {' '.join(iv.name for iv in self.leaf_iter_vars)})"
+
+    def extent_of(self, iv: IterVar) -> int:
+        """The static extent of one of this stage's iteration variables."""
+        return iv.dom.extent
+
+    def _leaf(self, iv: Any, primitive: str) -> IterVar:
+        """``iv`` checked to be a current loop of this stage."""
+        if not isinstance(iv, IterVar):
+            raise TypeError(f"{primitive} on stage '{self.name}': expected an IterVar "
+                            f"(e.g. {self.name}.op.axis[0]), got {type(iv).__name__} {iv!r}")
+        if iv in self.leaf_iter_vars:
+            return iv
+        if iv in self.all_iter_vars:
+            raise ValueError(f"{primitive} on stage '{self.name}': axis '{iv.name}' has already "
+                             "been split or fused; use the axes that split/fuse returned")
+        raise ValueError(f"{primitive} on stage '{self.name}': axis '{iv.name}' is not an axis "
+                         f"of this stage (its axes are "
+                         f"{', '.join(v.name for v in self.leaf_iter_vars)})")
+
+    def _replace_leaf(self, old: Sequence[IterVar], new: Sequence[IterVar]) -> None:
+        pos = min(self.leaf_iter_vars.index(v) for v in old)
+        leaves = [v for v in self.leaf_iter_vars if v not in old]
+        leaves[pos:pos] = new
+        self.leaf_iter_vars = leaves
+        self.all_iter_vars.extend(new)
+
+    # -- loop structure ---------------------------------------------------------------------
+    def split(self, parent: IterVar, factor: int | None = None,
+              nparts: int | None = None) -> tuple[IterVar, IterVar]:
+        """Split ``parent`` into ``(outer, inner)`` with ``inner`` of extent ``factor``
+        (or ``outer`` of extent ``nparts``). Non-divisible extents are guarded."""
+        parent = self._leaf(parent, "split")
+        if (factor is None) == (nparts is None):
+            raise ValueError(f"split of '{parent.name}' in stage '{self.name}': give exactly "
+                             "one of factor= and nparts=")
+        value = factor if factor is not None else nparts
+        what = "factor" if factor is not None else "nparts"
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"split of '{parent.name}' in stage '{self.name}': {what} must be a "
+                            f"positive int, got {type(value).__name__} {value!r}")
+        if value <= 0:
+            raise ValueError(f"split of '{parent.name}' in stage '{self.name}': {what} must be "
+                             f"positive, got {value}")
+        extent = parent.dom.extent
+        if factor is not None:
+            inner_ext = min(factor, extent)
+        else:
+            inner_ext = math.ceil(extent / min(value, extent))
+        outer_ext = math.ceil(extent / inner_ext)
+        kind = parent.kind
+        outer = _new_iter_var(f"{parent.name}.outer", outer_ext, kind)
+        inner = _new_iter_var(f"{parent.name}.inner", inner_ext, kind)
+        self.relations.append(Split(parent, outer, inner, inner_ext))
+        self._replace_leaf([parent], [outer, inner])
+        return outer, inner
+
+    def tile(self, x_parent: IterVar, y_parent: IterVar, x_factor: int,
+             y_factor: int) -> tuple[IterVar, IterVar, IterVar, IterVar]:
+        """Split two axes and order the loops ``x.outer, y.outer, x.inner, y.inner``."""
+        xo, xi = self.split(x_parent, factor=x_factor)
+        yo, yi = self.split(y_parent, factor=y_factor)
+        self.reorder(xo, yo, xi, yi)
+        return xo, yo, xi, yi
+
+    def reorder(self, *order: IterVar) -> None:
+        """Put the given loops in this order, in the positions they occupy together."""
+        if len(order) == 1 and isinstance(order[0], (list, tuple)):
+            order = tuple(order[0])
+        ivs = [self._leaf(iv, "reorder") for iv in order]
+        if len(set(ivs)) != len(ivs):
+            raise ValueError(f"reorder on stage '{self.name}': an axis appears twice in "
+                             f"({', '.join(v.name for v in ivs)})")
+        positions = sorted(self.leaf_iter_vars.index(v) for v in ivs)
+        leaves = list(self.leaf_iter_vars)
+        for pos, iv in zip(positions, ivs):
+            leaves[pos] = iv
+        self.leaf_iter_vars = leaves
+
+    def fuse(self, *ivs: IterVar) -> IterVar:
+        """Fuse adjacent loops (outer first) into one; returns the fused axis."""
+        if len(ivs) == 1 and isinstance(ivs[0], (list, tuple)):
+            ivs = tuple(ivs[0])
+        if not ivs:
+            raise ValueError(f"fuse on stage '{self.name}': give at least one axis")
+        checked = [self._leaf(iv, "fuse") for iv in ivs]
+        if len(checked) == 1:
+            return checked[0]
+        pos = [self.leaf_iter_vars.index(v) for v in checked]
+        if any(b != a + 1 for a, b in zip(pos, pos[1:])):
+            raise ValueError(f"fuse on stage '{self.name}': axes "
+                             f"{', '.join(v.name for v in checked)} must be adjacent loops, "
+                             "outer first (reorder them first)")
+        kinds = {_is_reduce(v) for v in checked}
+        if len(kinds) > 1:
+            raise ValueError(f"fuse on stage '{self.name}': cannot fuse a reduction axis with "
+                             "a data-parallel axis")
+        acc = checked[0]
+        for inner in checked[1:]:
+            fused = _new_iter_var(f"{acc.name}.{inner.name}.fused",
+                                  acc.dom.extent * inner.dom.extent, acc.kind)
+            self.relations.append(Fuse(acc, inner, fused))
+            self._replace_leaf([acc, inner], [fused])
+            acc = fused
+        return acc
+
+    # -- annotations ------------------------------------------------------------------------
+    def _annotate(self, iv: IterVar, kind: str, primitive: str) -> None:
+        iv = self._leaf(iv, primitive)
+        previous = self.annotations.get(iv, SERIAL)
+        if previous not in (SERIAL, kind):
+            raise ValueError(f"{primitive} on stage '{self.name}': axis '{iv.name}' is already "
+                             f"marked {previous}")
+        self.annotations[iv] = kind
+
+    def parallel(self, iv: IterVar) -> None:
+        """Run the iterations of this loop on all cores."""
+        iv = self._leaf(iv, "parallel")
+        if _is_reduce(iv):
+            raise ValueError(f"parallel on stage '{self.name}': '{iv.name}' is a reduction "
+                             "axis; its iterations accumulate into the same element (use "
+                             "rfactor to parallelize a reduction)")
+        self._annotate(iv, PARALLEL, "parallel")
+
+    def vectorize(self, iv: IterVar) -> None:
+        """Run this loop's iterations as SIMD lanes (the innermost loop, usually)."""
+        iv = self._leaf(iv, "vectorize")
+        if _is_reduce(iv):
+            raise ValueError(f"vectorize on stage '{self.name}': '{iv.name}' is a reduction "
+                             "axis; vectorize a data-parallel axis (reorder it innermost)")
+        self._annotate(iv, VECTORIZE, "vectorize")
+
+    def unroll(self, iv: IterVar) -> None:
+        """Repeat the loop body instead of looping."""
+        self._annotate(iv, UNROLL, "unroll")
+
+    def bind(self, iv: IterVar, thread: ThreadAxis) -> None:
+        """Bind a loop to a GPU thread index (lowered by the CUDA target)."""
+        iv = self._leaf(iv, "bind")
+        if not isinstance(thread, ThreadAxis):
+            raise TypeError(f"bind on stage '{self.name}': expected tex.thread_axis(...), got "
+                            f"{type(thread).__name__}")
+        for other, t in self.bindings.items():
+            if t.tag == thread.tag and other is not iv and thread.tag != "vthread":
+                raise ValueError(f"bind on stage '{self.name}': {thread.tag} is already bound to "
+                                 f"'{other.name}'")
+        self._annotate(iv, THREAD, "bind")
+        self.bindings[iv] = thread
+
+    # -- attach points ----------------------------------------------------------------------
+    def compute_inline(self) -> None:
+        """Substitute this operation's body into its consumers (no buffer)."""
+        if self.is_output:
+            raise ValueError(f"compute_inline: '{self.name}' is an output of the schedule; "
+                             "outputs must be stored")
+        body = self.op.body
+        if isinstance(body[0], Reduce):
+            raise ValueError(f"compute_inline: '{self.name}' is a reduction; only element-wise "
+                             "computations can be inlined (use compute_at instead)")
+        if len(body) > 1:
+            raise ValueError(f"compute_inline: '{self.name}' has {len(body)} outputs; only "
+                             "single-output computations can be inlined")
+        self._detach()
+        self.attach_type = "inline"
+
+    def compute_root(self) -> None:
+        """Compute this operation fully, in its own loop nest (the default)."""
+        self._detach()
+        self.attach_type = "root"
+
+    def compute_at(self, parent: Stage, iv: IterVar) -> None:
+        """Compute the part of this operation that ``parent`` needs inside ``parent``'s loop
+        ``iv`` (the region is found by bound inference when lowering)."""
+        if not isinstance(parent, Stage):
+            raise TypeError(f"compute_at on stage '{self.name}': expected a Stage (s[T]), got "
+                            f"{type(parent).__name__}")
+        if parent.schedule is not self.schedule:
+            raise ValueError(f"compute_at on stage '{self.name}': stage '{parent.name}' belongs "
+                             "to another schedule")
+        if parent is self:
+            raise ValueError(f"compute_at: stage '{self.name}' cannot be attached to itself")
+        parent._leaf(iv, f"compute_at of '{self.name}'")
+        if parent.attach_type == "inline":
+            raise ValueError(f"compute_at on stage '{self.name}': stage '{parent.name}' is "
+                             "inlined and has no loops")
+        node: Stage | None = parent
+        while node is not None:
+            if node is self:
+                raise ValueError(f"compute_at: attaching '{self.name}' to '{parent.name}' makes "
+                                 "a cycle (that stage is already computed inside "
+                                 f"'{self.name}')")
+            node = node.attach_stage
+        if not self.schedule._reads(parent, self):
+            raise ValueError(f"compute_at: stage '{parent.name}' does not read '{self.name}' "
+                             f"(directly or through inlined stages); attach '{self.name}' to a "
+                             "stage that consumes it")
+        self.attach_type = "scope"
+        self.attach_stage = parent
+        self.attach_ivar = iv
+
+    def _detach(self) -> None:
+        for other in self.schedule.stages:
+            if other.attach_stage is self:
+                raise ValueError(f"stage '{other.name}' is computed at a loop of '{self.name}'; "
+                                 f"call compute_root on '{other.name}' first")
+        self.attach_stage = None
+        self.attach_ivar = None
+
+    # -- reductions ------------------------------------------------------------------------
+    def set_scope(self, scope: str) -> None:
+        """Memory scope of this stage's buffer: "global", "shared" or "local"."""
+        if scope not in ("global", "shared", "local"):
+            raise ValueError(f"set_scope on stage '{self.name}': unknown scope {scope!r}")
+        self.scope = scope
+
+
+class Schedule:
+    """Stages for every compute operation of a DAG (``s[tensor]`` gives one)."""
+
+    def __init__(self, outputs: Sequence[Operation]) -> None:
+        self.outputs: list[Operation] = list(outputs)
+        self.stages: list[Stage] = []
+        self.stage_map: dict[Operation, Stage] = {}
+        for op in topo_sort_ops([op.output(0) for op in self.outputs]):
+            if isinstance(op, ComputeOp):
+                stage = Stage(op, self)
+                self.stages.append(stage)
+                self.stage_map[op] = stage
+        for op in self.outputs:
+            if isinstance(op, ComputeOp):
+                self.stage_map[op].is_output = True
+
+    def __getitem__(self, key: Tensor | Operation) -> Stage:
+        op = key.op if isinstance(key, Tensor) else key
+        if not isinstance(op, Operation):
+            raise TypeError(f"schedule[...] expects a Tensor or an Operation, got "
+                            f"{type(key).__name__}")
+        stage = self.stage_map.get(op)
+        if stage is not None:
+            return stage
+        if isinstance(op, PlaceholderOp):
+            raise ValueError(f"schedule: '{op.name}' is a placeholder (an input); it has no "
+                             "stage to schedule")
+        raise ValueError(f"schedule: '{op.name}' is not part of this schedule (its outputs are "
+                         f"{', '.join(o.name for o in self.outputs)})")
+
+    def __repr__(self) -> str:
+        return f"Schedule({', '.join(s.name for s in self.stages)})"
+
+    # -- dataflow queries --------------------------------------------------------------------
+    def _reads(self, consumer: Stage, producer: Stage) -> bool:
+        """Whether ``consumer`` reads ``producer``'s outputs, directly or through inlined
+        stages."""
+        wanted = set(producer.op.outputs)
+        stack = list(consumer.op.input_tensors)
+        seen: set[Tensor] = set()
+        while stack:
+            t = stack.pop()
+            if t in seen:
+                continue
+            seen.add(t)
+            if t in wanted:
+                return True
+            st = self.stage_map.get(t.op)
+            if st is not None and st.attach_type == "inline":
+                stack.extend(st.op.input_tensors)
+        return False
+
+    def _replace_op(self, stage: Stage, new_op: ComputeOp) -> None:
+        """Make ``stage`` compute ``new_op`` (same outputs, rewritten body); stages reading
+        the old op's outputs are rewritten to read the new ones (and so on downstream).
+        The old op stays a key of ``stage_map``, so tensors the user holds still work."""
+        old = stage.op
+        stage.op = new_op
+        self.stage_map[new_op] = stage
+        for t_old, t_new in zip(old.outputs, new_op.outputs):
+            readers = [st for st in self.stages
+                       if st is not stage and t_old in st.op.input_tensors]
+            self._redirect_reads(readers, t_old, t_new)
+
+    def _redirect_reads(self, readers: Iterable[Stage], old: Tensor, new: Tensor) -> None:
+        for st in readers:
+            op = st.op
+            body = [_replace_tensor(e, old, new) for e in op.body]
+            if all(a is b for a, b in zip(body, op.body)):
+                continue
+            self._replace_op(st, ComputeOp(op.name, op.axis, body, op.tag, op.attrs))
+
+    def _insert_stage(self, stage: Stage, before: Stage | None) -> None:
+        idx = len(self.stages) if before is None else self.stages.index(before)
+        self.stages.insert(idx, stage)
+        self.stage_map[stage.op] = stage
+
+    # -- caching -----------------------------------------------------------------------------
+    def cache_read(self, tensor: Tensor, scope: str, readers: Sequence[Tensor | Operation]
+                   ) -> Tensor:
+        """A copy of ``tensor`` in ``scope`` read by ``readers`` instead of ``tensor``.
+
+        Returns the new tensor (schedule it like any other, e.g. compute_at)."""
+        if not isinstance(tensor, Tensor):
+            raise TypeError(f"cache_read: expected a Tensor, got {type(tensor).__name__}")
+        if isinstance(readers, (Tensor, Operation)):
+            readers = [readers]
+        reader_stages = [self[r] for r in readers]
+        for st in reader_stages:
+            if tensor not in st.op.input_tensors:
+                raise ValueError(f"cache_read: '{st.name}' does not read '{tensor.name}'")
+        axis = [IterVar(Var(f"ax{d}", kind="axis"), Range(0, n))
+                for d, n in enumerate(tensor.shape)]
+        cache_op = ComputeOp(f"{tensor.name}.{scope}", axis, [tensor[tuple(axis)]],
+                             tag="cache_read")
+        stage = Stage(cache_op, self)
+        stage.scope = scope
+        first = min((self.stages.index(s) for s in reader_stages), default=None)
+        self._insert_stage(stage, None if first is None else self.stages[first])
+        self._redirect_reads(reader_stages, tensor, cache_op.output(0))
+        return cache_op.output(0)
+
+    def cache_write(self, tensor: Tensor, scope: str) -> Tensor:
+        """Compute ``tensor`` into a ``scope`` buffer, then copy it out.
+
+        The stage of ``tensor`` keeps its axes (``tensor.op.axis`` stays usable with
+        ``s[tensor]``); the returned tensor's stage owns the computation, with fresh spatial
+        axes and the original reduction axes."""
+        stage = self[tensor]
+        if stage.relations or stage.attach_type == "inline":
+            raise ValueError(f"cache_write: stage '{stage.name}' is already split, fused or "
+                             "inlined; call cache_write before other primitives")
+        op = stage.op
+        if op.num_outputs != 1:
+            raise ValueError(f"cache_write: '{op.name}' has {op.num_outputs} outputs; only "
+                             "single-output computations are supported")
+        axis = [IterVar(Var(iv.name, kind="axis"), iv.dom) for iv in op.axis]
+        mapping = {old.var: new.var for old, new in zip(op.axis, axis)}
+        body = [substitute(e, mapping) for e in op.body]
+        cache_op = ComputeOp(f"{op.name}.{scope}", axis, body, op.tag, op.attrs)
+        cache_stage = Stage(cache_op, self)
+        cache_stage.scope = scope
+        self._insert_stage(cache_stage, stage)
+        copy_op = ComputeOp(op.name, op.axis, [cache_op.output(0)[tuple(op.axis)]],
+                            tag="cache_write")
+        self._replace_op(stage, copy_op)
+        stage.all_iter_vars = list(op.axis)
+        stage.leaf_iter_vars = list(op.axis)
+        return cache_op.output(0)
+
+    def rfactor(self, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
+        """Turn the reduction axis ``axis`` of ``tensor`` into a data-parallel axis of a new
+        tensor of partial results (inserted at dimension ``factor_axis``); ``tensor`` then
+        reduces those partial results. Returns the new tensor."""
+        from .rfactor import rfactor
+        return rfactor(self, tensor, axis, factor_axis)
+
+
+def _replace_tensor(e: Any, old: Tensor, new: Tensor) -> Any:
+    def fn(node: Any) -> Any:
+        if isinstance(node, TensorRead) and node.tensor is old:
+            return TensorRead(new, node.indices)
+        return None
+    return rewrite(e, fn)
+
+
+def create_schedule(ops: Operation | Tensor | Sequence[Operation | Tensor]) -> Schedule:
+    """A schedule for the DAG ending in ``ops``: one root stage per compute, loops in the
+    order of the axes (reductions innermost).
+
+    Parameters
+    ----------
+    ops : Operation, Tensor or a list of them
+        The outputs.
+
+    Example
+    -------
+    >>> s = tex.create_schedule([dW.op, dB.op])
+    """
+    items = ops if isinstance(ops, (list, tuple)) else [ops]
+    if not items:
+        raise ValueError("create_schedule: give at least one output operation")
+    out: list[Operation] = []
+    for item in items:
+        op = item.op if isinstance(item, Tensor) else item
+        if not isinstance(op, Operation):
+            raise TypeError(f"create_schedule: expected Operations or Tensors, got "
+                            f"{type(item).__name__}")
+        if op not in out:
+            out.append(op)
+    return Schedule(out)
