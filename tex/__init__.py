@@ -1,8 +1,9 @@
 """tex: a compiler for differentiable tensor expressions."""
-from . import autodiff, debug, dtype, ir, te, testing, topi
+from . import autodiff, debug, dtype, ir, lower, schedule, te, testing, topi
 from .autodiff import differentiate
 from .ir import Tensor, graph, to_dot
 from .ir.expr import Expr, IterVar
+from .schedule import create_schedule, thread_axis
 from .te import (
     abs,
     all,

@@ -1,4 +1,12 @@
-"""Lowering: schedule + tensor DAG -> loop-nest IR (``stmt.py``), its passes and printer."""
+"""Lowering: schedule + tensor DAG -> loop-nest IR (``stmt.py``), its passes and printer.
+
+``tex.lower(s, args)`` calls ``lower.lower``: this package is callable (its module class
+has a ``__call__``), so the TVM spelling works and ``tex.lower.stmt`` stays importable.
+"""
+import sys
+import types
+
+from .lower import PASSES, lower
 from .printer import format_func, format_stmt
 from .stmt import (
     Allocate,
@@ -17,6 +25,15 @@ from .stmt import (
 )
 
 __all__ = [
-    "Allocate", "BufferParam", "For", "ForKind", "IfThenElse", "LetStmt", "LoweredFunc",
+    "PASSES", "lower", "Allocate", "BufferParam", "For", "ForKind", "IfThenElse", "LetStmt",
+    "LoweredFunc",
     "ScalarParam", "Seq", "Stmt", "Store", "format_func", "format_stmt", "make_buffer", "seq",
 ]
+
+
+class _CallableModule(types.ModuleType):
+    def __call__(self, *args: object, **kwargs: object) -> LoweredFunc:
+        return lower(*args, **kwargs)  # type: ignore[arg-type]
+
+
+sys.modules[__name__].__class__ = _CallableModule
