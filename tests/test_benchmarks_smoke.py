@@ -1,5 +1,6 @@
-"""Smoke run of the benchmark scripts: ``benchmarks/differentiate.py --quick`` differentiates
-every workload at tiny shapes and checks the gradients against NumPy's hand-written ones."""
+"""Smoke runs of the benchmark scripts at tiny shapes: ``differentiate.py --quick`` checks the
+gradients against NumPy's hand-written ones, ``run.py --quick`` builds and checks the
+compiled forward and gradient functions."""
 from __future__ import annotations
 
 import subprocess
@@ -21,3 +22,20 @@ def test_differentiate_quick(tmp_path: Path) -> None:
         assert f"| {name} |" in proc.stdout, f"{name} missing from:\n{proc.stdout}"
     assert "ERROR" not in proc.stdout
     assert out.exists()
+
+
+def test_run_quick(tmp_path: Path) -> None:
+    """benchmarks/run.py --quick builds every workload's forward and gradient (default and
+    hand schedules) at tiny shapes and checks them against NumPy; nothing is timed."""
+    import json
+
+    out = tmp_path / "run.json"
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/run.py", "--quick", "--output", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    assert "ERROR" not in proc.stdout
+    rows = {r["name"]: r for r in json.loads(out.read_text())["workloads"]}
+    assert set(rows) == set(WORKLOADS)
+    assert all(r["check"] == "ok" for r in rows.values())
+    assert "compile_s_hand" in rows["dense"] and "compile_s_hand" in rows["conv2d"]

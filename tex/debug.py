@@ -5,6 +5,8 @@ Environment variables (read once, at import):
 - ``TEX_DEBUG=<level>``: 0 silent (default); 1 pass names and times; 2 also dumps every pass.
 - ``TEX_DUMP=<pass,pass|all>`` (``TEX_DUMP=1`` means all): print the IR after these passes.
 - ``TEX_DUMP_DIR=<dir>``: write dumps to files in this directory instead of stderr.
+- ``TEX_NUM_THREADS=<n>``: threads for parallel loops of built CPU functions (0 or absent:
+  the OpenMP default, all cores unless ``OMP_NUM_THREADS`` says otherwise).
 
 Tests override the configuration with ``with tex.debug.config(dump="all"): ...``;
 the override is a ``contextvars`` value, so it never leaks between threads or tests.
@@ -40,6 +42,7 @@ class Config:
     debug: int = 0
     dump: frozenset[str] = frozenset()
     dump_dir: str | None = None
+    num_threads: int = 0  # parallel loops of built CPU functions; 0 = all cores
 
 
 def _parse_dump(value: str) -> frozenset[str]:
@@ -58,7 +61,13 @@ def _from_env() -> Config:
     dump = _parse_dump(os.environ.get("TEX_DUMP", ""))
     if debug >= 2 and not dump:
         dump = frozenset({"all"})
-    return Config(debug=debug, dump=dump, dump_dir=os.environ.get("TEX_DUMP_DIR") or None)
+    threads = os.environ.get("TEX_NUM_THREADS", "0").strip() or "0"
+    try:
+        num_threads = max(0, int(threads))
+    except ValueError:
+        num_threads = 0
+    return Config(debug=debug, dump=dump, dump_dir=os.environ.get("TEX_DUMP_DIR") or None,
+                  num_threads=num_threads)
 
 
 _ENV_CONFIG = _from_env()

@@ -1,0 +1,301 @@
+"""MCJIT engines and the in-process compile cache.
+
+Every compiled function gets its own MCJIT execution engine (with its own host target
+machine); a ``Kernel`` owns the engine, and every ``BuiltFunction`` made from it keeps the
+kernel alive, so machine code lives exactly as long as something can call it.
+
+The compile cache maps a structural key of the work (``cache_key``: the printed
+``LoweredFunc``, a canonical listing of every node with its dtype so that texts printing
+alike but typed differently differ, the target, ``fastmath``, the thread count and the
+host CPU name and features) to its ``Kernel``. It is a bounded LRU of ``CACHE_SIZE``
+(256) entries guarded by a lock: building the same thing twice returns the same kernel
+without compiling; the least recently used entry is dropped when full (functions already
+built from it keep working). ``clear_cache()`` empties it.
+
+Symbols: JIT code calls libm (``erf``, ``tanhf``, ``fmodf``...), libc (``malloc``) and
+libgomp, all resolved from the process. LLVM's backend may also call compiler-rt's half
+conversions (``__truncdfhf2`` for float64 -> float16 everywhere, ``__truncsfhf2`` and
+``__extendhfsf2`` without F16C), which CPython processes usually lack: a small support
+module defines them (correctly rounded, checked on every half value) and registers the
+ones the process does not have. Before loading a module, every external function it
+declares must resolve, or ``jit_compile`` raises instead of crashing later.
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import llvmlite.binding as llvm
+
+from ..codegen.llvm import LLVM_LOCK, CodegenOptions, CompiledModule, host_target
+from ..ir.expr import Const, Expr, Var
+from ..ir.tensor import Tensor
+from ..ir.visit import post_order
+from ..lower.stmt import (
+    Allocate,
+    BufferParam,
+    For,
+    IfThenElse,
+    LetStmt,
+    LoweredFunc,
+    Store,
+    walk_stmts,
+)
+
+__all__ = ["Kernel", "jit_compile", "cache_key", "CompileCache", "CACHE", "CACHE_SIZE",
+           "clear_cache"]
+
+CACHE_SIZE = 256
+
+# compiler-rt half conversions (LLVM IR, integer arithmetic only)
+_SUPPORT_IR = r'''
+define internal i16 @tex.f32_to_f16_bits(float %f) {
+entry:
+  %u0 = bitcast float %f to i32
+  %sign = and i32 %u0, -2147483648
+  %u = xor i32 %u0, %sign
+  %big = icmp uge i32 %u, 1199570944        ; (127 + 16) << 23: overflows to inf, or inf/nan
+  br i1 %big, label %infnan, label %finite
+infnan:
+  %isnan = icmp ugt i32 %u, 2139095040     ; 255 << 23
+  %o1 = select i1 %isnan, i32 32256, i32 31744   ; 0x7e00 / 0x7c00
+  br label %done
+finite:
+  %small = icmp ult i32 %u, 947912704      ; 113 << 23: half subnormal or zero
+  br i1 %small, label %sub, label %norm
+sub:
+  %uf = bitcast i32 %u to float
+  %s = fadd float %uf, 0x3FE0000000000000  ; denorm magic 0.5 = ((127-15)+(23-10)+1) << 23
+  %sb = bitcast float %s to i32
+  %o2 = sub i32 %sb, 1056964608
+  br label %done
+norm:
+  %odd0 = lshr i32 %u, 13
+  %odd = and i32 %odd0, 1
+  %r1 = add i32 %u, -939520001              ; ((15 - 127) << 23) + 0xfff
+  %r2 = add i32 %r1, %odd
+  %o3 = lshr i32 %r2, 13
+  br label %done
+done:
+  %o = phi i32 [%o1, %infnan], [%o2, %sub], [%o3, %norm]
+  %sh = lshr i32 %sign, 16
+  %res = or i32 %o, %sh
+  %t = trunc i32 %res to i16
+  ret i16 %t
+}
+
+define half @__truncsfhf2(float %f) {
+  %b = call i16 @tex.f32_to_f16_bits(float %f)
+  %h = bitcast i16 %b to half
+  ret half %h
+}
+
+define half @__truncdfhf2(double %d) {
+entry:
+  ; round to odd into float (exact for the second rounding), then round to nearest half
+  %t = fptrunc double %d to float
+  %back = fpext float %t to double
+  %exact = fcmp oeq double %back, %d
+  %bits = bitcast float %t to i32
+  %at = call double @llvm.fabs.f64(double %back)
+  %ad = call double @llvm.fabs.f64(double %d)
+  %over = fcmp ogt double %at, %ad
+  %down = sub i32 %bits, 1
+  %tb = select i1 %over, i32 %down, i32 %bits
+  %odd = or i32 %tb, 1
+  %r = select i1 %exact, i32 %bits, i32 %odd
+  %f = bitcast i32 %r to float
+  %b = call i16 @tex.f32_to_f16_bits(float %f)
+  %h = bitcast i16 %b to half
+  ret half %h
+}
+
+define float @__extendhfsf2(half %h) {
+entry:
+  %hb = bitcast half %h to i16
+  %w = zext i16 %hb to i32
+  %sign0 = and i32 %w, 32768
+  %sign = shl i32 %sign0, 16
+  %em = and i32 %w, 32767
+  %sh = shl i32 %em, 13
+  %special = icmp uge i32 %em, 31744
+  br i1 %special, label %infnan, label %finite
+infnan:
+  %x = or i32 %sh, 2139095040
+  br label %done
+finite:
+  %f = bitcast i32 %sh to float
+  %m = fmul float %f, 0x46F0000000000000   ; 2^112
+  %mb = bitcast float %m to i32
+  br label %done
+done:
+  %o = phi i32 [%x, %infnan], [%mb, %finite]
+  %r = or i32 %o, %sign
+  %res = bitcast i32 %r to float
+  ret float %res
+}
+declare double @llvm.fabs.f64(double)
+'''
+_SUPPORT_SYMBOLS = ("__truncsfhf2", "__truncdfhf2", "__extendhfsf2")
+_support_engines: list[llvm.ExecutionEngine] = []  # kept alive: registered code lives here
+
+
+def _ensure_support() -> None:
+    """Register the support functions the process lacks (once)."""
+    with LLVM_LOCK:
+        if _support_engines:
+            return
+        missing = [s for s in _SUPPORT_SYMBOLS if not llvm.address_of_symbol(s)]
+        mod = llvm.parse_assembly(_SUPPORT_IR)
+        mod.verify()
+        engine = llvm.create_mcjit_compiler(mod, host_target().target_machine(jit=True))
+        engine.finalize_object()
+        for name in missing:
+            llvm.add_symbol(name, engine.get_function_address(name))
+        _support_engines.append(engine)
+
+
+def _check_symbols(mod: llvm.ModuleRef, name: str) -> None:
+    """Raise when an external function of ``mod`` cannot be resolved in this process."""
+    for fn in mod.functions:
+        if fn.is_declaration and not fn.name.startswith("llvm.") \
+                and not llvm.address_of_symbol(fn.name):
+            raise RuntimeError(f"cannot load '{name}': it calls '{fn.name}', which no "
+                               "library loaded in this process provides")
+
+
+@dataclass(eq=False)
+class Kernel:
+    """Machine code for one function: the engine that owns it and its entry address."""
+
+    name: str
+    address: int
+    status_address: int  # address of the malloc-failure flag, or 0
+    sources: CompiledModule
+    engine: llvm.ExecutionEngine = field(repr=False)
+
+
+def jit_compile(compiled: CompiledModule) -> Kernel:
+    """Load an optimized module into a new MCJIT engine; the engine owns the module."""
+    _ensure_support()
+    with LLVM_LOCK:
+        if compiled.module is None:
+            raise RuntimeError(f"module '{compiled.name}' was already given to an engine")
+        _check_symbols(compiled.module, compiled.name)
+        tm = host_target().target_machine(jit=True)
+        engine = llvm.create_mcjit_compiler(compiled.module, tm)
+        compiled.module = None
+        engine.finalize_object()
+        address = engine.get_function_address(compiled.name)
+        status = 0
+        if compiled.status_symbol:
+            status = engine.get_global_value_address(compiled.status_symbol)
+    return Kernel(compiled.name, address, status, compiled, engine)
+
+
+def _structure(func: LoweredFunc) -> str:
+    """Every expression node with its dtype, variables numbered by identity."""
+    ids: dict[int, int] = {}
+    out: list[str] = []
+
+    def ref(obj: object) -> str:
+        k = ids.setdefault(id(obj), len(ids))
+        return f"%{k}"
+
+    def expr(e: Expr) -> None:
+        for node in post_order(e):
+            if id(node) in ids:
+                continue
+            kids = ",".join(ref(k) for k in node.children())
+            extra = ""
+            if isinstance(node, Var):
+                extra = node.name
+            elif isinstance(node, Const):
+                extra = repr(node.value)
+            elif hasattr(node, "tensor"):
+                extra = ref(node.tensor)  # type: ignore[attr-defined]
+            elif hasattr(node, "op"):
+                extra = node.op.value  # type: ignore[attr-defined]
+            out.append(f"{ref(node)}={type(node).__name__}:{node.dtype.name}:{extra}({kids})")
+
+    for p in func.params:
+        if isinstance(p, BufferParam):
+            out.append(f"param {ref(p.buffer)} {p.buffer.dtype.name}")
+        else:
+            expr(p.var)
+    for s in walk_stmts(func.body):
+        out.append(type(s).__name__)
+        if isinstance(s, For):
+            expr(s.var)
+            expr(s.min)
+            expr(s.extent)
+            out.append(f"{s.kind.name}{s.thread_tag}")
+        elif isinstance(s, Store):
+            out.append(ref(s.buffer))
+            expr(s.index)
+            expr(s.value)
+        elif isinstance(s, Allocate):
+            b: Tensor = s.buffer
+            out.append(f"{ref(b)}:{b.dtype.name}[{b.shape[0]}]{s.scope}")
+        elif isinstance(s, IfThenElse):
+            expr(s.cond)
+            out.append("else" if s.else_case is not None else "")
+        elif isinstance(s, LetStmt):
+            expr(s.var)
+            expr(s.value)
+    return "\n".join(out)
+
+
+def cache_key(func: LoweredFunc, target: str, options: CodegenOptions) -> str:
+    """The structural key of building ``func`` (see the module docstring)."""
+    host = host_target()
+    h = hashlib.sha256()
+    for part in (str(func), _structure(func), target, repr(options), host.cpu, host.features):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+class CompileCache:
+    """A thread-safe LRU map from cache keys to kernels."""
+
+    def __init__(self, size: int = CACHE_SIZE) -> None:
+        self.size = size
+        self._items: OrderedDict[str, Kernel] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> Kernel | None:
+        with self._lock:
+            k = self._items.get(key)
+            if k is not None:
+                self._items.move_to_end(key)
+            return k
+
+    def put(self, key: str, kernel: Kernel) -> Kernel:
+        """Insert ``kernel`` (or return the one another thread inserted meanwhile)."""
+        with self._lock:
+            old = self._items.get(key)
+            if old is not None:
+                self._items.move_to_end(key)
+                return old
+            self._items[key] = kernel
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+            return kernel
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+CACHE = CompileCache()
+
+
+def clear_cache() -> None:
+    """Forget every cached kernel (functions already built keep theirs)."""
+    CACHE.clear()
