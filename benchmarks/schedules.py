@@ -12,8 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tex.ir.expr import IterVar
+from tex.ir.expr import IterVar, TensorRead
 from tex.ir.tensor import ComputeOp, Tensor
+from tex.ir.visit import collect_vars, post_order
 from tex.schedule import Schedule, Stage, create_schedule
 
 VECTOR = 8  # float32 lanes of a 256-bit vector
@@ -113,11 +114,26 @@ def _generic_gradient(w: Any, grads: list[Tensor]) -> Schedule:
         op = st.op
         if st.attach_type != "root" or not isinstance(op, ComputeOp):
             continue
-        if op.reduce_axis and len(op.axis) >= 2 and op.axis[-1].dom.extent >= VECTOR:
+        if _dot_like(op):
+            dot_block(s, op.output(0))
+        elif op.reduce_axis and len(op.axis) >= 2 and op.axis[-1].dom.extent >= VECTOR:
             block(s, op.output(0), op.axis[-2], op.axis[-1])
         elif op.axis:
             elementwise(st)
     return s
+
+
+def _dot_like(op: ComputeOp) -> bool:
+    """``C[i, j] = sum_k A[i, k] * B[j, k]``: one reduction axis, contiguous (last index) in
+    a read that also depends on ``j``, so vectorizing ``j`` would gather."""
+    if len(op.axis) != 2 or len(op.reduce_axis) != 1:
+        return False
+    k, j = op.reduce_axis[0].var, op.axis[1].var
+    for node in post_order(*op.body):
+        if isinstance(node, TensorRead) and node.indices and node.indices[-1] is k and any(
+                j in collect_vars(ix) for ix in node.indices[:-1]):
+            return True
+    return False
 
 
 def _conv_forward(w: Any) -> Schedule:
