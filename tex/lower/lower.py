@@ -175,8 +175,8 @@ class _Level:
     kind: ForKind
     tag: str
     guards: list[Expr] = field(default_factory=list)
-    # producers computed at this loop: (first buffer, nest, all its buffers)
-    attached: list[tuple[Tensor, Stmt, list[Tensor]]] = field(default_factory=list)
+    # producers computed at the start of this loop's body: (nest, its buffers)
+    attached: list[tuple[Stmt, list[Tensor]]] = field(default_factory=list)
 
 
 class _Lowerer:
@@ -313,7 +313,7 @@ class _Lowerer:
     # -- compute_at -----------------------------------------------------------------------------
     def attach(self, child: Stage, parent: Stage, levels: list[_Level], k: int,
                point: Mapping[Var, Expr], env: dict[Tensor, _Storage]
-               ) -> tuple[Tensor, Stmt, list[Tensor]]:
+               ) -> tuple[Stmt, list[Tensor]]:
         """Bound inference and the nest of ``child`` computed inside loop ``k`` of ``parent``;
         registers the child's buffers in ``env``."""
         for other in self.sch.stages:
@@ -355,7 +355,7 @@ class _Lowerer:
             buffers.append(buf)
             env[t] = _Storage(buf, tuple(exts), offsets)
         nest = self.nest(child, root_min, root_ext, clip, env)
-        return buffers[0], nest, buffers
+        return nest, buffers
 
     # -- reads ------------------------------------------------------------------------------
     def flatten_reads(self, e: Expr, env: Mapping[Tensor, _Storage]) -> Expr:
@@ -427,8 +427,8 @@ def _assemble(levels: Sequence[_Level], start: int, stop: int, inner: Stmt) -> S
         for g in reversed(lv.guards):
             body = IfThenElse(g, body)
         if lv.attached:
-            body = seq(*(nest for _, nest, _ in lv.attached), body)
-            for _, _, bufs in reversed(lv.attached):
+            body = seq(*(nest for nest, _ in lv.attached), body)
+            for _, bufs in reversed(lv.attached):
                 for buf in reversed(bufs):
                     body = Allocate(buf, "global", body)
         if lv.extent == 1 and lv.kind is not ForKind.THREAD:
