@@ -289,3 +289,37 @@ def _schedules(draw):
 def test_random_schedules_match_evaluate(case):
     s, inputs, out = case
     _run(s, [*inputs, out], [out])
+
+
+def _softmax_rows():
+    A = tex.placeholder((4, 6), name="A")
+    m = tex.topi.max(A, axis=1, keepdims=True)
+    e = tex.compute((4, 6), lambda i, j: tex.exp(A[i, j] - m[i, 0]), name="e")
+    k = tex.reduce_axis((0, 6), name="k")
+    z = tex.compute((4,), lambda i: tex.sum(e[i, k], axis=k), name="z")
+    y = tex.compute((4, 6), lambda i, j: e[i, j] / z[i], name="y")
+    return A, m, e, z, y
+
+
+def test_compute_at_producer_shared_by_siblings_fuses_softmax_rows():
+    # e is read by y and by z, m only by e: all three computed per row of y
+    A, m, e, z, y = _softmax_rows()
+    s = create_schedule(y.op)
+    i = y.op.axis[0]
+    s[z].compute_at(s[y], i)
+    s[e].compute_at(s[y], i)
+    s[m].compute_at(s[y], i)
+    f = _run(s, [A, y], [y])
+    allocs = {x.buffer.name: x.buffer.shape[0] for x in walk_stmts(f.body)
+              if isinstance(x, Allocate)}
+    assert allocs == {m.name: 1, "e": 6, "z": 1}
+
+
+def test_compute_at_reader_outside_the_loop_is_an_error():
+    A, m, e, z, y = _softmax_rows()
+    s = create_schedule(y.op)
+    i, j = y.op.axis
+    s[e].compute_at(s[y], j)  # one element of e per (i, j)...
+    s[z].compute_at(s[y], i)  # ...but z, at the outer loop, sums a whole row of it
+    with pytest.raises(ValueError, match="reads it outside that loop"):
+        lower(s, [A, y])

@@ -17,7 +17,9 @@ How a schedule becomes loops (as in TVM's ScheduleOps + InferBound, on static sh
    affine in the loops inside ``L``, so its range is ``[base + Σ min(c*(n-1), 0),
    ... + Σ |c|*(n-1)]`` with a constant extent. The producer's buffer holds just that region
    (allocated inside ``L``); non-affine indices fall back to the whole dimension. Points of
-   the region outside the producer's shape are skipped by a guard.
+   the region outside the producer's shape are skipped by a guard. Other stages computed
+   inside ``L`` may read the producer too: regions are inferred consumers first, so the
+   producer's box covers their boxes' reads (softmax: max, exp and sum per row).
 5. **Storage flattening.** Every tensor lives in a 1-D buffer: arguments are parameters,
    other root stages are allocated around the whole body, attached ones inside their loop.
 
@@ -165,6 +167,14 @@ class _Inliner:
 # One stage's loop nest
 # --------------------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class _Region:
+    """The box of a tensor a stage computed at a loop produces: ``los + [0, exts)``."""
+
+    los: tuple[Expr, ...]
+    exts: tuple[int, ...]
+
+
 @dataclass
 class _Level:
     """One leaf loop of a stage: the loop, then what runs at the start of its body."""
@@ -261,11 +271,18 @@ class _Lowerer:
                           len(levels))
         is_reduction = isinstance(st.op.body[0], Reduce)
 
-        # attached stages, outermost level first; each extends the environment inward
+        # attached stages: regions consumers first (a producer's region covers what its
+        # attached consumers read), then nests outermost level first, each extending the
+        # environment inward
         env = dict(env)
-        for k, lv in enumerate(levels):
-            for child in self.attached.get((id(st), lv.iv), []):
-                lv.attached.append(self.attach(child, st, levels, k, point, env))
+        children = [(k, child) for k, lv in enumerate(levels)
+                    for child in self.attached.get((id(st), lv.iv), [])]
+        order = {stage: n for n, stage in enumerate(self.sch.stages)}
+        regions: dict[Stage, _Region] = {}
+        for k, child in sorted(children, key=lambda kc: -order[kc[1]]):
+            regions[child] = self.infer_region(child, st, levels, k, point, children, regions)
+        for k, child in children:
+            levels[k].attached.append(self.build_attached(child, regions[child], env))
         body = self.body_of(st)
         outputs = st.op.outputs
 
@@ -311,27 +328,43 @@ class _Lowerer:
         return _wrap_guards(top_guards, _assemble(levels, 0, reduce_pos, inner))
 
     # -- compute_at -----------------------------------------------------------------------------
-    def attach(self, child: Stage, parent: Stage, levels: list[_Level], k: int,
-               point: Mapping[Var, Expr], env: dict[Tensor, _Storage]
-               ) -> tuple[Stmt, list[Tensor]]:
-        """Bound inference and the nest of ``child`` computed inside loop ``k`` of ``parent``;
-        registers the child's buffers in ``env``."""
-        for other in self.sch.stages:
-            if other is parent or other is child or other.attach_type == "inline":
-                continue
-            if self.sch._reads(other, child):
-                raise ValueError(
-                    f"lower: '{child.name}' is computed at loop '{levels[k].iv.name}' of "
-                    f"'{parent.name}', but '{other.name}' reads it too; compute it at a stage "
-                    "that all its consumers are inside of, or compute_root it")
+    def infer_region(self, child: Stage, parent: Stage, levels: list[_Level], k: int,
+                     point: Mapping[Var, Expr], children: Sequence[tuple[int, Stage]],
+                     regions: Mapping[Stage, _Region]) -> _Region:
+        """The box of ``child`` read during one iteration of loop ``k`` of ``parent``: by
+        ``parent`` itself and by the stages attached inside that loop (regions known)."""
+        loop = levels[k].iv.name
         ranging = {lv.var: lv.extent for lv in levels[k + 1:]}
         reads = [r for e in self.body_of(parent) for r in post_order(substitute(e, point))
                  if isinstance(r, TensorRead) and r.tensor.op is child.op]
-        shape = child.op.shape
+        siblings = {q: j for j, q in children}
+        for other in self.sch.stages:
+            if other in (parent, child) or other.attach_type == "inline" or \
+                    not self.sch._reads(other, child):
+                continue
+            j = siblings.get(other)
+            if j is None or j < k or other not in regions:
+                raise ValueError(
+                    f"lower: '{child.name}' is computed at loop '{loop}' of '{parent.name}', "
+                    f"but '{other.name}' reads it outside that loop; compute '{other.name}' "
+                    f"inside it too (at '{loop}' or deeper), or compute_root '{child.name}'")
+            # the sibling's axes range over its own region, its reductions over their domains
+            box = regions[other]
+            qpoint: dict[Var, Expr] = {}
+            for iv, lo, n in zip(other.op.axis, box.los, box.exts):
+                v = Var(f"{iv.name}.r", int32, "axis")
+                ranging[v] = n
+                qpoint[iv.var] = lo + v
+            for iv in other.op.reduce_axis:
+                v = Var(f"{iv.name}.r", int32, "axis")
+                ranging[v] = iv.dom.extent
+                qpoint[iv.var] = v + iv.dom.min
+            reads += [r for e in self.body_of(other) for r in post_order(substitute(e, qpoint))
+                      if isinstance(r, TensorRead) and r.tensor.op is child.op]
+        an = Analyzer({v: Interval(0, n - 1) for v, n in ranging.items()})
         los: list[Expr] = []
         exts: list[int] = []
-        an = Analyzer({v: Interval(0, n - 1) for v, n in ranging.items()})
-        for d, n_d in enumerate(shape):
+        for d, n_d in enumerate(child.op.shape):
             region = _union([_range_of(an, r.indices[d], ranging) for r in reads])
             if region is None or region[1] >= n_d:
                 los.append(_i32(0))
@@ -339,23 +372,26 @@ class _Lowerer:
             else:
                 los.append(region[0])
                 exts.append(region[1])
-        root_min = {iv: lo for iv, lo in zip(child.op.axis, los)}
-        root_ext: dict[IterVar, int] = {iv: e for iv, e in zip(child.op.axis, exts)}
+        return _Region(tuple(los), tuple(exts))
+
+    def build_attached(self, child: Stage, box: _Region, env: dict[Tensor, _Storage]
+                       ) -> tuple[Stmt, list[Tensor]]:
+        """The nest of ``child`` over its region; registers its buffers in ``env``."""
+        root_min: dict[IterVar, Expr] = dict(zip(child.op.axis, box.los))
+        root_ext: dict[IterVar, int] = dict(zip(child.op.axis, box.exts))
         for iv in child.op.reduce_axis:
             root_min[iv] = _i32(iv.dom.min)
             root_ext[iv] = iv.dom.extent
         clip: dict[IterVar, int] = {}
-        for iv, lo, e, n_d in zip(child.op.axis, los, exts, shape):
+        for iv, lo, e, n_d in zip(child.op.axis, box.los, box.exts, child.op.shape):
             if not (isinstance(lo, Const) and lo.value == 0 and e == n_d):
                 clip[iv] = n_d
         buffers: list[Tensor] = []
-        offsets = tuple(los)
         for t in child.op.outputs:
-            buf = make_buffer(self.names.fresh(t.name), math.prod(exts), t.dtype)
+            buf = make_buffer(self.names.fresh(t.name), math.prod(box.exts), t.dtype)
             buffers.append(buf)
-            env[t] = _Storage(buf, tuple(exts), offsets)
-        nest = self.nest(child, root_min, root_ext, clip, env)
-        return nest, buffers
+            env[t] = _Storage(buf, box.exts, box.los)
+        return self.nest(child, root_min, root_ext, clip, env), buffers
 
     # -- reads ------------------------------------------------------------------------------
     def flatten_reads(self, e: Expr, env: Mapping[Tensor, _Storage]) -> Expr:

@@ -313,10 +313,11 @@ class Stage:
                                  "a cycle (that stage is already computed inside "
                                  f"'{self.name}')")
             node = node.attach_stage
-        if not self.schedule._reads(parent, self):
+        inside = [parent, *self.schedule._attached_within(parent)]
+        if not any(self.schedule._reads(c, self) for c in inside):
             raise ValueError(f"compute_at: stage '{parent.name}' does not read '{self.name}' "
-                             f"(directly or through inlined stages); attach '{self.name}' to a "
-                             "stage that consumes it")
+                             "(directly, through inlined stages, or through stages computed at "
+                             f"its loops); attach '{self.name}' to a stage that consumes it")
         self.attach_type = "scope"
         self.attach_stage = parent
         self.attach_ivar = iv
@@ -388,6 +389,18 @@ class Schedule:
             if st is not None and st.attach_type == "inline":
                 stack.extend(st.op.input_tensors)
         return False
+
+    def _attached_within(self, parent: Stage) -> list[Stage]:
+        """Stages computed at loops of ``parent``, directly or through other such stages."""
+        found: list[Stage] = []
+        frontier = [parent]
+        while frontier:
+            node = frontier.pop()
+            for st in self.stages:
+                if st.attach_stage is node and st not in found:
+                    found.append(st)
+                    frontier.append(st)
+        return found
 
     def _replace_op(self, stage: Stage, new_op: ComputeOp) -> None:
         """Make ``stage`` compute ``new_op`` (same outputs, rewritten body); stages reading
