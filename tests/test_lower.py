@@ -323,3 +323,37 @@ def test_compute_at_reader_outside_the_loop_is_an_error():
     s[z].compute_at(s[y], i)  # ...but z, at the outer loop, sums a whole row of it
     with pytest.raises(ValueError, match="reads it outside that loop"):
         lower(s, [A, y])
+
+
+def test_partition_peels_the_split_remainder():
+    X = tex.placeholder((5, 100), name="X")
+    W = tex.placeholder((3, 5), name="W")
+    k = tex.reduce_axis((0, 5), name="k")
+    T = tex.compute((3, 100), lambda p, q: tex.sum(W[p, k] * X[k, q], axis=k), name="T")
+    s = create_schedule(T.op)
+    p, q = T.op.axis
+    qo, qi = s[T].split(q, factor=8)
+    s[T].reorder(p, qo, k, qi)
+    s[T].vectorize(qi)
+    f = _run(s, [W, X, T], [T])
+    loops = [x for x in walk_stmts(f.body) if isinstance(x, For) and x.var.name == "q.outer"]
+    assert [(int(x.min.value), int(x.extent.value)) for x in loops] == [(0, 12), (12, 1)]
+    main, tail = loops
+    assert not any(isinstance(x, IfThenElse) for x in walk_stmts(main))
+    assert any(isinstance(x, IfThenElse) for x in walk_stmts(tail))
+
+
+def test_partition_keeps_conjuncts_on_other_variables():
+    # the data gradient of an unpadded convolution guards r and s together: peeling r must
+    # keep the conditions on s (and the reads they guard) in the middle part
+    d = tex.placeholder((1, 2, 5, 5), name="d")
+    w = tex.placeholder((3, 2, 3, 3), name="w")
+    out = tex.topi.nn.conv2d(d, w, 1, 0, 1)
+    H = tex.placeholder(out.shape, name="H")
+    dd, dw = tex.differentiate(out, [d, w], H)
+    f = _run(create_schedule([dd.op, dw.op]), [d, w, H, dd, dw], [dd, dw])
+    spans = sorted((int(x.min.value), int(x.extent.value)) for x in walk_stmts(f.body)
+                   if isinstance(x, For) and x.var.name == "r")
+    # dd's r loop peeled into [0, 2) guarded, [2, 3) free of r's guards, [3, 5) guarded;
+    # dw's own axis r in [0, 3)
+    assert spans == [(0, 2), (0, 3), (2, 1), (3, 2)]

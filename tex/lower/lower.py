@@ -38,7 +38,7 @@ from .. import debug
 from ..arith import Analyzer, Interval
 from ..dtype import DTYPES, int32
 from ..ir import fold
-from ..ir.expr import Const, Expr, IterVar, Reduce, TensorRead, Var
+from ..ir.expr import Binary, Compare, Const, Expr, IterVar, Op, Reduce, TensorRead, Var
 from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
 from ..ir.visit import post_order, rewrite, substitute
 from ..schedule.schedule import (
@@ -528,6 +528,129 @@ def remove_no_op(func: LoweredFunc) -> LoweredFunc:
                        func.attrs)
 
 
+def _true_range(cond: Expr, var: Var, an: Analyzer
+                ) -> tuple[int | None, int | None, list[Expr]] | None:
+    """``[lo, hi)`` (None: unbounded) of ``var`` on which the conjuncts of ``cond`` that are
+    affine comparisons in ``var`` hold whatever the other variables are (within their loop
+    domains), and the conjuncts that are left; None if no conjunct is such a comparison."""
+    parts: list[Expr] = []
+    stack = [cond]
+    while stack:
+        c = stack.pop()
+        if isinstance(c, Binary) and c.op is Op.AND:
+            stack.extend((c.a, c.b))
+        else:
+            parts.append(c)
+    lo: int | None = None
+    hi: int | None = None
+    found = False
+    rest_parts: list[Expr] = []
+    for c in parts:
+        if not (isinstance(c, Compare) and c.op in _AS_LE and c.a.dtype.is_int):
+            rest_parts.append(c)
+            continue
+        # every comparison as f <= c0
+        sign, slack = _AS_LE[c.op]
+        lf = an.linear(an.rewrite(c.a - c.b if sign > 0 else c.b - c.a))
+        a = lf.terms.get(var, 0)
+        rest = type(lf)({t: k for t, k in lf.terms.items() if t is not var}, lf.const, lf.dtype)
+        r_hi = an.linear_bounds(rest).hi
+        if a == 0 or r_hi is None or any(
+                isinstance(n, Var) and n is var for t in rest.terms for n in post_order(t)):
+            rest_parts.append(c)
+            continue
+        found = True
+        bound = slack - r_hi  # a * var <= bound
+        if a > 0:
+            top = bound // a + 1
+            hi = top if hi is None else min(hi, top)
+        else:
+            bottom = -(bound // -a)
+            lo = bottom if lo is None else max(lo, bottom)
+    return (lo, hi, rest_parts) if found else None
+
+
+# comparison -> (sign, c0): ``a op b`` holds iff ``sign * (a - b) <= c0`` (integers)
+_AS_LE = {Op.LT: (1, -1), Op.LE: (1, 0), Op.GT: (-1, -1), Op.GE: (-1, 0)}
+
+
+def partition_loops(func: LoweredFunc) -> LoweredFunc:
+    """Peel the iterations of a serial loop where guards inside it may fail:
+    ``for (o, 0, 13) { if (i + o*8 < 100) s }`` -> ``for (o, 0, 12) { s }`` then
+    ``for (o, 12, 1) { if (...) s }``. Only the guard-free middle part is partitioned
+    further, so code grows at most threefold per loop."""
+    an = Analyzer(_loop_domains(func.body))
+
+    def guards(s: Stmt) -> list[IfThenElse]:
+        return [g for g in walk_stmts(s) if isinstance(g, IfThenElse) and g.else_case is None]
+
+    def visit(s: Stmt) -> Stmt:
+        if isinstance(s, For) and s.kind is ForKind.SERIAL and isinstance(s.min, Const) \
+                and isinstance(s.extent, Const):
+            lo0, n = int(s.min.value), int(s.extent.value)
+            hi0 = lo0 + n
+            lo, hi = lo0, hi0
+            decided: dict[int, list[Expr]] = {}
+            for g in guards(s.body):
+                r = _true_range(g.cond, s.var, an)
+                if r is None:
+                    continue
+                lo = max(lo, r[0]) if r[0] is not None else lo
+                hi = min(hi, r[1]) if r[1] is not None else hi
+                decided[id(g)] = r[2]
+            if decided and lo < hi and (lo, hi) != (lo0, hi0):
+                # in [lo, hi) the comparisons on the loop variable hold: keep only the rest
+                middle = visit(For(s.var, _i32(lo), _i32(hi - lo), s.kind,
+                                   _drop_guards(s.body, decided), s.thread_tag))
+                # the peeled parts keep their guards; their loops get fresh variables (a
+                # loop variable is bound by exactly one loop)
+                head = _rename_loop(For(s.var, _i32(lo0), _i32(lo - lo0), s.kind, s.body,
+                                        s.thread_tag)) if lo > lo0 else None
+                tail = _rename_loop(For(s.var, _i32(hi), _i32(hi0 - hi), s.kind, s.body,
+                                        s.thread_tag)) if hi < hi0 else None
+                return seq(head, middle, tail)
+        kids = stmt_children(s)
+        return with_stmt_children(s, [visit(c) for c in kids]) if kids else s
+
+    return LoweredFunc(func.name, func.params, visit(func.body), func.attrs)
+
+
+def _drop_guards(s: Stmt, keep: Mapping[int, list[Expr]]) -> Stmt:
+    """Guards in ``keep`` reduced to their listed conjuncts (removed when none is left)."""
+    if isinstance(s, IfThenElse) and id(s) in keep:
+        then = _drop_guards(s.then_case, keep)
+        parts = keep[id(s)]
+        if not parts:
+            return then
+        cond = parts[0]
+        for c in parts[1:]:
+            cond = cond & c
+        return IfThenElse(cond, then)
+    kids = stmt_children(s)
+    return with_stmt_children(s, [_drop_guards(c, keep) for c in kids]) if kids else s
+
+
+def _rename_loop(loop: For) -> For:
+    """``loop`` with fresh variables for it and every loop inside it."""
+    mapping: dict[Expr, Expr] = {}
+    for st in walk_stmts(loop):
+        if isinstance(st, For):
+            mapping[st.var] = Var(st.var.name, st.var.dtype, st.var.kind)
+
+    def fresh(st: Stmt) -> Stmt:
+        kids = [fresh(c) for c in stmt_children(st)]
+        st = with_stmt_children(st, kids)
+        if isinstance(st, For):
+            new_var = mapping[st.var]
+            assert isinstance(new_var, Var)
+            return For(new_var, st.min, st.extent, st.kind, st.body, st.thread_tag)
+        return st
+
+    renamed = map_exprs(fresh(loop), lambda e: substitute(e, mapping))
+    assert isinstance(renamed, For)
+    return renamed
+
+
 def remove_redundant_guards(func: LoweredFunc) -> LoweredFunc:
     """A condition already checked by an enclosing ``if`` (the same expression) is dropped:
     ``if (c) { ... if (c) { s } }`` -> ``if (c) { ... s }``."""
@@ -547,6 +670,7 @@ def remove_redundant_guards(func: LoweredFunc) -> LoweredFunc:
 
 PASSES: list[tuple[str, Callable[[LoweredFunc], LoweredFunc]]] = [
     ("simplify", simplify_pass),
+    ("partition_loops", partition_loops),
     ("remove_no_op", remove_no_op),
     ("remove_redundant_guards", remove_redundant_guards),
 ]
