@@ -351,9 +351,23 @@ def test_partition_keeps_conjuncts_on_other_variables():
     out = tex.topi.nn.conv2d(d, w, 1, 0, 1)
     H = tex.placeholder(out.shape, name="H")
     dd, dw = tex.differentiate(out, [d, w], H)
-    f = _run(create_schedule([dd.op, dw.op]), [d, w, H, dd, dw], [dd, dw])
-    spans = sorted((int(x.min.value), int(x.extent.value)) for x in walk_stmts(f.body)
-                   if isinstance(x, For) and x.var.name == "r")
+    s = create_schedule([dd.op, dw.op])
+    n, q, r, x = dd.op.axis
+    xo, xi = s[dd].split(x, factor=4)
+    s[dd].reorder(n, q, r, xo, *dd.op.reduce_axis, xi)
+    s[dd].vectorize(xi)
+    f = _run(s, [d, w, H, dd, dw], [dd, dw])
+    spans = sorted((int(v.min.value), int(v.extent.value)) for v in walk_stmts(f.body)
+                   if isinstance(v, For) and v.var.name == "r")
     # dd's r loop peeled into [0, 2) guarded, [2, 3) free of r's guards, [3, 5) guarded;
     # dw's own axis r in [0, 3)
     assert spans == [(0, 2), (0, 3), (2, 1), (3, 2)]
+
+
+def test_partition_leaves_scalar_loops_alone():
+    # without vector code a guard is a cheap branch: no copies (compile time)
+    X, W, T, R = _dense()
+    s = create_schedule(T.op)
+    s[T].split(T.op.axis[0], factor=2)
+    f = _run(s, [X, W, T], [T])
+    assert sum(isinstance(v, For) and v.var.name == "i.outer" for v in walk_stmts(f.body)) == 1

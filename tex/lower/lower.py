@@ -577,12 +577,26 @@ _AS_LE = {Op.LT: (1, -1), Op.LE: (1, 0), Op.GT: (-1, -1), Op.GE: (-1, 0)}
 def partition_loops(func: LoweredFunc) -> LoweredFunc:
     """Peel the iterations of a serial loop where guards inside it may fail:
     ``for (o, 0, 13) { if (i + o*8 < 100) s }`` -> ``for (o, 0, 12) { s }`` then
-    ``for (o, 12, 1) { if (...) s }``. Only the guard-free middle part is partitioned
-    further, so code grows at most threefold per loop."""
+    ``for (o, 12, 1) { if (...) s }``. Only guards in or around vectorized loops are
+    considered (split remainders of vectorized axes), and only the guard-free middle part is
+    partitioned further, so code grows at most threefold per loop."""
     an = Analyzer(_loop_domains(func.body))
 
-    def guards(s: Stmt) -> list[IfThenElse]:
-        return [g for g in walk_stmts(s) if isinstance(g, IfThenElse) and g.else_case is None]
+    def guards(body: Stmt) -> list[IfThenElse]:
+        """Guards worth peeling: those in or around a vectorized loop, where a guard costs
+        lane masks on every iteration (elsewhere a branch is cheap and the copies only
+        lengthen compilation)."""
+        found: list[IfThenElse] = []
+        stack: list[tuple[Stmt, bool]] = [(body, False)]
+        while stack:
+            st, in_vector = stack.pop()
+            if isinstance(st, IfThenElse) and st.else_case is None and (in_vector or any(
+                    isinstance(x, For) and x.kind is ForKind.VECTORIZED
+                    for x in walk_stmts(st.then_case))):
+                found.append(st)
+            vec = in_vector or (isinstance(st, For) and st.kind is ForKind.VECTORIZED)
+            stack.extend((c, vec) for c in stmt_children(st))
+        return found
 
     def visit(s: Stmt) -> Stmt:
         if isinstance(s, For) and s.kind is ForKind.SERIAL and isinstance(s.min, Const) \
