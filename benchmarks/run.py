@@ -208,11 +208,13 @@ def bench_one(name: str, small: bool, repeat: int, min_time: float,
         probe = CoreProbe.get()
         dropped = 0
         done = 0
+        scalings: list[float] = []
         while done < repeat:
             before = probe.scaling()
             for v in variants:
                 v.time_once(min_time)
             after = probe.scaling()
+            scalings.append(round(min(before, after), 2))
             if min(before, after) < CoreProbe.MIN_SCALING and dropped < 3 * repeat:
                 # the second core was taken away around this repetition: drop it
                 dropped += 1
@@ -224,6 +226,7 @@ def bench_one(name: str, small: bool, repeat: int, min_time: float,
         row["median_s"] = {v.name: v.median for v in variants}
         row["all_s"] = {v.name: v.times for v in variants}
         row["dropped_repetitions"] = dropped
+        row["two_thread_scaling"] = scalings
     row["check"] = "ok"
     return row
 
