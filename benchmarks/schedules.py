@@ -36,7 +36,7 @@ def _parallel_outer(st: Stage, axes: list[IterVar]) -> IterVar:
 
 
 def block(s: Schedule, t: Tensor, i: IterVar, j: IterVar, bi: int = 4,
-          bj: int = VECTOR) -> None:
+          bj: int = 2 * VECTOR) -> None:
     """Register-block a reduction ``t[.., i, .., j] = sum_k ...`` whose last axis ``j`` is
     contiguous in the inputs: a local ``bi x bj`` tile of accumulators (``cache_write``)
     updated once per reduction point with ``i`` unrolled and ``j`` vectorized; the other
