@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
-import platform
 import statistics
 import sys
 import time
@@ -37,7 +35,7 @@ for p in (str(ROOT), str(HERE)):  # the working tree's tex, and workloads.py bes
     if p not in sys.path:
         sys.path.insert(0, p)
 
-from workloads import WORKLOADS, Workload, random_arrays  # noqa: E402
+from workloads import WORKLOADS, Workload, random_arrays, write_results  # noqa: E402
 
 import tex  # noqa: E402
 import tex.testing  # noqa: E402
@@ -166,21 +164,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{n} ({next(r for r in rows if r['name'] == n)['gradient_over_handwritten']:.2f}x)"
             for n in above))
 
-    result = {
-        "benchmark": "differentiate",
-        "quick": args.quick,
-        "repeat": args.repeat,
-        "checked": check,
-        "tex_version": tex.__version__,
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "machine": platform.machine(),
-        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "workloads": rows,
-    }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"\nwrote {args.output}")
+    write_results(args.output, "differentiate",
+                  {"quick": args.quick, "repeat": args.repeat, "checked": check}, rows)
     return 1 if failed else 0
 
 

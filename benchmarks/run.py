@@ -36,8 +36,6 @@ os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "1")
 os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 import argparse  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -55,7 +53,7 @@ for p in (str(ROOT), str(HERE)):
         sys.path.insert(0, p)
 
 import schedules  # noqa: E402
-from workloads import WORKLOADS, Workload, random_arrays  # noqa: E402
+from workloads import WORKLOADS, Workload, random_arrays, write_results  # noqa: E402
 
 import tex  # noqa: E402
 from tex.schedule import create_schedule  # noqa: E402
@@ -304,17 +302,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\ntex vs NumPy{' and PyTorch' if torch is not None else ''}, float32, "
           f"{threads} threads, medians of {args.repeat} interleaved repetitions\n")
     print(markdown(rows))
-    result = {
-        "benchmark": "run", "quick": args.quick, "repeat": args.repeat,
-        "tex_version": tex.__version__, "python": platform.python_version(),
-        "numpy": np.__version__, "torch": getattr(torch, "__version__", None),
-        "machine": platform.machine(), "processor": platform.processor(),
-        "cpus": os.cpu_count(), "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "workloads": rows,
-    }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"\nwrote {args.output}")
+    write_results(args.output, "run", {"quick": args.quick, "repeat": args.repeat,
+                                       "torch": getattr(torch, "__version__", None)}, rows)
     return 1 if failed else 0
 
 

@@ -23,8 +23,13 @@ Run ``python benchmarks/workloads.py`` to print the workloads and their shapes.
 """
 from __future__ import annotations
 
+import json
+import os
+import platform
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -46,6 +51,7 @@ __all__ = [
     "random_arrays",
     "softmax",
     "sumsq",
+    "write_results",
 ]
 
 DTYPE = "float32"
@@ -371,6 +377,20 @@ WORKLOADS: dict[str, Callable[..., Workload]] = {
     "sumsq": sumsq,
     "conv2d_strided": conv2d_strided,
 }
+
+
+def write_results(path: Path, benchmark: str, settings: dict, rows: list[dict]) -> None:
+    """Write a benchmark's rows as JSON with the settings and the machine's description."""
+    result = {
+        "benchmark": benchmark, **settings,
+        "tex_version": tex.__version__, "python": platform.python_version(),
+        "numpy": np.__version__, "machine": platform.machine(),
+        "processor": platform.processor(), "cpus": os.cpu_count(),
+        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "workloads": rows,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\nwrote {path}")
 
 
 def all_workloads(small: bool = False) -> list[Workload]:
