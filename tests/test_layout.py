@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "tex"
 
 ROWS: list[tuple[str, ...]] = [
-    ("tex.dtype", "tex.debug"),
+    ("tex.dtype", "tex.debug", "tex.target"),
     ("tex.ir",),
     ("tex.arith",),
     ("tex.te",),

@@ -103,8 +103,9 @@ def test_what_legalize_keeps_and_removes_on_the_cpu() -> None:
     ops = _ops_in(legal)
     assert legal.name == func.name and legal.params == func.params
     assert not any(op in (Op.SIGMOID, Op.RSQRT) for op, _ in ops)
-    assert (Op.TANH, "float32") not in ops and (Op.ERF, "float32") not in ops
-    assert {(Op.TANH, "float64"), (Op.ERF, "float64"), (Op.LOG10, "float32"),
+    assert (Op.ERF, "float32") not in ops
+    # float32 tanh stays: the code generator emits it as vector IR (tex.codegen.vecmath)
+    assert {(Op.TANH, "float32"), (Op.TANH, "float64"), (Op.ERF, "float64"), (Op.LOG10, "float32"),
             (Op.TAN, "float64")} <= ops
     assert not any(d == "float16" for _, d in ops), "float16 arithmetic must go via float32"
     assert legalize(func, "cpu").params == func.params

@@ -125,7 +125,7 @@ def build(sch: Any, args: Sequence[Tensor | Var] | None = None, target: str = "l
     """
     _target(target)
     from .lower import lower  # lazily: lower imports the schedule machinery
-    from .schedule import Schedule, create_schedule
+    from .schedule import Schedule, auto_schedule
 
     if not isinstance(sch, Schedule):
         tensors = [sch] if isinstance(sch, Tensor) else list(sch) \
@@ -135,7 +135,7 @@ def build(sch: Any, args: Sequence[Tensor | Var] | None = None, target: str = "l
                             f"Tensors, got {type(sch).__name__} {sch!r}")
         if args is None:
             args = _default_args(tensors)
-        sch = create_schedule([t.op for t in tensors])
+        sch = auto_schedule(tensors, target=_target(target))
     elif args is None:
         raise TypeError("build: a Schedule needs args (the tensors and vars in call order), "
                         "e.g. tex.build(s, [A, B, C])")

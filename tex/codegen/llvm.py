@@ -94,7 +94,9 @@ from ..lower.stmt import (
     stmt_children,
     walk_stmts,
 )
+from ..target import CPUInfo, register_probe, with_caches
 from . import tables
+from .vecmath import VECMATH, vecmath_function
 
 __all__ = ["CodegenOptions", "CompiledModule", "HostTarget", "host_target", "emit_llvm",
            "compile_llvm", "optimize", "lane_stride", "covered_ops",
@@ -149,6 +151,17 @@ def host_target() -> HostTarget:
         tm = llvm.Target.from_triple(triple).create_target_machine(
             cpu=cpu, features=features, opt=3, codemodel="jitdefault")
         return HostTarget(triple, cpu, features, str(tm.target_data), bits)
+
+
+@functools.cache
+def host_cpu_info() -> CPUInfo:
+    """The host as the auto-scheduler sees it: LLVM's features decide the vector width."""
+    host = host_target()
+    fma = "+fma" in host.features.split(",")
+    return with_caches(host.cpu, host.vector_bits, fma)
+
+
+register_probe("llvm", host_cpu_info)
 
 
 # --------------------------------------------------------------------------------------
@@ -1193,6 +1206,9 @@ def _u_float_intrinsic(op: Op) -> UnaryEmitter:
             if op in tables.INT_IDENTITY_UNARY:
                 return x  # floor(i) -> i
             raise InternalError(f"{op.value} of a {d} value (float-only intrinsic)")
+        if d.bits == 32 and op.value in VECMATH:
+            # LLVM would scalarize llvm.exp.v8f32 into libm calls; ours stays vectorized
+            return f.b.call(vecmath_function(f.m.ir, op.value, x.type), [x])
         return f.float_intrinsic(name, x)
 
     return emit

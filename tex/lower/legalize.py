@@ -15,10 +15,9 @@ sigmoid   ``e = exp(-|x|); x >= 0 ? 1 / (1 + e) : e / (1 + e)`` (exp never overf
           exactly the formula of ``tex.ir.semantics``); both sides are cheap and
           load-free, so the select is eager
 rsqrt     ``1 / sqrt(x)`` (x86 ``rsqrtps`` has 12-bit accuracy: not used)
-tanh      float32: ``x * P(x²) / Q(x²)`` on ``x`` clamped to [-9, 9] (degree 4/4),
-          result clamped to [-1, 1]: max relative error 4.2e-7 (~7 ulp) against the
-          correctly rounded value, all lanes vectorized. float64: kept; the code
-          generator calls libm ``tanh`` through ``llvm.tanh``
+tanh      kept: float32 is emitted by the code generator as vectorizable IR
+          (``tex.codegen.vecmath``: 1 - 2 / (exp(2|x|) + 1), an odd polynomial near 0;
+          within 3 ulp); float64 calls libm ``tanh`` through ``llvm.tanh``
 erf       float32: ``x * P(x²) / Q(x²)`` on ``x`` clamped to [-4, 4] (degree 6/5),
           result clamped to [-1, 1]: max relative error 4.2e-7. float64: kept; the code
           generator calls libm ``erf`` (resolved by the JIT from the process)
@@ -94,11 +93,6 @@ _ERF_P = (1.1283791693748817, 0.18520313563630025, 0.054316891089267044,
           -1.3202171106341254e-08)
 _ERF_Q = (1.0, 0.4974654193122757, 0.11395837274625364, 0.015462078721668333,
           0.0013075682836901181, 6.311047580268535e-05)
-# tanh(x) ~ x * P(x²) / Q(x²) on [-9, 9]; |tanh(x)| rounds to 1.0f beyond
-_TANH_P = (0.9999999794863926, 0.13381007664557476, 0.003495566711255056,
-           2.060873215402369e-05, 1.335418911563302e-08)
-_TANH_Q = (1.0, 0.4671432327109299, 0.025876900837315593, 0.00032855998311719526,
-           7.776361833355949e-07)
 
 
 # --------------------------------------------------------------------------------------
@@ -121,13 +115,6 @@ def _rsqrt(e: Expr) -> Expr | None:
     if not (isinstance(e, Unary) and e.op is Op.RSQRT):
         return None
     return fold.binary(Op.DIV, _c(1.0, e.dtype), fold.unary(Op.SQRT, e.a))
-
-
-def _tanh_f32(e: Expr) -> Expr | None:
-    # tanh(x: float32) -> clamp(xc * P(xc²) / Q(xc²)), xc = clamp(x, -9, 9)
-    if not (isinstance(e, Unary) and e.op is Op.TANH and e.dtype is float32):
-        return None
-    return _odd_rational(e.a, 9.0, _TANH_P, _TANH_Q)
 
 
 def _erf_f32(e: Expr) -> Expr | None:
@@ -160,7 +147,7 @@ def _half_via_float32(e: Expr) -> Expr | None:
 # target -> (rules on every node, rules keyed by the Unary op)
 TARGET_RULES: dict[str, tuple[tuple[Rule, ...], dict[Op, Rule]]] = {
     "llvm": ((_half_via_float32,),
-             {Op.SIGMOID: _sigmoid, Op.RSQRT: _rsqrt, Op.TANH: _tanh_f32, Op.ERF: _erf_f32}),
+             {Op.SIGMOID: _sigmoid, Op.RSQRT: _rsqrt, Op.ERF: _erf_f32}),
 }
 TARGETS = frozenset(TARGET_RULES)
 _ALIASES = {"cpu": "llvm"}

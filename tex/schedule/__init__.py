@@ -1,5 +1,6 @@
 """Schedules: records of how each operation of a DAG is computed (loop order, tiling,
 parallelism, vectorization, attach points). ``tex.lower`` interprets them."""
+from .auto import auto_schedule
 from .schedule import (
     THREAD_TAGS,
     Fuse,
@@ -11,5 +12,5 @@ from .schedule import (
     thread_axis,
 )
 
-__all__ = ["THREAD_TAGS", "Fuse", "Schedule", "Split", "Stage", "ThreadAxis", "create_schedule",
-           "thread_axis"]
+__all__ = ["THREAD_TAGS", "Fuse", "Schedule", "Split", "Stage", "ThreadAxis", "auto_schedule",
+           "create_schedule", "thread_axis"]

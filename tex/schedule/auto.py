@@ -1,0 +1,418 @@
+"""``auto_schedule``: a schedule for any DAG, gradients included, from a few rules.
+
+The rules are the ones a performance engineer applies by hand after reading a loop nest,
+decided from the index maps of each stage's reads (no search, no timing):
+
+1. **Inline** element-wise producers (pads, broadcasts, transposes, the arithmetic of
+   gradients) into their consumers, unless recomputing them would cost more than storing
+   them: an expensive body (``exp``, ``tanh``...) evaluated many times per element.
+2. **Classify** each remaining stage by the read that matters for the vector unit:
+
+   * *spatial-vector*: the last output axis is contiguous in the inputs (``C = A @ B``,
+     column sums, element-wise maps). The inner ``2 x lanes`` of it are vectorized; a
+     second output axis that some input does not depend on (the rows of ``A @ B``) is
+     unrolled so each loaded vector is reused; the accumulators live in a local tile
+     (``cache_write``) computed at the tile loop.
+   * *reduce-vector*: a reduction axis is the contiguous one (``A @ B.T``, row sums,
+     softmax's max). It is split by the lanes and ``rfactor``-ed into vector partial sums
+     (float addition is not reassociated otherwise), blocked over two output axes that
+     different inputs skip, and the lanes are added at the end.
+   * *full reduction* (a scalar, such as the loss): the outer reduction axis becomes a
+     parallel axis of partial results (two-level reduction), then the partials are
+     scheduled as row reductions.
+3. **Parallelize** the fused outer output axes over the cores when the stage is big
+   enough to pay for a parallel region.
+
+Gradient guards (window bounds, strides) stay where lowering puts them; guards in or
+around vectorized loops are peeled by ``partition_loops``.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..arith.rules import Analyzer
+from ..ir.expr import Binary, Expr, IterVar, Reduce, TensorRead, Unary, Var
+from ..ir.tensor import ComputeOp, Tensor
+from ..ir.visit import collect_vars, post_order, rewrite, substitute
+from ..target import CPUInfo, cpu_info
+from .schedule import Schedule, Stage, create_schedule
+
+__all__ = ["auto_schedule"]
+
+# work (iterations x body cost) below which a parallel region costs more than it saves
+_PARALLEL_MIN_WORK = 1 << 15
+# full reductions shorter than this stay one serial (vectorized) loop
+_TWO_LEVEL_MIN = 1 << 14
+# expensive ops: roughly their cost in multiply-adds when vectorized
+_OP_COST = {"exp": 12, "log": 12, "tanh": 16, "sigmoid": 14, "pow": 24, "erf": 16,
+            "sin": 16, "cos": 16, "tan": 20, "sqrt": 4, "rsqrt": 4, "log2": 12,
+            "log10": 12, "div": 4}
+# recomputation an inlined element may add (in multiply-adds) before storing it wins
+_INLINE_BUDGET = 24
+
+
+def auto_schedule(outputs: Tensor | Sequence[Tensor], target: str = "llvm") -> Schedule:
+    """A schedule computing ``outputs`` fast on ``target`` (the host CPU for ``"llvm"``).
+
+    Works on any DAG built with ``tex.compute``/``tex.topi``, gradients from
+    ``tex.differentiate`` included; the result is an ordinary ``Schedule`` that can be
+    inspected (``tex.lower(s, args)``), adjusted by hand, and built.
+
+    Example
+    -------
+    >>> s = tex.schedule.auto_schedule([loss, dW, dX])
+    >>> f = tex.build(s, [X, W, H, loss, dW, dX])
+    """
+    if isinstance(outputs, Tensor):
+        outs = [outputs]
+    elif isinstance(outputs, (list, tuple)) and outputs and \
+            all(isinstance(t, Tensor) for t in outputs):
+        outs = list(outputs)
+    else:
+        raise TypeError("auto_schedule: expected a Tensor or a non-empty list of Tensors, got "
+                        f"{type(outputs).__name__} {outputs!r}")
+    if not isinstance(target, str):
+        raise TypeError(f"auto_schedule: target must be a string such as 'llvm', got "
+                        f"{type(target).__name__} {target!r}")
+    key = target.strip().split()[0].lower() if target.strip() else ""
+    if key not in ("llvm", "cpu"):
+        raise ValueError(f"auto_schedule: unknown or unsupported target {target!r}; "
+                         "known: 'llvm' (the host CPU)")
+    s = create_schedule([t.op for t in outs])
+    _AutoScheduler(s, cpu_info(key)).run()
+    return s
+
+
+# --------------------------------------------------------------------------------------
+# Analysis helpers
+# --------------------------------------------------------------------------------------
+
+def _cost(e: Expr) -> int:
+    """Rough cost of evaluating ``e`` once, in multiply-adds (reads count 1)."""
+    total = 0
+    for node in post_order(e):
+        if isinstance(node, (Unary, Binary)):
+            total += _OP_COST.get(node.op.value, 1)
+        elif isinstance(node, TensorRead):
+            total += 1
+    return total
+
+
+def _work(op: ComputeOp) -> int:
+    """Iterations times the cost of one: what a parallel region would share."""
+    return _iterations(op) * max(1, _cost(op.body[0]))
+
+
+def _size(op: ComputeOp) -> int:
+    n = 1
+    for iv in op.axis:
+        n *= iv.dom.extent
+    return n
+
+
+def _iterations(op: ComputeOp) -> int:
+    n = _size(op)
+    for iv in op.reduce_axis:
+        n *= iv.dom.extent
+    return n
+
+
+@dataclass
+class _Read:
+    """One tensor read of a stage's (inlined) body: which loop variables it uses, and the
+    coefficient of each in its last (contiguous) index (None: not affine there)."""
+
+    tensor: Tensor
+    uses: frozenset[Var]
+    last: dict[Var, int | None]
+
+
+class _AutoScheduler:
+    def __init__(self, s: Schedule, info: CPUInfo) -> None:
+        self.s = s
+        self.info = info
+        self.cores = info.cores
+        self.analyzer = Analyzer()
+
+    # -- the effective body of a stage, with inlined producers substituted ----------------
+    def expanded(self, op: ComputeOp) -> list[Expr]:
+        inline = {st.op for st in self.s.stages if st.attach_type == "inline"}
+
+        def fn(node: Expr) -> Expr | None:
+            if isinstance(node, TensorRead) and node.tensor.op in inline:
+                prod = node.tensor.op
+                assert isinstance(prod, ComputeOp)
+                body = prod.body[node.tensor.value_index]
+                return substitute(body, {iv.var: ix for iv, ix in zip(prod.axis, node.indices)})
+            return None
+
+        out = []
+        for e in op.body:
+            while True:
+                new = rewrite(e, fn)
+                if new is e:
+                    break
+                e = new
+            out.append(e)
+        return out
+
+    def reads(self, op: ComputeOp) -> list[_Read]:
+        found: list[_Read] = []
+        for node in post_order(*self.expanded(op)):
+            if not isinstance(node, TensorRead) or not node.indices:
+                continue
+            uses = frozenset(collect_vars(*node.indices))
+            last: dict[Var, int | None] = {}
+            lin = None
+            try:
+                lin = self.analyzer.linear(node.indices[-1])
+            except Exception:  # noqa: BLE001 - a non-integer index: treat as opaque
+                lin = None
+            for v in collect_vars(node.indices[-1]):
+                c = lin.terms.get(v) if lin is not None else None
+                last[v] = c if c is not None and c != 0 else None
+            found.append(_Read(node.tensor, uses, last))
+        return found
+
+    # -- driver --------------------------------------------------------------------------
+    def run(self) -> None:
+        self.inline()
+        for st in list(self.s.stages):
+            if st.attach_type != "root" or not isinstance(st.op, ComputeOp):
+                continue
+            self.schedule_stage(st)
+
+    # -- 1. inlining ---------------------------------------------------------------------
+    def inline(self) -> None:
+        stages = self.s.stages
+        for st in stages:
+            op = st.op
+            if st.is_output or op.reduce_axis or op.num_outputs != 1 or \
+                    any(isinstance(n, Reduce) for n in post_order(*op.body)):
+                continue
+            if not op.axis:
+                continue
+            if self.recompute_cost(st) <= _INLINE_BUDGET:
+                st.compute_inline()
+
+    def recompute_cost(self, st: Stage) -> float:
+        """Extra work per element of ``st`` if it is inlined: its cost times how many more
+        times than once its consumers (through inlined stages) evaluate it."""
+        op = st.op
+        body_cost = _cost(self.expanded(op)[0])
+        size = max(1, _size(op))
+        evals = 0.0
+        for reader in self.s.stages:
+            if reader is st or op.output(0) not in reader.op.input_tensors:
+                continue
+            per_point = sum(1 for n in post_order(*reader.op.body)
+                            if isinstance(n, TensorRead) and n.tensor is op.output(0))
+            evals += per_point * _iterations(reader.op) / size
+        return body_cost * max(0.0, evals - 1.0)
+
+    # -- 2. one root stage -----------------------------------------------------------------
+    def schedule_stage(self, st: Stage) -> None:
+        op = st.op
+        lanes = self.info.lanes(op.output(0).dtype.bits if op.output(0).dtype.bits else 32)
+        if not op.reduce_axis:
+            self.elementwise(st, lanes)
+            return
+        reads = self.reads(op)
+        spatial = list(op.axis)
+        reduce = list(op.reduce_axis)
+        single = op.num_outputs == 1 and isinstance(op.body[0], Reduce)
+        if not spatial:
+            if single and _iterations(op) >= _TWO_LEVEL_MIN and len(reduce) >= 1:
+                self.two_level(st)
+            elif single:
+                self.row_reduce(st, reads, lanes)
+            return
+        last = spatial[-1]
+        # only reads that move with the reduction matter: the others are loop-invariant
+        rvars = {r.var for r in reduce}
+        inner = [r for r in reads if r.uses & rvars]
+        vred = self.vector_reduce_axis(inner, reduce, lanes)
+        prefer_reduce = vred is not None and \
+            _contiguous_count(inner, vred.var) > _contiguous_count(inner, last.var)
+        if single and prefer_reduce:
+            self.reduce_vector(st, reads, vred, lanes)
+        elif last.dom.extent >= lanes and op.num_outputs == 1:
+            self.spatial_vector(st, reads, lanes)
+        else:
+            self.parallel_outer(st, [a for a in st.leaf_iter_vars if a.kind != "reduce"])
+
+    def vector_reduce_axis(self, reads: list[_Read], reduce: list[IterVar], lanes: int
+                           ) -> IterVar | None:
+        """The innermost reduction axis contiguous in some read, long enough to vectorize."""
+        for r in reversed(reduce):
+            if r.dom.extent >= lanes and _contiguous(reads, r.var):
+                return r
+        return None
+
+    def parallel_outer(self, st: Stage, axes: list[IterVar], work: int | None = None
+                       ) -> IterVar | None:
+        """Fuse the leading data-parallel ``axes`` until there is enough work to share, and
+        run the fused loop in parallel (when the stage pays for a parallel region)."""
+        axes = [a for a in axes if a.kind != "reduce"]
+        if not axes or self.cores < 2:
+            return None
+        if work is None:
+            work = _work(st.op)
+        if work < _PARALLEL_MIN_WORK:
+            return None
+        take, n = [], 1
+        for a in axes:
+            take.append(a)
+            n *= a.dom.extent
+            if n >= 4 * self.cores:
+                break
+        leaves = st.leaf_iter_vars
+        idx = [leaves.index(a) for a in take]
+        if idx != list(range(idx[0], idx[0] + len(idx))):
+            take = take[:1]
+        fused = st.fuse(*take) if len(take) > 1 else take[0]
+        if fused.dom.extent < 2:
+            return None
+        st.parallel(fused)
+        return fused
+
+    # element-wise ------------------------------------------------------------------------
+    def elementwise(self, st: Stage, lanes: int) -> None:
+        axes = list(st.op.axis)
+        if not axes:
+            return
+        last = axes[-1]
+        outer = axes[:-1]
+        if last.dom.extent >= lanes:
+            lo, li = st.split(last, factor=lanes)
+            st.vectorize(li)
+            outer = [*outer, lo]
+        else:
+            outer = axes
+        self.parallel_outer(st, outer)
+
+    # spatial-vector: C[.., i, j] = sum_k .. with j contiguous ------------------------------
+    def spatial_vector(self, st: Stage, reads: list[_Read], lanes: int) -> None:
+        op = st.op
+        spatial = list(op.axis)
+        j = spatial[-1]
+        # a second axis to unroll: one that the reads carrying j do not use (reuse)
+        carriers = [r for r in reads if j.var in r.uses]
+        cand = [a for a in spatial[:-1]
+                if carriers and any(a.var not in r.uses for r in carriers)
+                and any(a.var in r.uses for r in reads)]
+        i = cand[-1] if cand else None
+        bj = 2 * lanes if j.dom.extent >= 2 * lanes else lanes
+        bi = min(4 if bj == 2 * lanes else 6, i.dom.extent) if i is not None else 1
+        work = _work(op)
+        local = self.s.cache_write(op.output(0), "local")
+        st = self.s[op.output(0)]
+        jo, ji = st.split(j, factor=bj)
+        outer = [a for a in op.axis if a is not j and a is not i]
+        if i is not None:
+            io, ii = st.split(i, factor=bi)
+            st.reorder(*outer, io, jo, ii, ji)
+            self.parallel_outer(st, [*outer, io, jo], work)
+        else:
+            st.reorder(*outer, jo, ji)
+            self.parallel_outer(st, [*outer, jo], work)
+        st.vectorize(ji)
+        lst = self.s[local]
+        lst.compute_at(st, jo)
+        lop = lst.op
+        pos_j = list(op.axis).index(j)
+        lj = lop.axis[pos_j]
+        order = list(lop.reduce_axis)
+        if i is not None:
+            li = lop.axis[list(op.axis).index(i)]
+            order += [li, lj]
+            lst.reorder(*order)
+            lst.unroll(li)
+        else:
+            order += [lj]
+            lst.reorder(*order)
+        lst.vectorize(lj)
+
+    # reduce-vector: C[i, j] = sum_k A[i, k] B[j, k] -----------------------------------------
+    def reduce_vector(self, st: Stage, reads: list[_Read], k: IterVar, lanes: int) -> None:
+        op = st.op
+        t = op.output(0)
+        work = _work(op)
+        _, kv = st.split(k, factor=lanes)
+        part = self.s.rfactor(t, kv, factor_axis=len(op.axis))
+        st = self.s[t]
+        spatial = list(st.op.axis)
+        # up to two axes to block: each skipped by some read (its loaded vector is reused)
+        blocked: list[IterVar] = []
+        for a in reversed(spatial):
+            if len(blocked) == 2:
+                break
+            if any(a.var not in r.uses for r in reads) and any(a.var in r.uses for r in reads):
+                blocked.insert(0, a)
+        tiles: dict[IterVar, int] = {}
+        for a in blocked:
+            tiles[a] = a.dom.extent if a.dom.extent <= 4 else 4
+        outer = [a for a in spatial if a not in tiles]
+        inner_o, inner_i = [], []
+        for a in blocked:
+            ao, ai = st.split(a, factor=tiles[a])
+            inner_o.append(ao)
+            inner_i.append(ai)
+        st.reorder(*outer, *inner_o, *inner_i, *[a for a in st.leaf_iter_vars
+                                                 if a.kind == "reduce"])
+        self.parallel_outer(st, [*outer, *inner_o], work)
+        pst = self.s[part]
+        attach = inner_o[-1] if inner_o else (outer[-1] if outer else None)
+        if attach is not None:
+            pst.compute_at(st, attach)
+        pop = pst.op
+        pv = pop.axis[-1]
+        p_block = [pop.axis[spatial.index(a)] for a in blocked]
+        p_rest = [pop.axis[idx] for idx, a in enumerate(spatial) if a not in tiles]
+        pst.reorder(*p_rest, *pop.reduce_axis, *p_block, pv)
+        for a in p_block:
+            pst.unroll(a)
+        pst.vectorize(pv)
+
+    # row reductions without spatial axes (short) --------------------------------------------
+    def row_reduce(self, st: Stage, reads: list[_Read], lanes: int) -> None:
+        op = st.op
+        k = self.vector_reduce_axis(reads, list(op.reduce_axis), lanes)
+        if k is None:
+            return
+        _, kv = st.split(k, factor=lanes)
+        part = self.s.rfactor(op.output(0), kv, factor_axis=0)
+        pst = self.s[part]
+        pop = pst.op
+        pst.reorder(*pop.reduce_axis, pop.axis[0])
+        pst.vectorize(pop.axis[0])
+
+    # full reductions: two levels ---------------------------------------------------------
+    def two_level(self, st: Stage) -> None:
+        """``L = sum(X[k0, k1, ...])``: partials over the outer reduction axis in parallel
+        (each scheduled as a row reduction), then a short serial sum of the partials."""
+        op = st.op
+        t = op.output(0)
+        red = list(op.reduce_axis)
+        outer = red[0]
+        if len(red) == 1:
+            n = outer.dom.extent
+            chunks = max(1, min(64 * self.cores, n // 4096))
+            if chunks < 2:
+                self.row_reduce(st, self.reads(op), self.info.lanes())
+                return
+            outer, _ = st.split(outer, nparts=chunks)
+        part = self.s.rfactor(t, outer, factor_axis=0)
+        pst = self.s[part]
+        self.schedule_stage(pst)
+
+
+def _contiguous_count(reads: list[_Read], v: Var) -> int:
+    """How many reads have ``v`` with coefficient 1 in their last index."""
+    return sum(1 for r in reads if r.last.get(v) == 1)
+
+
+def _contiguous(reads: list[_Read], v: Var) -> bool:
+    """Whether some read has ``v`` with coefficient 1 in its last index."""
+    return any(r.last.get(v) == 1 for r in reads)
