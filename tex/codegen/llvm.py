@@ -62,6 +62,7 @@ import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
 from .. import debug
+from ..arith import Analyzer
 from ..debug import InternalError
 from ..dtype import DType, float32
 from ..ir.expr import (
@@ -79,6 +80,7 @@ from ..ir.expr import (
 )
 from ..ir.tensor import Tensor
 from ..ir.visit import post_order
+from ..lower.lower import loop_domains
 from ..lower.stmt import (
     Allocate,
     BufferParam,
@@ -286,6 +288,7 @@ class _ModuleEmitter:
         self.status: ir.GlobalVariable | None = None
         self.notes: list[str] = []
         self._hazard: dict[Expr, bool] = {}
+        self._domains: Analyzer | None = None
         self.fm: tuple[str, ...] = ("fast",) if options.fastmath else ()
         self.max_lanes = max(4, 2 * host.vector_bits // 32)
 
@@ -371,13 +374,30 @@ class _ModuleEmitter:
             if node in memo:
                 continue
             if isinstance(node, TensorRead):
-                memo[node] = True
+                # a read in bounds over its loops' whole domains is safe to evaluate
+                # eagerly (a blend of both sides instead of masked loads and branches)
+                memo[node] = not self.in_bounds(node) or \
+                    any(memo.get(k, False) for k in node.indices)
             elif (isinstance(node, Binary) and node.op in (Op.DIV, Op.FLOORDIV, Op.FLOORMOD)
                   and node.dtype.is_integral and not isinstance(node.b, Const)):
                 memo[node] = True
             else:
                 memo[node] = any(memo.get(k, False) for k in node.children())
         return memo[root]
+
+    def in_bounds(self, read: TensorRead) -> bool:
+        """Whether the flat index of ``read`` stays inside its buffer for every value of
+        the loop variables (lets and parameters make it unknown: False)."""
+        if len(read.indices) != 1 or len(read.tensor.shape) != 1:
+            return False
+        if self._domains is None:
+            self._domains = Analyzer(loop_domains(self.func.body))
+        try:
+            iv = self._domains.bounds(read.indices[0])
+        except Exception:  # noqa: BLE001 - an index the bounds analysis does not cover
+            return False
+        return iv.lo is not None and iv.hi is not None and iv.lo >= 0 and \
+            iv.hi < read.tensor.shape[0]
 
     def next_parallel_name(self) -> str:
         self.par_count += 1

@@ -38,7 +38,18 @@ from .. import debug
 from ..arith import Analyzer, Interval
 from ..dtype import DTYPES, int32
 from ..ir import fold
-from ..ir.expr import Binary, Compare, Const, Expr, IterVar, Op, Reduce, TensorRead, Var
+from ..ir.expr import (
+    Binary,
+    Compare,
+    Const,
+    Expr,
+    IterVar,
+    Op,
+    Reduce,
+    Select,
+    TensorRead,
+    Var,
+)
 from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
 from ..ir.visit import post_order, rewrite, substitute
 from ..schedule.schedule import (
@@ -317,6 +328,20 @@ class _Lowerer:
             for (_, vi), tmp in reversed(list(zip(slots, tmps))):
                 update = LetStmt(tmp, new_values[vi], update)
         cond = read(red.condition)
+        lane_vars = {lv.var for lv in levels if lv.kind is ForKind.VECTORIZED}
+        if len(slots) == 1 and lane_vars:
+            # conjuncts that vary across the lanes of a vectorized loop become a select
+            # on the new value (a blend), not a masked branch around the update
+            parts = _conjuncts(cond)
+            lane = [c for c in parts if any(isinstance(n, Var) and n in lane_vars
+                                            for n in post_order(c))]
+            if lane:
+                rest = [c for c in parts if c not in lane]
+                t, vi = slots[0]
+                old_value = TensorRead(env[t].buffer, [store_index(t)])
+                update = Store(env[t].buffer, store_index(t),
+                               Select(_conjoin(lane), new_values[vi], old_value))
+                cond = _conjoin(rest)
         if not (isinstance(cond, Const) and bool(cond.value)):
             update = IfThenElse(cond, update)
         main = _assemble(levels, reduce_pos, len(levels), update)
@@ -449,6 +474,20 @@ def _union(ranges: Sequence[tuple[Expr, int] | None]) -> tuple[Expr, int] | None
     return lo, high - low
 
 
+def _conjuncts(e: Expr) -> list[Expr]:
+    """``a && b && c`` -> ``[a, b, c]``."""
+    if isinstance(e, Binary) and e.op is Op.AND:
+        return _conjuncts(e.a) + _conjuncts(e.b)
+    return [e]
+
+
+def _conjoin(parts: Sequence[Expr]) -> Expr:
+    out: Expr = fold.const(True)
+    for p in parts:
+        out = p if isinstance(out, Const) else fold.binary(Op.AND, out, p)
+    return out
+
+
 def _wrap_guards(guards: Sequence[Expr], body: Stmt) -> Stmt:
     for g in reversed(guards):
         body = IfThenElse(g, body)
@@ -477,18 +516,25 @@ def _assemble(levels: Sequence[_Level], start: int, stop: int, inner: Stmt) -> S
 # Passes on the loop nest
 # --------------------------------------------------------------------------------------
 
-def _loop_domains(body: Stmt) -> dict[Var, Interval]:
+def loop_domains(body: Stmt) -> dict[Var, Interval]:
+    """The values each loop variable of ``body`` takes (constant bounds only)."""
     dom: dict[Var, Interval] = {}
     for s in walk_stmts(body):
         if isinstance(s, For) and isinstance(s.min, Const) and isinstance(s.extent, Const):
             lo = int(s.min.value)
-            dom[s.var] = Interval(lo, lo + int(s.extent.value) - 1)
+            hi = lo + int(s.extent.value) - 1
+            if s.extent.value <= 0:
+                continue
+            seen = dom.get(s.var)
+            if seen is not None:  # one variable, several loops: their hull
+                lo, hi = min(lo, seen.lo), max(hi, seen.hi)  # type: ignore[type-var]
+            dom[s.var] = Interval(lo, hi)
     return dom
 
 
 def simplify_pass(func: LoweredFunc) -> LoweredFunc:
     """Indices and conditions simplified on the loop domains (tex.arith rules, no sympy)."""
-    an = Analyzer(_loop_domains(func.body))
+    an = Analyzer(loop_domains(func.body))
     memo: dict[Expr, Expr] = {}
 
     def fn(e: Expr) -> Expr:
@@ -580,7 +626,7 @@ def partition_loops(func: LoweredFunc) -> LoweredFunc:
     ``for (o, 12, 1) { if (...) s }``. Only guards in or around vectorized loops are
     considered (split remainders of vectorized axes), and only the guard-free middle part is
     partitioned further, so code grows at most threefold per loop."""
-    an = Analyzer(_loop_domains(func.body))
+    an = Analyzer(loop_domains(func.body))
 
     def guards(body: Stmt) -> list[IfThenElse]:
         """Guards worth peeling: those in or around a vectorized loop, where a guard costs
