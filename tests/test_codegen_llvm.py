@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pytest
 
+import tex
 from tex import debug
 from tex.build import build_lowered
 from tex.codegen import tables
@@ -672,3 +673,22 @@ def test_dumps_llvm_texts(capsys: pytest.CaptureFixture[str]) -> None:
     for name in ("llvm", "llvm.opt", "asm"):
         assert f"=== {name} ===" in err
     assert "define void @dumped_once" in err
+
+
+@pytest.mark.parametrize(("n", "k", "factor"), [(64, 2, 8), (37, 2, 8), (48, 3, 8),
+                                                 (64, 4, 16), (30, 2, 16)])
+def test_vector_load_indexed_by_lane_floordiv(n: int, k: int, factor: int) -> None:
+    """``A[i // k]`` in a vectorized loop: a load of n/k lanes duplicated k times (or a
+    gather where the chunk's base is not a multiple of k) gives NumPy's values."""
+    A = tex.placeholder((n,), "float32", name="A")
+    B = tex.compute((n,), lambda i: A[i // k] * 2.0, name="B")
+    s = tex.create_schedule(B.op)
+    _, inner = s[B].split(B.op.axis[0], factor=factor)
+    s[B].vectorize(inner)
+    f = tex.build(s, [A, B])
+    a = np.arange(n, dtype="float32")
+    b = np.zeros(n, "float32")
+    f(a, b)
+    np.testing.assert_array_equal(b, a[np.arange(n) // k] * 2)
+    if n % factor == 0 and factor % k == 0:  # no guarded remainder: no gather at all
+        assert "gather" not in f.get_source("ll")

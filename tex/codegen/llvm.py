@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -455,6 +456,26 @@ def lane_stride(root: Expr, var: Var, lets: dict[Var, Expr]) -> int | None:
     return memo[root]
 
 
+def _dup_factor(index: Expr, var: Var, lets: dict[Var, Expr]) -> int | None:
+    """k when ``index`` is lane-invariant terms plus ``var // k`` (a constant k > 1): lane
+    l then reads element ``first + l // k`` (with the chunk's base a multiple of k)."""
+    terms, stack = [], [index]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, Binary) and e.op is Op.ADD:
+            stack.extend((e.a, e.b))
+        else:
+            terms.append(e)
+    varying = [t for t in terms if lane_stride(t, var, lets) != 0]
+    if len(varying) != 1:
+        return None
+    t = varying[0]
+    if isinstance(t, Binary) and t.op is Op.FLOORDIV and t.a is var and \
+            isinstance(t.b, Const) and int(t.b.value) > 1:
+        return int(t.b.value)
+    return None
+
+
 def _exprs_of(s: Stmt) -> tuple[Expr, ...]:
     match s:
         case For():
@@ -553,6 +574,7 @@ class _FunctionEmitter:
         # vectorized-loop state: lanes == 0 outside vector code
         self.lanes = 0
         self.vvar: Var | None = None
+        self.vbase_align = 1
         self.mask: ir.Value | None = None
         self.lets: dict[Var, Expr] = {}
         self.private: set[Tensor] = set()  # buffers allocated inside vector code
@@ -843,6 +865,11 @@ class _FunctionEmitter:
         if _lanes(ix) and lane_stride(index, self.vvar, self.lets) == 1:  # type: ignore[arg-type]
             first = self.b.extract_element(ix, ir.Constant(_I32, 0))
             return "contiguous", self.to_i64(first, d)
+        if _lanes(ix) and not vector_value and self.mask is None:
+            k = _dup_factor(index, self.vvar, self.lets)  # type: ignore[arg-type]
+            if k and n % k == 0 and self.vbase_align % k == 0:
+                first = self.b.extract_element(ix, ir.Constant(_I32, 0))
+                return f"dup{k}", self.to_i64(first, d)
         return "gather", self.to_i64(self.splat(ix, n), d)
 
     def element_ptr(self, base: ir.Value, st: ir.Type, i64: ir.Value, name: str) -> ir.Value:
@@ -868,6 +895,12 @@ class _FunctionEmitter:
         zero = _const(vt, 0.0 if d.is_float else 0)
         if how == "contiguous" and self.mask is None:
             v = b.load(p, typ=vt, align=d.itemsize, name=buf.name)
+        elif how.startswith("dup"):  # lanes base//k + l//k: n/k elements, each k times
+            k = int(how[3:])
+            few = b.load(p, typ=ir.VectorType(st, n // k), align=d.itemsize, name=buf.name)
+            v = b.shuffle_vector(few, ir.Constant(few.type, ir.Undefined),
+                                 ir.Constant(ir.VectorType(_I32, n),
+                                             [ir.Constant(_I32, q // k) for q in range(n)]))
         elif how == "contiguous":
             mask = self.splat(self.mask, n)
             fn = self.m.intrinsic("llvm.masked.load", vt, [_PTR, _I32, mask.type, vt],
@@ -1082,19 +1115,25 @@ class _FunctionEmitter:
         lo, _ = self.bounds(s)
         full, rest = divmod(n, w)
         t = lo.type
+        lo_c = int(s.min.value) if isinstance(s.min, Const) else None
+        # what the chunk bases are multiples of (for loads indexed by lane // k)
+        align = math.gcd(lo_c, w) if lo_c is not None else 1
         if full == 1:
-            self.vector_body(s, lo, w)
+            self.vector_body(s, lo, w, align)
         elif full > 1:
             with self.counted(f"{s.var.name}.chunk", ir.Constant(t, 0), ir.Constant(t, full)) \
                     as c:
                 base = self.b.add(lo, self.b.mul(c, ir.Constant(t, w)), name=f"{s.var.name}.base")
-                self.vector_body(s, base, w)
+                self.vector_body(s, base, w, align)
         if rest:
             base = self.b.add(lo, ir.Constant(t, full * w), name=f"{s.var.name}.rest")
-            self.vector_body(s, base, rest)
+            rest_align = math.gcd(lo_c, full * w) if lo_c is not None else 1
+            self.vector_body(s, base, rest, rest_align)
 
-    def vector_body(self, s: For, base: ir.Value, w: int) -> None:
+    def vector_body(self, s: For, base: ir.Value, w: int, align: int = 1) -> None:
+        """One chunk of ``w`` lanes from ``base`` (a multiple of ``align``)."""
         t = base.type
+        self.vbase_align = align
         steps = ir.Constant(ir.VectorType(t, w), [ir.Constant(t, k) for k in range(w)])
         self.lanes, self.vvar, self.mask = w, s.var, None
         self.vars[s.var] = self.b.add(self.splat(base, w), steps, name=s.var.name)
