@@ -692,3 +692,22 @@ def test_vector_load_indexed_by_lane_floordiv(n: int, k: int, factor: int) -> No
     np.testing.assert_array_equal(b, a[np.arange(n) // k] * 2)
     if n % factor == 0 and factor % k == 0:  # no guarded remainder: no gather at all
         assert "gather" not in f.get_source("ll")
+
+
+@pytest.mark.parametrize(("n", "stride", "factor"), [(32, 2, 8), (30, 3, 8), (40, 4, 16),
+                                                      (21, 2, 16)])
+def test_vector_load_with_small_stride(n: int, stride: int, factor: int) -> None:
+    """``A[stride * i + 1]`` in a vectorized loop: one load of the span and a shuffle (no
+    element past the last one read is touched: the span ends at the buffer's end)."""
+    A = tex.placeholder((stride * n,), "float32", name="A")
+    B = tex.compute((n,), lambda i: A[stride * i + (stride - 1)] + 1.0, name="B")
+    s = tex.create_schedule(B.op)
+    _, inner = s[B].split(B.op.axis[0], factor=factor)
+    s[B].vectorize(inner)
+    f = tex.build(s, [A, B])
+    a = np.arange(stride * n, dtype="float32")
+    b = np.zeros(n, "float32")
+    f(a, b)
+    np.testing.assert_array_equal(b, a[stride * np.arange(n) + stride - 1] + 1)
+    if n % factor == 0:
+        assert "gather" not in f.get_source("ll")

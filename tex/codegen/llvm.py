@@ -866,6 +866,10 @@ class _FunctionEmitter:
             first = self.b.extract_element(ix, ir.Constant(_I32, 0))
             return "contiguous", self.to_i64(first, d)
         if _lanes(ix) and not vector_value and self.mask is None:
+            stride = lane_stride(index, self.vvar, self.lets)  # type: ignore[arg-type]
+            if stride is not None and 2 <= stride <= 4:
+                first = self.b.extract_element(ix, ir.Constant(_I32, 0))
+                return f"stride{stride}", self.to_i64(first, d)
             k = _dup_factor(index, self.vvar, self.lets)  # type: ignore[arg-type]
             if k and n % k == 0 and self.vbase_align % k == 0:
                 first = self.b.extract_element(ix, ir.Constant(_I32, 0))
@@ -895,6 +899,13 @@ class _FunctionEmitter:
         zero = _const(vt, 0.0 if d.is_float else 0)
         if how == "contiguous" and self.mask is None:
             v = b.load(p, typ=vt, align=d.itemsize, name=buf.name)
+        elif how.startswith("stride"):  # lanes first + l*k: the span, every k-th element
+            k = int(how[6:])
+            span = b.load(p, typ=ir.VectorType(st, (n - 1) * k + 1), align=d.itemsize,
+                          name=buf.name)
+            v = b.shuffle_vector(span, ir.Constant(span.type, ir.Undefined),
+                                 ir.Constant(ir.VectorType(_I32, n),
+                                             [ir.Constant(_I32, q * k) for q in range(n)]))
         elif how.startswith("dup"):  # lanes base//k + l//k: n/k elements, each k times
             k = int(how[3:])
             few = b.load(p, typ=ir.VectorType(st, n // k), align=d.itemsize, name=buf.name)
