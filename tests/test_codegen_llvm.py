@@ -711,3 +711,18 @@ def test_vector_load_with_small_stride(n: int, stride: int, factor: int) -> None
     np.testing.assert_array_equal(b, a[stride * np.arange(n) + stride - 1] + 1)
     if n % factor == 0:
         assert "gather" not in f.get_source("ll")
+
+
+def test_store_of_a_lane_invariant_value_at_a_strided_index() -> None:
+    """Regression: a store with lane stride 2 of a scalar value once took the strided-load
+    path and produced invalid IR (LLVM aborted the process)."""
+    n = 16
+    A = tex.placeholder((1,), "float32", name="A")
+    B = tex.compute((2 * n,), lambda i: tex.if_then_else(i % 2 == 0, A[0], 0.0), name="B")
+    s = tex.create_schedule(B.op)
+    _, inner = s[B].split(B.op.axis[0], factor=8)
+    s[B].vectorize(inner)
+    f = tex.build(s, [A, B])
+    b = np.ones(2 * n, "float32")
+    f(np.array([3.0], "float32"), b)
+    np.testing.assert_array_equal(b, np.where(np.arange(2 * n) % 2 == 0, 3.0, 0.0))

@@ -849,9 +849,10 @@ class _FunctionEmitter:
 
     # memory -----------------------------------------------------------------------------
     def access(self, buf: Tensor, index: Expr, ix: ir.Value,
-               vector_value: bool = False) -> tuple[str, ir.Value]:
+               vector_value: bool = False, load: bool = False) -> tuple[str, ir.Value]:
         """How to reach ``buf[ix]``: ("scalar", i64 index), ("contiguous", i64 index of lane
-        0) or ("gather", <n x i64> indices)."""
+        0) or ("gather", <n x i64> indices); for loads also ("strideK", lane 0's index:
+        lanes K apart) and ("dupK", lane 0's index: lane l reads first + l // K)."""
         d = index.dtype
         n = self.lanes
         if n and buf in self.private:  # lane k's copy of element x lives at x * n + k
@@ -865,7 +866,7 @@ class _FunctionEmitter:
         if _lanes(ix) and lane_stride(index, self.vvar, self.lets) == 1:  # type: ignore[arg-type]
             first = self.b.extract_element(ix, ir.Constant(_I32, 0))
             return "contiguous", self.to_i64(first, d)
-        if _lanes(ix) and not vector_value and self.mask is None:
+        if load and _lanes(ix) and self.mask is None:
             stride = lane_stride(index, self.vvar, self.lets)  # type: ignore[arg-type]
             if stride is not None and 2 <= stride <= 4:
                 first = self.b.extract_element(ix, ir.Constant(_I32, 0))
@@ -889,7 +890,7 @@ class _FunctionEmitter:
         st = _storage_type(d)
         align = ir.Constant(_I32, d.itemsize)
         b = self.b
-        how, i64 = self.access(buf, index, ix)
+        how, i64 = self.access(buf, index, ix, load=True)
         p = self.element_ptr(base, st, i64, f"{buf.name}.ptr")
         if how == "scalar":
             v = b.load(p, typ=st, align=d.itemsize, name=buf.name)
