@@ -1,30 +1,46 @@
-"""Run the WORKLOADS.md benchmarks: tex-compiled forward and gradient against NumPy (and
-PyTorch when installed), in one process, interleaved.
+"""Run the WORKLOADS.md benchmarks: tex against NumPy, PyTorch, torch.compile and JAX, in
+one process, interleaved.
 
-For every workload:
+For every workload, the variants (``fwd`` = the forward; ``grad`` = one call computing the
+loss ``sum(forward * H)`` and every gradient of ``wrt``, what ``loss.backward()`` after the
+forward or ``jax.value_and_grad`` computes):
 
-* **tex forward**: the forward tensor built with the default schedule
-  (``tex.build([forward])``), and with a hand schedule from ``schedules.py`` where one exists;
-* **tex gradient**: one compiled function computing the loss ``sum(forward * H)`` and every
-  gradient of ``wrt`` (what ``loss.backward()`` computes), default schedule and hand
-  schedule;
-* **NumPy**: the forward, and the forward plus hand-written gradients, from
-  ``workloads.py``;
-* **PyTorch** (CPU autograd, when importable): forward, and forward + ``backward()``.
+* **tex (auto)**: ``tex.build([forward])`` and ``tex.build([loss, *grads])``, scheduled by
+  ``tex.schedule.auto_schedule``;
+* **tex (hand)**: the hand schedules of ``schedules.HAND`` (dense and conv2d);
+* **NumPy**: the forward, and the forward plus the hand-written gradients (``workloads.py``);
+* **PyTorch** (CPU autograd), **torch.compile** (inductor; ``torch._dynamo.reset()`` before
+  each workload, a compile failure is recorded and the variant skipped) and **JAX**
+  (``jax.jit`` of the forward and of ``jax.value_and_grad(loss, argnums)``), each when
+  importable (``frameworks.py``).
 
-Each repetition runs every variant once (interleaved, so a slow period of the machine hits
-all of them), after a warm-up; a repetition around which two-thread scaling collapsed (the
-second core taken away, checked with a small tex kernel) is dropped and run again. The
-tables give medians of ``--repeat`` repetitions, the
-gradient / forward ratio, and tex / NumPy and tex / torch ratios. Compile time is
-``differentiate`` + schedule + ``build`` for the gradient, measured on the first (cold)
-build. Every tex output is checked against NumPy before timing.
+Every variant's forward, loss and gradients are checked against NumPy in float64 before
+anything is timed. Each repetition runs every variant (interleaved, so a slow period of the
+machine hits all of them) for ``--min-time`` seconds, after a warm-up; a repetition around
+which two-thread scaling collapsed (the second core taken away, checked with a small tex
+kernel) is dropped and run again. The tables give medians of ``--repeat`` (>= 5)
+repetitions and, per variant:
 
-    python benchmarks/run.py                 # WORKLOADS.md shapes
-    python benchmarks/run.py --quick         # tiny shapes, checks only (run by the tests)
+* gradient / forward time; tex (auto) time / this variant's time (> 1: tex is slower);
+* GFLOP/s (``Workload.forward_flops`` / ``gradient_flops``: the useful arithmetic of the
+  hand-written programs) and its percentage of the machine's peak, measured once per run
+  with a register-resident FMA kernel built by tex (``peak.py``) on tex's thread count;
+* compile time: for tex (auto), ``tex.differentiate`` + ``auto_schedule`` + ``tex.build``
+  of the gradient on a fresh workload with tex's JIT cache cleared (cold, first build; the
+  JSON has each part and the forward's); for tex (hand), differentiate + hand schedule +
+  build; for torch.compile and JAX, the first calls of the forward and the gradient
+  (tracing, compiling and one run; torch.compile gets a fresh inductor cache directory
+  unless ``TORCHINDUCTOR_CACHE_DIR`` is set, so nothing is served from an earlier run).
+
+    python benchmarks/run.py                       # WORKLOADS.md shapes, every variant
+    python benchmarks/run.py --quick               # tiny shapes, checks only (CI runs it)
     python benchmarks/run.py --only dense conv2d --repeat 9
+    python benchmarks/run.py --no-torch-compile --no-jax --peak 190
+    python benchmarks/peak.py                      # the peak alone
 
-JSON goes to ``benchmarks/results/run.json``.
+Prints a table per workload and a summary; JSON goes to ``benchmarks/results/run.json``.
+Exit status 1 when a workload or a framework's check fails (a torch.compile failure is only
+recorded). ``TEX_NUM_THREADS`` sets tex's thread count (default: all cores).
 """
 from __future__ import annotations
 
@@ -32,7 +48,7 @@ import os
 
 # OpenBLAS workers spin after each call and steal the core tex runs on next (WORKLOADS.md)
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "1")
-# and libgomp's idle threads spin for a while after each parallel loop of tex's
+# and libgomp's idle threads spin for a while after each parallel loop of tex's (and torch's)
 os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 import argparse  # noqa: E402
@@ -40,7 +56,8 @@ import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
-from collections.abc import Callable  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -52,28 +69,51 @@ for p in (str(ROOT), str(HERE)):
     if p not in sys.path:
         sys.path.insert(0, p)
 
+import frameworks  # noqa: E402
+import peak  # noqa: E402
 import schedules  # noqa: E402
 from workloads import WORKLOADS, Workload, random_arrays, write_results  # noqa: E402
 
 import tex  # noqa: E402
-from tex.schedule import create_schedule  # noqa: E402
+from tex.runtime import jit  # noqa: E402
+from tex.schedule import auto_schedule, create_schedule  # noqa: E402
 
 DEFAULT_OUTPUT = HERE / "results" / "run.json"
 RTOL, ATOL = 2e-3, 2e-3
+MIN_REPEAT = 5
 
-try:  # optional
-    import torch
-except ImportError:  # pragma: no cover - depends on the environment
-    torch = None
+# implementations, in table order, and their labels
+IMPLS = ("tex", "tex_hand", "numpy", "torch", "torch_compile", "jax")
+LABELS = {"tex": "tex (auto)", "tex_hand": "tex (hand)", "numpy": "NumPy",
+          "torch": "PyTorch", "torch_compile": "torch.compile", "jax": "JAX jit"}
+KINDS = ("fwd", "grad")
 
 
+@dataclass
+class Settings:
+    small: bool = False
+    timed: bool = True
+    repeat: int = MIN_REPEAT
+    min_time: float = 0.05
+    hand: bool = True
+    torch: Any = None  # the module, when used
+    torch_compile: bool = False
+    jax: Any = None
+    peak_gflops: float | None = None  # at tex's thread count
+
+
+@dataclass
 class Variant:
     """One timed thing: ``fn()`` runs it once."""
 
-    def __init__(self, name: str, fn: Callable[[], Any]) -> None:
-        self.name = name
-        self.fn = fn
-        self.times: list[float] = []
+    impl: str
+    kind: str
+    fn: Callable[[], Any]
+    times: list[float] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{self.impl}_{self.kind}"
 
     def time_once(self, min_time: float) -> None:
         """Run at least once and for ``min_time`` seconds; record the mean time per call."""
@@ -131,179 +171,494 @@ class CoreProbe:
         return time.perf_counter() - start
 
 
-def _close(name: str, got: np.ndarray, want: np.ndarray) -> None:
+def tex_threads() -> int:
+    """The threads tex's parallel loops run on."""
+    n = tex.debug.current().num_threads
+    if n:
+        return n
+    omp = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if omp.isdigit() and int(omp) > 0:
+        return int(omp)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+# --------------------------------------------------------------------------------------
+# checks
+
+
+def _close(name: str, got: Any, want: np.ndarray) -> None:
+    got = frameworks.to_numpy(got)
     want = np.asarray(want)
     scale = max(1.0, float(np.max(np.abs(want))) if want.size else 1.0)
-    np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL * scale,
+    np.testing.assert_allclose(np.asarray(got, np.float64).reshape(want.shape), want,
+                               rtol=RTOL, atol=ATOL * scale,
                                err_msg=f"{name} differs from NumPy")
 
 
-def _tex_gradient(w: Workload, hand: bool) -> tuple[Any, list[tex.Tensor], float]:
-    """Differentiate, schedule and build the gradient function; returns it, its output
-    tensors (loss first) and the compile time."""
+@dataclass
+class Reference:
+    forward: np.ndarray
+    loss: float
+    grads: list[np.ndarray]
+
+    def check_forward(self, label: str, got: Any) -> None:
+        _close(f"{label} forward", got, self.forward)
+
+    def check_grad(self, label: str, w: Workload, loss: Any, grads: Sequence[Any]) -> None:
+        _close(f"{label} loss", loss, np.asarray(self.loss))
+        if len(grads) != len(self.grads):
+            raise AssertionError(f"{label}: {len(grads)} gradients, expected {len(self.grads)}")
+        for t, g, r in zip(w.wrt, grads, self.grads):
+            _close(f"{label} d{t.name}", g, r)
+
+
+# --------------------------------------------------------------------------------------
+# tex
+
+
+def _bind(f: Any, arrays: dict[str, np.ndarray], outputs: Sequence[tuple[tex.Tensor,
+                                                                        np.ndarray]]) -> list:
+    """``f``'s arguments in call order: the output buffers (matched by identity) and the
+    placeholders' arrays (by name)."""
+    args = []
+    for a in f.args:
+        buf = next((b for t, b in outputs if t is a), None)
+        args.append(buf if buf is not None else arrays[a.name])
+    return args
+
+
+def _clear_caches() -> None:
+    """Forget compiled kernels (and sympy's memo), so the next build is cold."""
+    jit.clear_cache()
+    if "sympy" in sys.modules:
+        from sympy.core.cache import clear_cache
+
+        clear_cache()
+
+
+def cold_compile(w: Workload) -> tuple[dict[str, Any], list[tex.Tensor]]:
+    """Time differentiate + auto_schedule + build (gradient, then forward) on a fresh
+    workload with the JIT cache cleared; returns the times and the gradients."""
+    _clear_caches()
+    kernels = len(jit.CACHE)
+    t0 = time.perf_counter()
+    grads = list(tex.differentiate(w.loss, w.wrt))
+    t1 = time.perf_counter()
+    outs = [w.loss, *grads]
+    sch = auto_schedule(outs, target="llvm")
+    t2 = time.perf_counter()
+    tex.build(sch, [*w.placeholders, *outs], name=f"{w.name}_grad")
+    t3 = time.perf_counter()
+    cold = len(jit.CACHE) > kernels
+    fsch = auto_schedule([w.forward], target="llvm")
+    t4 = time.perf_counter()
+    tex.build(fsch, [*w.inputs, w.forward], name=f"{w.name}_fwd")
+    t5 = time.perf_counter()
+    return {"differentiate_s": t1 - t0, "auto_schedule_s": t2 - t1, "build_s": t3 - t2,
+            "total_s": t3 - t0, "jit_cache_miss": cold,
+            "forward": {"auto_schedule_s": t4 - t3, "build_s": t5 - t4,
+                        "total_s": t5 - t3}}, grads
+
+
+def _hand_gradient(w: Workload) -> tuple[Any, list[tex.Tensor], float]:
+    """Differentiate, hand-schedule and build the gradient; returns the function, its
+    outputs (loss first) and the compile time."""
     t0 = time.perf_counter()
     grads = list(tex.differentiate(w.loss, w.wrt))
     outs = [w.loss, *grads]
-    if hand:
-        s = schedules.HAND[w.name].gradient(w, grads)
-    else:
-        s = create_schedule([t.op for t in outs])
-    f = tex.build(s, [*w.placeholders, *outs], name=f"{w.name}_grad")
+    s = schedules.HAND[w.name].gradient(w, grads)
+    f = tex.build(s, [*w.placeholders, *outs], name=f"{w.name}_grad_hand")
     return f, outs, time.perf_counter() - t0
 
 
-def _tex_forward(w: Workload, hand: bool) -> Any:
-    if hand:
+def tex_variants(w: Workload, arrays: dict[str, np.ndarray], ref: Reference,
+                 row: dict[str, Any], settings: Settings) -> list[Variant]:
+    """tex (auto) and, where a hand schedule exists, tex (hand): built and checked."""
+    variants = []
+    compile_info, grads = cold_compile(w)
+    outs = [w.loss, *grads]
+    # the timed functions come from the plain API (served from the JIT cache when the
+    # auto-scheduler is deterministic)
+    kernels, t0 = len(jit.CACHE), time.perf_counter()
+    f_fwd = tex.build([w.forward], name=f"{w.name}_fwd")
+    f_grad = tex.build(outs, name=f"{w.name}_grad")
+    compile_info["api_rebuild_s"] = time.perf_counter() - t0
+    compile_info["api_rebuild_cached"] = len(jit.CACHE) == kernels
+    row["compile"] = compile_info
+
+    y = np.empty(w.forward.shape, np.float32)
+    fwd_args = _bind(f_fwd, arrays, [(w.forward, y)])
+    f_fwd(*fwd_args)
+    ref.check_forward("tex (auto)", y)
+    variants.append(Variant("tex", "fwd", lambda: f_fwd(*fwd_args)))
+
+    bufs = [np.empty(t.shape, np.float32) for t in outs]
+    grad_args = _bind(f_grad, arrays, list(zip(outs, bufs)))
+    f_grad(*grad_args)
+    ref.check_grad("tex (auto)", w, bufs[0], bufs[1:])
+    variants.append(Variant("tex", "grad", lambda: f_grad(*grad_args)))
+
+    if settings.hand and w.name in schedules.HAND:
+        t0 = time.perf_counter()
         s = schedules.HAND[w.name].forward(w)
-    else:
-        s = create_schedule(w.forward.op)
-    return tex.build(s, [*w.inputs, w.forward], name=f"{w.name}_fwd")
+        h_fwd = tex.build(s, [*w.inputs, w.forward], name=f"{w.name}_fwd_hand")
+        row["compile_fwd_s_hand"] = time.perf_counter() - t0
+        y_h = np.empty(w.forward.shape, np.float32)
+        h_fwd_args = [arrays[t.name] for t in w.inputs] + [y_h]
+        h_fwd(*h_fwd_args)
+        ref.check_forward("tex (hand)", y_h)
+        variants.append(Variant("tex_hand", "fwd", lambda: h_fwd(*h_fwd_args)))
+
+        h_grad, h_outs, row["compile_s_hand"] = _hand_gradient(w)
+        h_bufs = [np.empty(t.shape, np.float32) for t in h_outs]
+        h_grad_args = [arrays[t.name] for t in w.placeholders] + h_bufs
+        h_grad(*h_grad_args)
+        ref.check_grad("tex (hand)", w, h_bufs[0], h_bufs[1:])
+        variants.append(Variant("tex_hand", "grad", lambda: h_grad(*h_grad_args)))
+    return variants
 
 
-def bench_one(name: str, small: bool, repeat: int, min_time: float,
-              timed: bool) -> dict[str, Any]:
-    w = WORKLOADS[name](small=small)
+# --------------------------------------------------------------------------------------
+# NumPy, PyTorch, torch.compile, JAX
+
+
+def numpy_variants(w: Workload, arrays: dict[str, np.ndarray]) -> list[Variant]:
+    return [Variant("numpy", "fwd", lambda: w.numpy_forward(arrays)),
+            Variant("numpy", "grad", lambda: (w.numpy_forward(arrays), w.numpy_grad(arrays)))]
+
+
+def _error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:300]
+
+
+def framework_variants(impl: str, w: Workload, arrays: dict[str, np.ndarray],
+                       ref: Reference, row: dict[str, Any], settings: Settings) -> list[Variant]:
+    """Build ``impl`` (torch, torch_compile or jax) on ``w``, run it once (compiling it),
+    check it; on failure record it in ``row`` and return nothing."""
+    label = LABELS[impl]
+    graphs = None
+    try:
+        if impl == "torch_compile":
+            settings.torch._dynamo.reset()  # WORKLOADS.md: else the recompile limit is hit
+            graphs = frameworks.torch_compiled_graphs()
+        if impl == "jax":
+            it = frameworks.jax_impl(w, arrays)
+        else:
+            it = frameworks.torch_impl(w, arrays, compile=impl == "torch_compile")
+        t0 = time.perf_counter()
+        y = it.fwd()
+        t1 = time.perf_counter()
+        loss, grads = it.grad()
+        t2 = time.perf_counter()
+        if graphs is not None:
+            made = (frameworks.torch_compiled_graphs() or 0) - graphs
+            if made < 2:  # one graph for the forward and at least one for the loss
+                raise RuntimeError(f"torch.compile made {made} graphs for the forward and the "
+                                   "loss (fell back to eager)")
+        ref.check_forward(label, y)
+        ref.check_grad(label, w, loss, grads)
+    except Exception as exc:  # record it, skip the variant, go on
+        key = "skipped" if impl == "torch_compile" else "errors"
+        row.setdefault(key, {})[impl] = _error(exc)
+        print(f"  {w.name}: {label} {'skipped' if key == 'skipped' else 'FAILED'}: "
+              f"{_error(exc)}", flush=True)
+        return []
+    if impl != "torch":
+        row.setdefault("first_call_s", {})[impl] = {"fwd": t1 - t0, "grad": t2 - t1}
+    return [Variant(impl, "fwd", it.fwd), Variant(impl, "grad", it.grad)]
+
+
+# --------------------------------------------------------------------------------------
+# one workload
+
+
+def bench_one(name: str, settings: Settings) -> dict[str, Any]:
+    w = WORKLOADS[name](small=settings.small)  # fresh: new placeholders, nothing cached
     arrays = random_arrays(w, seed=0)
-    ins = [arrays[t.name] for t in w.inputs]
-    head = arrays["H"]
     wide = {k: v.astype(np.float64) for k, v in arrays.items()}
     ref_fwd = w.numpy_forward(wide)
-    ref_grads = w.numpy_grad(wide)
-    ref_loss = float(np.sum(ref_fwd * wide["H"]))
+    ref = Reference(ref_fwd, float(np.sum(ref_fwd * wide["H"])), w.numpy_grad(wide))
 
     row: dict[str, Any] = {"name": name, "shapes": {t.name: list(t.shape) for t in w.inputs},
-                           "wrt": [t.name for t in w.wrt]}
-    variants: list[Variant] = []
-    has_hand = name in schedules.HAND
+                           "wrt": [t.name for t in w.wrt],
+                           "forward_flops": w.forward_flops,
+                           "gradient_flops": w.gradient_flops}
+    variants = tex_variants(w, arrays, ref, row, settings)
+    variants += numpy_variants(w, arrays)
+    for impl, on in (("torch", settings.torch is not None),
+                     ("torch_compile", settings.torch is not None and settings.torch_compile),
+                     ("jax", settings.jax is not None)):
+        if on:
+            variants += framework_variants(impl, w, arrays, ref, row, settings)
+    row["checked"] = [v.name for v in variants if v.impl != "numpy"]
 
-    for hand in ([False, True] if has_hand else [False]):
-        tag = "hand" if hand else "default"
-        f_fwd = _tex_forward(w, hand)
-        out = np.empty(w.forward.shape, np.float32)
-        f_fwd(*ins, out)
-        _close(f"{name} tex forward ({tag})", out, ref_fwd)
-        variants.append(Variant(f"tex_fwd_{tag}", lambda f=f_fwd, o=out: f(*ins, o)))
-
-        f_grad, outs, compile_s = _tex_gradient(w, hand)
-        bufs = [np.empty(t.shape, np.float32) for t in outs]
-        f_grad(*ins, head, *bufs)
-        _close(f"{name} tex loss ({tag})", bufs[0].reshape(()), np.asarray(ref_loss))
-        for t, b, r in zip(w.wrt, bufs[1:], ref_grads):
-            _close(f"{name} tex d{t.name} ({tag})", b, r)
-        variants.append(Variant(f"tex_grad_{tag}",
-                                lambda f=f_grad, b=bufs: f(*ins, head, *b)))
-        row[f"compile_s_{tag}"] = compile_s
-
-    variants.append(Variant("numpy_fwd", lambda: w.numpy_forward(arrays)))
-    variants.append(Variant("numpy_grad", lambda: (w.numpy_forward(arrays),
-                                                   w.numpy_grad(arrays))))
-    if torch is not None:
-        variants.extend(_torch_variants(w, arrays))
-
-    if timed:
-        for v in variants:  # warm-up
-            v.time_once(0.0)
-        probe = CoreProbe.get()
-        dropped = 0
-        done = 0
-        scalings: list[float] = []
-        while done < repeat:
-            before = probe.scaling()
-            for v in variants:
-                v.time_once(min_time)
-            after = probe.scaling()
-            scalings.append(round(min(before, after), 2))
-            if min(before, after) < CoreProbe.MIN_SCALING and dropped < 3 * repeat:
-                # the second core was taken away around this repetition: drop it
-                dropped += 1
-                for v in variants:
-                    v.times.pop()
-                time.sleep(0.5)
-                continue
-            done += 1
-        row["median_s"] = {v.name: v.median for v in variants}
-        row["all_s"] = {v.name: v.times for v in variants}
-        row["dropped_repetitions"] = dropped
-        row["two_thread_scaling"] = scalings
-    row["check"] = "ok"
+    if settings.timed:
+        _time_interleaved(variants, row, settings)
+        _derive(w, row, settings)
+    row["check"] = "ok" if not row.get("errors") else "failed"
     return row
 
 
-def _torch_variants(w: Workload, arrays: dict[str, np.ndarray]) -> list[Variant]:
-    """PyTorch autograd on the same data, when the workload has a torch formulation."""
-    build = schedules.TORCH.get(w.name)
-    if build is None or torch is None:
-        return []
-    tensors = {k: torch.from_numpy(v) for k, v in arrays.items()}
-    fwd = build(w, tensors)
+def _time_interleaved(variants: list[Variant], row: dict[str, Any],
+                      settings: Settings) -> None:
+    for v in variants:  # warm-up
+        v.time_once(0.0)
+    probe = CoreProbe.get()
+    dropped = done = 0
+    scalings: list[float] = []
+    while done < settings.repeat:
+        before = probe.scaling()
+        for v in variants:
+            v.time_once(settings.min_time)
+        after = probe.scaling()
+        scalings.append(round(min(before, after), 2))
+        if min(before, after) < CoreProbe.MIN_SCALING and dropped < 3 * settings.repeat:
+            # the second core was taken away around this repetition: drop it
+            dropped += 1
+            for v in variants:
+                v.times.pop()
+            time.sleep(0.5)
+            continue
+        done += 1
+    row["median_s"] = {v.name: v.median for v in variants}
+    row["all_s"] = {v.name: v.times for v in variants}
+    row["dropped_repetitions"] = dropped
+    row["unreliable"] = sum(s < CoreProbe.MIN_SCALING for s in scalings) > dropped
+    row["two_thread_scaling"] = scalings
 
-    def grad() -> None:
-        leaves = {k: v.detach().requires_grad_(k in {t.name for t in w.wrt})
-                  for k, v in tensors.items()}
-        loss = (build(w, leaves) * leaves["H"]).sum()
-        loss.backward()
 
-    del fwd
-    return [Variant("torch_fwd", lambda: build(w, tensors)), Variant("torch_grad", grad)]
+def _derive(w: Workload, row: dict[str, Any], settings: Settings) -> None:
+    """Ratios, GFLOP/s and % of peak from the medians."""
+    m = row["median_s"]
+    flops = {"fwd": w.forward_flops, "grad": w.gradient_flops}
+    row["gflops"] = {k: flops[k.rsplit("_", 1)[1]] / t / 1e9 for k, t in m.items()}
+    if settings.peak_gflops:
+        row["pct_peak"] = {k: 100 * g / settings.peak_gflops for k, g in row["gflops"].items()}
+    row["grad_over_fwd"] = {impl: m[f"{impl}_grad"] / m[f"{impl}_fwd"] for impl in IMPLS
+                            if f"{impl}_grad" in m and f"{impl}_fwd" in m}
+    row["tex_over"] = {k: m[f"tex_{k.rsplit('_', 1)[1]}"] / t for k, t in m.items()
+                       if k not in ("tex_fwd", "tex_grad")}
 
 
-def _ratio(a: float | None, b: float | None) -> str:
-    return f"{a / b:.2f}" if a and b else "-"
+# --------------------------------------------------------------------------------------
+# tables
 
 
-def markdown(rows: list[dict[str, Any]]) -> str:
-    head = ["workload", "tex fwd ms", "tex grad ms", "grad/fwd", "hand fwd ms",
-            "hand grad ms", "numpy fwd ms", "numpy grad ms", "tex/numpy grad",
-            "torch grad ms", "tex/torch grad", "compile s"]
+def _ms(t: float | None) -> str:
+    return f"{t * 1e3:.3f}" if t else "-"
+
+
+def _f(x: float | None, fmt: str = ".2f") -> str:
+    return format(x, fmt) if x is not None else "-"
+
+
+def _mflop(n: int) -> str:
+    return f"{n / 1e6:.1f} MFLOP" if n >= 1e5 else f"{n} FLOP"
+
+
+def workload_block(r: dict[str, Any]) -> str:
+    """One workload: a line per implementation."""
+    if "error" in r:
+        return f"{r['name']}: ERROR: {r['error']}"
+    shapes = " ".join(f"{k}({', '.join(map(str, v))})" for k, v in r["shapes"].items())
+    title = (f"{r['name']}: {shapes}; forward {_mflop(r['forward_flops'])}, gradient "
+             f"{_mflop(r['gradient_flops'])}")
+    m, g = r.get("median_s", {}), r.get("gflops", {})
+    pct, ratio = r.get("pct_peak", {}), r.get("tex_over", {})
+    head = ["variant", "fwd ms", "grad ms", "grad/fwd", "tex/this fwd", "tex/this grad",
+            "fwd GFLOP/s", "grad GFLOP/s", "fwd %peak", "grad %peak", "compile s"]
+    lines = [title, "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for impl in IMPLS:
+        keys = [f"{impl}_{k}" for k in KINDS]
+        if not any(k in m or k in r.get("checked", []) for k in keys):
+            continue
+        fwd, grad = (m.get(k) for k in keys)
+        cells = [LABELS[impl], _ms(fwd), _ms(grad),
+                 _f(r.get("grad_over_fwd", {}).get(impl)),
+                 *(_f(ratio.get(k)) if impl != "tex" else "1" if k in m else "-"
+                   for k in keys),
+                 *(_f(g.get(k), ".1f") for k in keys), *(_f(pct.get(k), ".1f") for k in keys),
+                 _compile_cell(r, impl)]
+        lines.append("| " + " | ".join(cells) + " |")
+    for key in ("skipped", "errors"):
+        for impl, msg in r.get(key, {}).items():
+            lines.append(f"{LABELS[impl]} {key}: {msg}")
+    c = r.get("compile")
+    if c:
+        lines.append(f"tex (auto) cold compile: gradient {c['total_s']:.2f} s = differentiate "
+                     f"{c['differentiate_s']:.2f} + auto_schedule {c['auto_schedule_s']:.2f} + "
+                     f"build {c['build_s']:.2f}; forward {c['forward']['total_s']:.2f} s")
+    if r.get("dropped_repetitions"):
+        lines.append(f"({r['dropped_repetitions']} repetitions dropped and rerun: two-thread "
+                     f"scaling collapsed around them; scalings seen "
+                     f"{', '.join(map(str, r['two_thread_scaling']))})")
+    if r.get("unreliable"):
+        lines.append("WARNING: the second core stayed busy; these medians include repetitions "
+                     "where two-thread scaling had collapsed")
+    return "\n".join(lines)
+
+
+def _compile_cell(r: dict[str, Any], impl: str) -> str:
+    if impl == "tex":
+        return _f(r.get("compile", {}).get("total_s"))
+    if impl == "tex_hand":
+        return _f(r.get("compile_s_hand"))
+    first = r.get("first_call_s", {}).get(impl)
+    return _f(first["fwd"] + first["grad"]) if first else "-"
+
+
+def checks(rows: list[dict[str, Any]]) -> str:
+    """--quick: what was built and checked, and the (cold) compile times."""
+    head = ["workload", "checked against NumPy", "tex compile s (diff + sched + build)",
+            "skipped / failed"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['name']} | ERROR: {r['error']} | | |")
+            continue
+        c = r.get("compile", {})
+        parts = " + ".join(_f(c.get(k)) for k in ("differentiate_s", "auto_schedule_s",
+                                                     "build_s"))
+        notes = "; ".join(f"{LABELS[i]}: {msg}" for key in ("skipped", "errors")
+                          for i, msg in r.get(key, {}).items())
+        lines.append(f"| {r['name']} | {' '.join(r.get('checked', []))} ({r['check']}) | "
+                     f"{_f(c.get('total_s'))} = {parts} | {notes or '-'} |")
+    return "\n".join(lines)
+
+
+def summary(rows: list[dict[str, Any]]) -> str:
+    """One line per workload: tex (auto) against the others."""
+    head = ["workload", "tex fwd ms", "tex grad ms", "grad/fwd", "tex/numpy grad",
+            "tex/torch fwd", "tex/torch grad", "tex/compile fwd", "tex/compile grad",
+            "tex/jax fwd", "tex/jax grad", "grad GFLOP/s", "grad %peak", "compile s",
+            "checked"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         if "error" in r:
             lines.append(f"| {r['name']} | ERROR: {r['error']} |" + " |" * (len(head) - 2))
             continue
-        m = r.get("median_s", {})
-
-        def ms(key: str, m: dict = m) -> str:
-            return f"{m[key] * 1e3:.3f}" if key in m else "-"
-
-        best_grad = min((m[k] for k in ("tex_grad_default", "tex_grad_hand") if k in m),
-                        default=None)
-        cells = [r["name"], ms("tex_fwd_default"), ms("tex_grad_default"),
-                 _ratio(m.get("tex_grad_default"), m.get("tex_fwd_default")),
-                 ms("tex_fwd_hand"), ms("tex_grad_hand"), ms("numpy_fwd"), ms("numpy_grad"),
-                 _ratio(best_grad, m.get("numpy_grad")), ms("torch_grad"),
-                 _ratio(best_grad, m.get("torch_grad")),
-                 f"{r.get('compile_s_default', 0):.2f}"]
+        m, ratio = r.get("median_s", {}), r.get("tex_over", {})
+        cells = [r["name"], _ms(m.get("tex_fwd")), _ms(m.get("tex_grad")),
+                 _f(r.get("grad_over_fwd", {}).get("tex")), _f(ratio.get("numpy_grad")),
+                 _f(ratio.get("torch_fwd")), _f(ratio.get("torch_grad")),
+                 _f(ratio.get("torch_compile_fwd")), _f(ratio.get("torch_compile_grad")),
+                 _f(ratio.get("jax_fwd")), _f(ratio.get("jax_grad")),
+                 _f(r.get("gflops", {}).get("tex_grad"), ".1f"),
+                 _f(r.get("pct_peak", {}).get("tex_grad"), ".1f"),
+                 _f(r.get("compile", {}).get("total_s")),
+                 f"{len(r.get('checked', []))} {r.get('check', '')}".strip()]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------
+
+
+def _measure_peak(args: argparse.Namespace, threads: int) -> dict[str, Any] | None:
+    if args.quick:  # build and check the kernel only
+        k = peak.build_peak_kernel(1, rows=8 * peak.ROWS)
+        k.check()
+        return {"checked": True}
+    if args.no_peak:
+        return None
+    if args.peak:
+        return {"gflops": {str(threads): args.peak}, "given": True}
+    counts = sorted({1, threads})
+    print(f"measuring the peak on {' and '.join(map(str, counts))} thread(s)...", flush=True)
+    report = peak.peak_report(counts)
+    print(peak.format_report(report), flush=True)
+    return report
+
+
+def _temporary_directory(prefix: str) -> str:
+    """A new directory, removed when the process exits."""
+    import atexit
+    import shutil
+    import tempfile
+
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
-                        help="tiny shapes; build and check every variant, no timing")
-    parser.add_argument("--repeat", type=int, default=5, help="timed repetitions (median)")
+                        help="tiny shapes; build and check every variant, no timing "
+                             "(torch.compile off unless --torch-compile)")
+    parser.add_argument("--repeat", type=int, default=MIN_REPEAT,
+                        help=f"timed repetitions, median (at least {MIN_REPEAT})")
     parser.add_argument("--min-time", type=float, default=0.05,
                         help="seconds per timed repetition of one variant")
-    parser.add_argument("--only", nargs="+", choices=list(WORKLOADS), metavar="NAME")
+    parser.add_argument("--only", nargs="+", choices=list(WORKLOADS), metavar="NAME",
+                        help=f"workloads to run (of {', '.join(WORKLOADS)})")
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
+    parser.add_argument("--no-hand", action="store_true", help="skip the hand schedules")
+    parser.add_argument("--no-torch", action="store_true",
+                        help="skip PyTorch (eager and torch.compile)")
+    parser.add_argument("--torch-compile", action=argparse.BooleanOptionalAction,
+                        default=None, help="torch.compile variants (default: on, except "
+                                           "with --quick)")
+    parser.add_argument("--no-jax", action="store_true", help="skip JAX")
+    parser.add_argument("--peak", type=float, metavar="GFLOPS",
+                        help="use this peak (GFLOP/s on tex's threads) instead of measuring")
+    parser.add_argument("--no-peak", action="store_true", help="do not measure the peak")
     args = parser.parse_args(argv)
+    if not args.quick and args.repeat < MIN_REPEAT:
+        parser.error(f"--repeat must be at least {MIN_REPEAT} (medians of >= 5 runs)")
+
+    use_compile = args.torch_compile if args.torch_compile is not None else not args.quick
+    fresh_cache = (use_compile and not args.no_torch
+                   and "TORCHINDUCTOR_CACHE_DIR" not in os.environ)
+    if fresh_cache:
+        # a fresh inductor cache: torch.compile's first calls are cold, like tex's builds
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = _temporary_directory("tex-bench-inductor-")
+    torch = None if args.no_torch else frameworks.torch_module()
+    jax = None if args.no_jax else frameworks.jax_module()
+    threads = tex_threads()
+    settings = Settings(small=args.quick, timed=not args.quick, repeat=args.repeat,
+                        min_time=args.min_time, hand=not args.no_hand, torch=torch,
+                        torch_compile=use_compile, jax=jax)
+    peak_info = _measure_peak(args, threads)
+    if peak_info and "gflops" in peak_info:
+        settings.peak_gflops = peak_info.get("peak_gflops", peak_info["gflops"]).get(
+            str(threads))
+        peak_info["threads_used"] = threads
+
     rows: list[dict[str, Any]] = []
     failed = False
     for name in args.only or list(WORKLOADS):
         try:
-            row = bench_one(name, args.quick, args.repeat, args.min_time, not args.quick)
+            row = bench_one(name, settings)
         except Exception as exc:  # report it and go on with the other workloads
-            failed = True
             traceback.print_exc()
-            row = {"name": name, "error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+            row = {"name": name, "error": _error(exc)}
+        failed |= "error" in row or bool(row.get("errors"))
         rows.append(row)
         print(f"  {name}: {'ERROR' if 'error' in row else 'done'}", flush=True)
-    threads = tex.debug.current().num_threads or os.cpu_count()
-    print(f"\ntex vs NumPy{' and PyTorch' if torch is not None else ''}, float32, "
-          f"{threads} threads, medians of {args.repeat} interleaved repetitions\n")
-    print(markdown(rows))
-    write_results(args.output, "run", {"quick": args.quick, "repeat": args.repeat,
-                                       "torch": getattr(torch, "__version__", None)}, rows)
+
+    others = [n for n, mod in (("NumPy", np), ("PyTorch", torch), ("JAX", jax)) if mod]
+    print(f"\ntex vs {', '.join(others)}, float32, tex on {threads} threads"
+          + (f", peak {settings.peak_gflops:.1f} GFLOP/s" if settings.peak_gflops else "")
+          + (f", medians of {args.repeat} interleaved repetitions\n(tex/this: tex (auto) "
+             "time / this variant's time; > 1 means tex is slower)\n" if settings.timed
+             else ", checks only (not timed)\n"))
+    if settings.timed:
+        for r in rows:
+            print(workload_block(r) + "\n")
+        print("summary (tex auto against the others)\n")
+        print(summary(rows))
+    else:
+        print(checks(rows))
+    write_results(args.output, "run", {
+        "quick": args.quick, "repeat": args.repeat, "min_time": args.min_time,
+        "tex_threads": threads, "torch": frameworks.version_of(torch),
+        "torch_compile": settings.torch_compile and torch is not None,
+        "torch_compile_fresh_cache": fresh_cache,
+        "jax": frameworks.version_of(jax), "peak": peak_info}, rows)
     return 1 if failed else 0
 
 

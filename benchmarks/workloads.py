@@ -18,6 +18,12 @@ Each workload also carries
   forward and of the hand-written gradients, ``arrays`` mapping placeholder names (the head
   is ``"H"``) to arrays; the gradients come back in the order of ``wrt``. They compute in
   the arrays' dtype (pass float64 arrays for a more accurate reference).
+* ``forward_flops`` and ``gradient_flops``: the useful floating-point arithmetic of the
+  hand-written forward, and of one call computing the loss and every gradient (the forward,
+  the loss ``sum(forward * H)`` and the hand-written gradients: what a gradient time
+  covers), for GFLOP/s. A multiply-add counts two, any other arithmetic operation,
+  comparison (max) or elementary function (exp, tanh, sigmoid) one; for the matrix products
+  and convolutions only the multiply-adds matter. The formula is in each builder.
 
 Run ``python benchmarks/workloads.py`` to print the workloads and their shapes.
 """
@@ -72,6 +78,8 @@ class Workload:
     handwritten_iterations: int
     numpy_forward: Callable[[Arrays], np.ndarray] = field(repr=False)
     numpy_grad: Callable[[Arrays], list[np.ndarray]] = field(repr=False)
+    forward_flops: int = 0
+    gradient_flops: int = 0
 
     @property
     def placeholders(self) -> list[Tensor]:
@@ -81,11 +89,16 @@ class Workload:
 
 def _finish(name: str, inputs: list[Tensor], wrt: list[Tensor], forward: Tensor,
             handwritten: int, numpy_forward: Callable[[Arrays], np.ndarray],
-            numpy_grad: Callable[[Arrays], list[np.ndarray]]) -> Workload:
+            numpy_grad: Callable[[Arrays], list[np.ndarray]], forward_flops: int,
+            backward_flops: int) -> Workload:
+    """``backward_flops``: the gradients' arithmetic; the loss (a multiply and an add per
+    output point) and the forward are added here for ``gradient_flops``."""
     head = tex.placeholder(forward.shape, name="H", dtype=DTYPE)
     loss = topi.sum(forward * head)
+    loss_flops = 2 * int(np.prod(forward.shape))
     return Workload(name, inputs, wrt, forward, loss, head, int(handwritten), numpy_forward,
-                    numpy_grad)
+                    numpy_grad, int(forward_flops),
+                    int(forward_flops + loss_flops + backward_flops))
 
 
 def _ph(shape: tuple[int, ...], name: str) -> Tensor:
@@ -110,6 +123,9 @@ def dense(small: bool = False) -> Workload:
     # dW = H^T X    : m*k*n  (m x k outputs, n reduced)
     # dB = sum_i H  : m*n
     handwritten = 2 * n * m * k + m * n
+    # flops: forward 2nmk + nm (bias); backward dX 2nmk, dW 2nmk, dB nm
+    forward_flops = 2 * n * m * k + n * m
+    backward_flops = 4 * n * m * k + n * m
 
     def fwd(a: Arrays) -> np.ndarray:
         return a["X"] @ a["W"].T + a["B"]
@@ -118,7 +134,8 @@ def dense(small: bool = False) -> Workload:
         h = a["H"]
         return [h @ a["W"], h.T @ a["X"], h.sum(axis=0)]
 
-    return _finish("dense", [X, W, B], [X, W, B], Y, handwritten, fwd, grad)
+    return _finish("dense", [X, W, B], [X, W, B], Y, handwritten, fwd, grad, forward_flops,
+                   backward_flops)
 
 
 # ---------------------------------------------------------------------------------------
@@ -189,8 +206,13 @@ def _conv_workload(name: str, data_shape: tuple[int, int, int, int],
     handwritten = (o * c * kh * kw * n * oh * ow
                    + n * c * o * _phase_points(h, kh, stride, pad)
                    * _phase_points(w, kw, stride, pad))
+    # flops: 2 per multiply-add: forward N*O*OH*OW * C*KH*KW; backward dkernel as many as
+    # the forward, ddata the polyphase count above
+    forward_flops = 2 * n * o * oh * ow * c * kh * kw
+    backward_flops = 2 * handwritten
     fwd, grad = _conv_numpy(stride, pad)
-    return _finish(name, [data, kernel], [data, kernel], out, handwritten, fwd, grad)
+    return _finish(name, [data, kernel], [data, kernel], out, handwritten, fwd, grad,
+                   forward_flops, backward_flops)
 
 
 def conv2d(small: bool = False) -> Workload:
@@ -220,6 +242,10 @@ def maxpool2d(small: bool = False) -> Workload:
     # the pooled maxima (needed to find the winner): N*C*OH*OW * 2*2
     # ddata[n,c,y,x] = H[n,c,y//2,x//2] where data == max, else 0: N*C*H*W
     handwritten = n * c * oh * ow * 4 + n * c * h * w
+    # flops: forward 3 max per window; backward the maxima again (3 per window) and one
+    # compare-and-select per input point
+    forward_flops = 3 * n * c * oh * ow
+    backward_flops = 3 * n * c * oh * ow + n * c * h * w
 
     def fwd(a: Arrays) -> np.ndarray:
         d = a["data"]
@@ -232,7 +258,8 @@ def maxpool2d(small: bool = False) -> Workload:
         # random data has no ties; a tie would send the gradient to every tied point here
         return [np.where(d == up, hup, 0).astype(np.result_type(d, a["H"]))]
 
-    return _finish("maxpool2d", [data], [data], out, handwritten, fwd, grad)
+    return _finish("maxpool2d", [data], [data], out, handwritten, fwd, grad, forward_flops,
+                   backward_flops)
 
 
 # ---------------------------------------------------------------------------------------
@@ -246,6 +273,10 @@ def softmax(small: bool = False) -> Workload:
     # forward to y: max n*m, exp n*m, sum n*m, y n*m               4*n*m
     # s[i] = sum_j H*y: n*m;   dx = y * (H - s[i]): n*m            2*n*m
     handwritten = 6 * n * m
+    # flops: forward max, subtract, exp, sum, divide: 5nm; backward s = sum H*y 2nm,
+    # dx = y * (H - s) 2nm (y kept from the forward)
+    forward_flops = 5 * n * m
+    backward_flops = 4 * n * m
 
     def fwd(a: Arrays) -> np.ndarray:
         x_ = a["x"]
@@ -257,7 +288,8 @@ def softmax(small: bool = False) -> Workload:
         h = a["H"]
         return [y_ * (h - (h * y_).sum(axis=-1, keepdims=True))]
 
-    return _finish("softmax", [x], [x], y, handwritten, fwd, grad)
+    return _finish("softmax", [x], [x], y, handwritten, fwd, grad, forward_flops,
+                   backward_flops)
 
 
 # ---------------------------------------------------------------------------------------
@@ -275,6 +307,11 @@ def layernorm(small: bool = False) -> Workload:
     # row sums sum_j g, sum_j g*xhat: 2*n*d; dx = rstd*(g - mean(g) - xhat*mean(g*xhat)):
     #   n*d                                                                3*n*d
     handwritten = 7 * n * d
+    # flops: forward mean nd, variance (subtract, square, add) 3nd, xhat (subtract,
+    # multiply) 2nd, *gamma + beta 2nd: 8nd; backward dbeta nd, dgamma 2nd, g = H*gamma nd,
+    # sum g nd, sum g*xhat 2nd, dx = rstd*(g - mean(g) - xhat*mean(g*xhat)) 4nd: 11nd
+    forward_flops = 8 * n * d
+    backward_flops = 11 * n * d
 
     def stats(a: Arrays) -> tuple[np.ndarray, np.ndarray]:
         x_ = a["x"]
@@ -295,7 +332,8 @@ def layernorm(small: bool = False) -> Workload:
                      - xhat * (g * xhat).mean(axis=-1, keepdims=True))
         return [dx, (h * xhat).sum(axis=0), h.sum(axis=0)]
 
-    return _finish("layernorm", [x, gamma, beta], [x, gamma, beta], y, handwritten, fwd, grad)
+    return _finish("layernorm", [x, gamma, beta], [x, gamma, beta], y, handwritten, fwd, grad,
+                   forward_flops, backward_flops)
 
 
 # ---------------------------------------------------------------------------------------
@@ -309,6 +347,10 @@ def elementwise(small: bool = False) -> Workload:
     # t = tanh(x*y+z), s = sigmoid(x), g = H*s*(1-t^2), all inlined:
     # dz = g; dy = g*x; dx = g*y + H*t*s*(1-s): three elementwise outputs      3*n
     handwritten = 3 * n
+    # flops: forward x*y, +z, tanh, sigmoid, *: 5n; backward g = H*s*(1-t*t) 4n, dy = g*x n,
+    # dx = g*y + H*t*s*(1-s) 6n (t and s kept from the forward): 11n
+    forward_flops = 5 * n
+    backward_flops = 11 * n
 
     def fwd(a: Arrays) -> np.ndarray:
         return np.tanh(a["x"] * a["y"] + a["z"]) * (1 / (1 + np.exp(-a["x"])))
@@ -320,7 +362,8 @@ def elementwise(small: bool = False) -> Workload:
         g = h * s * (1 - t * t)
         return [g * y_ + h * t * s * (1 - s), g * x_, g]
 
-    return _finish("elementwise", [x, y, z], [x, y, z], out, handwritten, fwd, grad)
+    return _finish("elementwise", [x, y, z], [x, y, z], out, handwritten, fwd, grad,
+                   forward_flops, backward_flops)
 
 
 # ---------------------------------------------------------------------------------------
@@ -333,6 +376,9 @@ def batch_matmul(small: bool = False) -> Workload:
     C = topi.nn.batch_matmul(A, B, transpose_b=False)
     # dA = H B^T: b*m*k * n;   dB = A^T H: b*k*n * m
     handwritten = 2 * b * m * k * n
+    # flops: forward 2bmkn; backward dA and dB 2bmkn each
+    forward_flops = 2 * b * m * k * n
+    backward_flops = 4 * b * m * k * n
 
     def fwd(a: Arrays) -> np.ndarray:
         return a["A"] @ a["B"]
@@ -341,7 +387,8 @@ def batch_matmul(small: bool = False) -> Workload:
         h = a["H"]
         return [h @ a["B"].transpose(0, 2, 1), a["A"].transpose(0, 2, 1) @ h]
 
-    return _finish("batch_matmul", [A, B], [A, B], C, handwritten, fwd, grad)
+    return _finish("batch_matmul", [A, B], [A, B], C, handwritten, fwd, grad, forward_flops,
+                   backward_flops)
 
 
 # ---------------------------------------------------------------------------------------
@@ -354,6 +401,9 @@ def sumsq(small: bool = False) -> Workload:
     out = topi.sum(x * x, axis=1)
     # dx[i, j] = 2 * x[i, j] * H[i]: n*m
     handwritten = n * m
+    # flops: forward multiply and add 2nm; backward dx = 2 * x * H 2nm
+    forward_flops = 2 * n * m
+    backward_flops = 2 * n * m
 
     def fwd(a: Arrays) -> np.ndarray:
         return (a["x"] * a["x"]).sum(axis=1)
@@ -361,7 +411,8 @@ def sumsq(small: bool = False) -> Workload:
     def grad(a: Arrays) -> list[np.ndarray]:
         return [2 * a["x"] * a["H"][:, None]]
 
-    return _finish("sumsq", [x], [x], out, handwritten, fwd, grad)
+    return _finish("sumsq", [x], [x], out, handwritten, fwd, grad, forward_flops,
+                   backward_flops)
 
 
 # ---------------------------------------------------------------------------------------
@@ -404,4 +455,6 @@ if __name__ == "__main__":
     for wl in all_workloads(small="--small" in sys.argv[1:]):
         shapes = ", ".join(f"{t.name}{t.shape}" for t in wl.inputs)
         print(f"{wl.name:15s} {shapes} -> {wl.forward.shape}; "
-              f"hand-written gradient: {wl.handwritten_iterations:,} iterations")
+              f"hand-written gradient: {wl.handwritten_iterations:,} iterations; "
+              f"{wl.forward_flops / 1e6:,.1f} / {wl.gradient_flops / 1e6:,.1f} MFLOP "
+              "forward / gradient")

@@ -25,8 +25,10 @@ def test_differentiate_quick(tmp_path: Path) -> None:
 
 
 def test_run_quick(tmp_path: Path) -> None:
-    """benchmarks/run.py --quick builds every workload's forward and gradient (default and
-    hand schedules) at tiny shapes and checks them against NumPy; nothing is timed."""
+    """benchmarks/run.py --quick builds every workload's forward and gradient (auto-scheduled,
+    cold, and hand-scheduled where a hand schedule exists) at tiny shapes and checks them,
+    and PyTorch's and JAX's when they are installed, against NumPy; it checks the peak FMA
+    kernel too. Nothing is timed, torch.compile is off (slow to compile)."""
     import json
 
     out = tmp_path / "run.json"
@@ -35,7 +37,23 @@ def test_run_quick(tmp_path: Path) -> None:
         cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     assert "ERROR" not in proc.stdout
-    rows = {r["name"]: r for r in json.loads(out.read_text())["workloads"]}
+    result = json.loads(out.read_text())
+    assert result["quick"] and result["peak"] == {"checked": True}
+    assert result["torch_compile"] is False
+    rows = {r["name"]: r for r in result["workloads"]}
     assert set(rows) == set(WORKLOADS)
-    assert all(r["check"] == "ok" for r in rows.values())
-    assert "compile_s_hand" in rows["dense"] and "compile_s_hand" in rows["conv2d"]
+    expected = ["tex_fwd", "tex_grad"]
+    if result["torch"]:  # installed: eager PyTorch is checked too
+        expected += ["torch_fwd", "torch_grad"]
+    if result["jax"]:
+        expected += ["jax_fwd", "jax_grad"]
+    for name, r in rows.items():
+        assert r["check"] == "ok" and not r.get("errors"), r
+        assert set(expected) <= set(r["checked"]), (name, r["checked"])
+        assert r["forward_flops"] > 0 and r["gradient_flops"] > r["forward_flops"]
+        compile_ = r["compile"]
+        assert compile_["jit_cache_miss"], f"{name}: the first build was not cold"
+        assert compile_["total_s"] >= compile_["build_s"] > 0
+    for name in ("dense", "conv2d"):
+        assert "compile_s_hand" in rows[name]
+        assert {"tex_hand_fwd", "tex_hand_grad"} <= set(rows[name]["checked"])
