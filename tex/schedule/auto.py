@@ -36,7 +36,7 @@ from ..ir.expr import Binary, Expr, IterVar, Reduce, TensorRead, Unary, Var
 from ..ir.tensor import ComputeOp, Tensor
 from ..ir.visit import collect_vars, post_order, rewrite, substitute
 from ..target import CPUInfo, cpu_info
-from .schedule import Schedule, Stage, create_schedule
+from .schedule import Fuse, Schedule, Stage, create_schedule
 
 __all__ = ["auto_schedule"]
 
@@ -346,7 +346,7 @@ class _AutoScheduler:
             self.parallel_outer(st, [*outer, jo], work)
         st.vectorize(ji)
         lst = self.s[local]
-        lst.compute_at(st, attach)
+        lst.compute_at(st, _current(st, attach))
         lop = lst.op
         if i is not None:
             self.pack_panel(st, lst, jo, i.var, bj)
@@ -385,7 +385,7 @@ class _AutoScheduler:
             if not all(jvar in r.uses and r.uses & rvars for r in rs):
                 continue
             cache = self.s.cache_read(t, "local", [local.op.output(0)])
-            self.s[cache].compute_at(st, jo)
+            self.s[cache].compute_at(st, _current(st, jo))
             cst = self.s[cache]
             last = cst.op.axis[-1]
             if last.dom.extent >= bj:
@@ -446,7 +446,7 @@ class _AutoScheduler:
             self.parallel_outer(st, [*outer, *inner_o], work)
         pst = self.s[part]
         if attach is not None:
-            pst.compute_at(st, attach)
+            pst.compute_at(st, _current(st, attach))
         pop = pst.op
         pv = pop.axis[-1]
         p_block = [pop.axis[spatial.index(a)] for a in blocked]
@@ -487,6 +487,18 @@ class _AutoScheduler:
         part = self.s.rfactor(t, outer, factor_axis=0)
         pst = self.s[part]
         self.schedule_stage(pst)
+
+
+def _current(st: Stage, iv: IterVar) -> IterVar:
+    """The leaf loop that now runs ``iv``: itself, or the loop it was fused into."""
+    while iv not in st.leaf_iter_vars:
+        for rel in st.relations:
+            if isinstance(rel, Fuse) and iv in (rel.outer, rel.inner):
+                iv = rel.fused
+                break
+        else:
+            return iv
+    return iv
 
 
 def ivar_of(local: Stage, ivar: Var) -> Var:

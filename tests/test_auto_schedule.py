@@ -1,0 +1,101 @@
+"""auto_schedule: the schedules it picks (vectorized, parallel, blocked, two-level), that they
+compute what the reference interpreter computes, and clear errors on bad input."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tex
+from tex.lower.stmt import For, ForKind, walk_stmts
+from tex.schedule import auto_schedule
+from tex.testing import evaluate
+
+
+def _kinds(s, args) -> set[ForKind]:
+    func = tex.lower(s, args)
+    return {st.kind for st in walk_stmts(func.body) if isinstance(st, For)}
+
+
+def _run(outs, ins, arrays):
+    s = auto_schedule(outs)
+    f = tex.build(s, [*ins, *outs])
+    bufs = [np.zeros(o.shape, o.dtype.name) for o in outs]
+    f(*arrays, *bufs)
+    ref = evaluate(outs, dict(zip(ins, arrays)))
+    ref = ref if isinstance(ref, (list, tuple)) else [ref]
+    for b, r in zip(bufs, ref):
+        np.testing.assert_allclose(b, r, rtol=1e-4, atol=1e-4)
+    return s
+
+
+def test_matmul_is_blocked_vectorized_and_parallel() -> None:
+    rng = np.random.default_rng(0)
+    A = tex.placeholder((64, 48), "float32", name="A")
+    B = tex.placeholder((48, 80), "float32", name="B")
+    k = tex.reduce_axis((0, 48), name="k")
+    C = tex.compute((64, 80), lambda i, j: tex.sum(A[i, k] * B[k, j], axis=k), name="C")
+    s = _run([C], [A, B], [rng.standard_normal((64, 48), "float32"),
+                           rng.standard_normal((48, 80), "float32")])
+    kinds = _kinds(s, [A, B, C])
+    assert {ForKind.VECTORIZED, ForKind.UNROLLED, ForKind.PARALLEL} <= kinds
+    assert any(st.scope == "local" for st in s.stages)  # register tile of accumulators
+
+
+def test_row_reduction_is_rfactored_into_vector_lanes() -> None:
+    rng = np.random.default_rng(1)
+    X = tex.placeholder((128, 256), "float32", name="X")
+    k = tex.reduce_axis((0, 256), name="k")
+    R = tex.compute((128,), lambda i: tex.sum(X[i, k] * X[i, k], axis=k), name="R")
+    s = _run([R], [X], [rng.standard_normal((128, 256), "float32")])
+    assert any(st.op.name.endswith(".rf") for st in s.stages)
+    assert ForKind.VECTORIZED in _kinds(s, [X, R])
+
+
+def test_full_reduction_is_two_level_and_parallel() -> None:
+    rng = np.random.default_rng(2)
+    X = tex.placeholder((1 << 16,), "float32", name="X")
+    k = tex.reduce_axis((0, 1 << 16), name="k")
+    L = tex.compute((), lambda: tex.sum(X[k] * 2.0, axis=k), name="L")
+    s = _run([L], [X], [rng.standard_normal(1 << 16, "float32")])
+    kinds = _kinds(s, [X, L])
+    assert ForKind.PARALLEL in kinds and ForKind.VECTORIZED in kinds
+
+
+def test_cheap_elementwise_producers_are_inlined_expensive_reused_ones_kept() -> None:
+    rng = np.random.default_rng(3)
+    X = tex.placeholder((64, 64), "float32", name="X")
+    P = tex.compute((64, 64), lambda i, j: X[i, j] + 1.0, name="P")  # cheap: inlined
+    E = tex.compute((64, 64), lambda i, j: tex.exp(X[i, j]), name="E")  # read 4 times
+    k = tex.reduce_axis((0, 64), name="k")
+    S = tex.compute((64,), lambda i: tex.sum(E[i, k], axis=k), name="S")
+    Y = tex.compute((64, 64), lambda i, j: (E[i, j] * P[i, j] + E[j, i] + E[i, 0]) / S[i],
+                    name="Y")
+    s = _run([Y], [X], [rng.standard_normal((64, 64), "float32")])
+    assert s[P].attach_type == "inline"
+    assert s[E].attach_type == "root"
+
+
+@pytest.mark.parametrize("bad", [None, [], [1, 2], "C"])
+def test_bad_outputs_are_rejected(bad) -> None:
+    with pytest.raises(TypeError, match="auto_schedule"):
+        auto_schedule(bad)
+
+
+def test_unknown_target_is_rejected() -> None:
+    A = tex.placeholder((4,), "float32", name="A")
+    B = tex.compute((4,), lambda i: A[i] * 2.0, name="B")
+    with pytest.raises(ValueError, match="auto_schedule: unknown"):
+        auto_schedule([B], target="tpu")
+    with pytest.raises(TypeError, match="target"):
+        auto_schedule([B], target=3)
+
+
+def test_build_without_schedule_uses_auto_schedule() -> None:
+    A = tex.placeholder((1024,), "float32", name="A")
+    B = tex.compute((1024,), lambda i: tex.tanh(A[i]), name="B")
+    f = tex.build([B])
+    assert "<8 x float>" in f.get_source("ll") or "<16 x float>" in f.get_source("ll")
+    a = np.linspace(-3, 3, 1024, dtype="float32")
+    b = np.zeros_like(a)
+    f(a, b)
+    np.testing.assert_allclose(b, np.tanh(a), rtol=1e-6, atol=1e-7)
