@@ -50,8 +50,9 @@ from ..ir.expr import (
     TensorRead,
     Var,
 )
-from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
+from ..ir.tensor import PlaceholderOp, Tensor
 from ..ir.visit import post_order, rewrite, substitute
+from ..schedule.inline import Inliner
 from ..schedule.schedule import (
     PARALLEL,
     THREAD,
@@ -142,39 +143,6 @@ class _Names:
 
 
 # --------------------------------------------------------------------------------------
-# Inlining
-# --------------------------------------------------------------------------------------
-
-class _Inliner:
-    """Effective bodies of stages: reads of inlined stages replaced by their bodies."""
-
-    def __init__(self, sch: Schedule) -> None:
-        self.inline_ops: dict[ComputeOp, Stage] = {
-            st.op: st for st in sch.stages if st.attach_type == "inline"}
-        self.memo: dict[Expr, Expr] = {}
-        self.expanded: dict[ComputeOp, Expr] = {}
-
-    def _fn(self, node: Expr) -> Expr | None:
-        if isinstance(node, TensorRead) and node.tensor.op in self.inline_ops:
-            op = node.tensor.op
-            assert isinstance(op, ComputeOp)  # keys of inline_ops are compute ops
-            body = self.expanded.get(op)
-            if body is None:
-                body = self.expand(op.body[0])
-                self.expanded[op] = body
-            return substitute(body, {iv.var: ix for iv, ix in zip(op.axis, node.indices)})
-        return None
-
-    def expand(self, e: Expr) -> Expr:
-        # iterate until no inlined read remains (an inlined body may read another one)
-        while True:
-            new = rewrite(e, self._fn, self.memo)
-            if new is e:
-                return e
-            e = new
-
-
-# --------------------------------------------------------------------------------------
 # One stage's loop nest
 # --------------------------------------------------------------------------------------
 
@@ -207,7 +175,7 @@ class _Lowerer:
         self.storage = storage
         self.names = names
         self.scalars = scalars
-        self.inliner = _Inliner(sch)
+        self.inliner = Inliner(sch)
         self.attached: dict[tuple[int, IterVar], list[Stage]] = {}
         for st in sch.stages:
             if st.attach_type == "scope":

@@ -34,8 +34,9 @@ from dataclasses import dataclass
 from ..arith.rules import Analyzer
 from ..ir.expr import Binary, Expr, IterVar, Reduce, TensorRead, Unary, Var
 from ..ir.tensor import ComputeOp, Tensor
-from ..ir.visit import collect_vars, post_order, rewrite, substitute
+from ..ir.visit import collect_vars, post_order
 from ..target import CPUInfo, cpu_info
+from .inline import Inliner
 from .schedule import Fuse, Schedule, Stage, create_schedule
 
 __all__ = ["auto_schedule"]
@@ -155,25 +156,9 @@ class _AutoScheduler:
 
     # -- the effective body of a stage, with inlined producers substituted ----------------
     def expanded(self, op: ComputeOp) -> list[Expr]:
-        inline = {st.op for st in self.s.stages if st.attach_type == "inline"}
-
-        def fn(node: Expr) -> Expr | None:
-            if isinstance(node, TensorRead) and node.tensor.op in inline:
-                prod = node.tensor.op
-                assert isinstance(prod, ComputeOp)
-                body = prod.body[node.tensor.value_index]
-                return substitute(body, {iv.var: ix for iv, ix in zip(prod.axis, node.indices)})
-            return None
-
-        out = []
-        for e in op.body:
-            while True:
-                new = rewrite(e, fn)
-                if new is e:
-                    break
-                e = new
-            out.append(e)
-        return out
+        # a fresh Inliner each time: the set of inlined stages grows while scheduling
+        inliner = Inliner(self.s)
+        return [inliner.expand(e) for e in op.body]
 
     def reads(self, op: ComputeOp) -> list[_Read]:
         found: list[_Read] = []
@@ -264,7 +249,7 @@ class _AutoScheduler:
                            ) -> IterVar | None:
         """The innermost reduction axis contiguous in some read, long enough to vectorize."""
         for r in reversed(reduce):
-            if r.dom.extent >= lanes and _contiguous(reads, r.var):
+            if r.dom.extent >= lanes and _contiguous_count(reads, r.var) > 0:
                 return r
         return None
 
@@ -366,9 +351,7 @@ class _AutoScheduler:
     def pack_panel(self, st: Stage, local: Stage, jo: IterVar, ivar: Var, bj: int) -> None:
         """Copy, once per ``jo`` iteration, the inputs that ``local`` reads without ``ivar``
         (reused by every i tile) into a contiguous buffer, when it fits in L2."""
-        k = 1
-        for r in local.op.reduce_axis:
-            k *= r.dom.extent
+        k = _iterations(local.op) // max(1, _size(local.op))
         nbytes = max(1, local.op.output(0).dtype.bits // 8)
         if k * bj * nbytes > self.info.l2_bytes // 2:
             return
@@ -380,7 +363,7 @@ class _AutoScheduler:
         for t, rs in by_tensor.items():
             if t not in local.op.input_tensors:
                 continue  # read through an inlined producer: copying would not help
-            if any(ivar_of(local, ivar) in r.uses for r in rs):
+            if any(_ivar_of(local, ivar) in r.uses for r in rs):
                 continue
             if not all(jvar in r.uses and r.uses & rvars for r in rs):
                 continue
@@ -425,9 +408,7 @@ class _AutoScheduler:
         if len(blocked) == 2:
             # the second operand's few rows stay in L1 while a block of the first one's
             # tiles (sized for half the L2) streams past them
-            k_points = 1
-            for r in op.reduce_axis:
-                k_points *= r.dom.extent
+            k_points = _iterations(op) // max(1, _size(op))
             nbytes = max(1, t.dtype.bits // 8)
             per_tile = tiles[blocked[0]] * k_points * nbytes
             nblock = max(1, (self.info.l2_bytes // 2) // max(1, per_tile))
@@ -501,7 +482,7 @@ def _current(st: Stage, iv: IterVar) -> IterVar:
     return iv
 
 
-def ivar_of(local: Stage, ivar: Var) -> Var:
+def _ivar_of(local: Stage, ivar: Var) -> Var:
     """The variable of ``local``'s copy of the spatial axis ``ivar`` of its parent."""
     for iv in local.op.axis:
         if iv.var.name == ivar.name:
@@ -512,8 +493,3 @@ def ivar_of(local: Stage, ivar: Var) -> Var:
 def _contiguous_count(reads: list[_Read], v: Var) -> int:
     """How many reads have ``v`` with coefficient 1 in their last index."""
     return sum(1 for r in reads if r.last.get(v) == 1)
-
-
-def _contiguous(reads: list[_Read], v: Var) -> bool:
-    """Whether some read has ``v`` with coefficient 1 in its last index."""
-    return any(r.last.get(v) == 1 for r in reads)
