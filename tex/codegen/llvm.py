@@ -866,11 +866,13 @@ class _FunctionEmitter:
         if _lanes(ix) and lane_stride(index, self.vvar, self.lets) == 1:  # type: ignore[arg-type]
             first = self.b.extract_element(ix, ir.Constant(_I32, 0))
             return "contiguous", self.to_i64(first, d)
-        if load and _lanes(ix) and self.mask is None:
+        if load and _lanes(ix):
+            # (masked or not: a masked span load enables only the lanes' own elements)
             stride = lane_stride(index, self.vvar, self.lets)  # type: ignore[arg-type]
             if stride is not None and 2 <= stride <= 4:
                 first = self.b.extract_element(ix, ir.Constant(_I32, 0))
                 return f"stride{stride}", self.to_i64(first, d)
+        if load and _lanes(ix) and self.mask is None:
             k = _dup_factor(index, self.vvar, self.lets)  # type: ignore[arg-type]
             if k and n % k == 0 and self.vbase_align % k == 0:
                 first = self.b.extract_element(ix, ir.Constant(_I32, 0))
@@ -902,8 +904,20 @@ class _FunctionEmitter:
             v = b.load(p, typ=vt, align=d.itemsize, name=buf.name)
         elif how.startswith("stride"):  # lanes first + l*k: the span, every k-th element
             k = int(how[6:])
-            span = b.load(p, typ=ir.VectorType(st, (n - 1) * k + 1), align=d.itemsize,
-                          name=buf.name)
+            span_t = ir.VectorType(st, (n - 1) * k + 1)
+            if self.mask is None:
+                span = b.load(p, typ=span_t, align=d.itemsize, name=buf.name)
+            else:
+                # the span's element q*k is lane q's (its mask bit); those between are off
+                lane_mask = self.splat(self.mask, n)
+                with_off = b.shuffle_vector(
+                    lane_mask, ir.Constant(lane_mask.type, None),
+                    ir.Constant(ir.VectorType(_I32, span_t.count),
+                                [ir.Constant(_I32, j // k if j % k == 0 else n)
+                                 for j in range(span_t.count)]))
+                fn = self.m.intrinsic("llvm.masked.load", span_t,
+                                      [_PTR, _I32, with_off.type, span_t], [span_t, _PTR])
+                span = b.call(fn, [p, align, with_off, _const(span_t, 0)], name=buf.name)
             v = b.shuffle_vector(span, ir.Constant(span.type, ir.Undefined),
                                  ir.Constant(ir.VectorType(_I32, n),
                                              [ir.Constant(_I32, q * k) for q in range(n)]))

@@ -596,18 +596,21 @@ def partition_loops(func: LoweredFunc) -> LoweredFunc:
     partitioned further, so code grows at most threefold per loop."""
     an = Analyzer(loop_domains(func.body))
 
-    def guards(body: Stmt) -> list[IfThenElse]:
-        """Guards worth peeling: those in or around a vectorized loop, where a guard costs
-        lane masks on every iteration (elsewhere a branch is cheap and the copies only
-        lengthen compilation)."""
-        found: list[IfThenElse] = []
+    def guards(body: Stmt) -> list[tuple[Stmt, Expr]]:
+        """Guards worth peeling, with their conditions: ifs in or around a vectorized loop,
+        where a guard costs lane masks on every iteration (elsewhere a branch is cheap and
+        the copies only lengthen compilation), and the blends of guarded reduction updates
+        in vectorized loops (``acc = select(c, acc + x, acc)``: a blend per update)."""
+        found: list[tuple[Stmt, Expr]] = []
         stack: list[tuple[Stmt, bool]] = [(body, False)]
         while stack:
             st, in_vector = stack.pop()
             if isinstance(st, IfThenElse) and st.else_case is None and (in_vector or any(
                     isinstance(x, For) and x.kind is ForKind.VECTORIZED
                     for x in walk_stmts(st.then_case))):
-                found.append(st)
+                found.append((st, st.cond))
+            elif in_vector and _blend(st) is not None:
+                found.append((st, _blend(st).cond))  # type: ignore[union-attr]
             vec = in_vector or (isinstance(st, For) and st.kind is ForKind.VECTORIZED)
             stack.extend((c, vec) for c in stmt_children(st))
         return found
@@ -619,12 +622,15 @@ def partition_loops(func: LoweredFunc) -> LoweredFunc:
             hi0 = lo0 + n
             lo, hi = lo0, hi0
             decided: dict[int, list[Expr]] = {}
-            for g in guards(s.body):
-                r = _true_range(g.cond, s.var, an)
+            for g, cond in guards(s.body):
+                r = _true_range(cond, s.var, an)
                 if r is None:
                     continue
-                lo = max(lo, r[0]) if r[0] is not None else lo
-                hi = min(hi, r[1]) if r[1] is not None else hi
+                new_lo = max(lo, r[0]) if r[0] is not None else lo
+                new_hi = min(hi, r[1]) if r[1] is not None else hi
+                if new_lo >= new_hi:
+                    continue  # holds nowhere together with the others: stays a guard
+                lo, hi = new_lo, new_hi
                 decided[id(g)] = r[2]
             if decided and lo < hi and (lo, hi) != (lo0, hi0):
                 # in [lo, hi) the comparisons on the loop variable hold: keep only the rest
@@ -643,8 +649,26 @@ def partition_loops(func: LoweredFunc) -> LoweredFunc:
     return LoweredFunc(func.name, func.params, visit(func.body), func.attrs)
 
 
+def _blend(s: Stmt) -> Select | None:
+    """The select of a guarded update ``buf[i] = select(c, new, buf[i])``, else None."""
+    if isinstance(s, Store) and isinstance(s.value, Select):
+        old = s.value.b
+        if isinstance(old, TensorRead) and old.tensor is s.buffer and \
+                len(old.indices) == 1 and old.indices[0] == s.index:
+            return s.value
+    return None
+
+
 def _drop_guards(s: Stmt, keep: Mapping[int, list[Expr]]) -> Stmt:
-    """Guards in ``keep`` reduced to their listed conjuncts (removed when none is left)."""
+    """Guards in ``keep`` reduced to their listed conjuncts (removed when none is left);
+    a blended update keeps a select on the conjuncts left, or none."""
+    if isinstance(s, Store) and id(s) in keep:
+        sel = _blend(s)
+        assert sel is not None
+        parts = keep[id(s)]
+        value = Select(_conjoin(parts), sel.a, sel.b) if parts \
+            else sel.a
+        return Store(s.buffer, s.index, value)
     if isinstance(s, IfThenElse) and id(s) in keep:
         then = _drop_guards(s.then_case, keep)
         parts = keep[id(s)]

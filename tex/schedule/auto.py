@@ -138,6 +138,9 @@ class _AutoScheduler:
         self.regs = 32 if info.vector_bits >= 512 else 16  # x86: AVX-512 doubles them
 
     def dot_tiles(self, ea: int, eb: int) -> tuple[int, int]:
+        return self._dot_tiles(ea, eb)[0]
+
+    def _dot_tiles(self, ea: int, eb: int) -> tuple[tuple[int, int], float]:
         """The register tile ``ta x tb`` of a reduce-vector block over extents ``ea``, ``eb``:
         ``ta * tb`` accumulators plus ``ta + 1`` loaded vectors fit the registers; the
         most accumulators per load wins, and a tile that leaves a remainder (guarded
@@ -152,7 +155,7 @@ class _AutoScheduler:
                     value /= 2
                 if value > score:
                     best, score = (ta, tb), value
-        return best
+        return best, score
 
     # -- the effective body of a stage, with inlined producers substituted ----------------
     def expanded(self, op: ComputeOp) -> list[Expr]:
@@ -236,8 +239,11 @@ class _AutoScheduler:
         rvars = {r.var for r in reduce}
         inner = [r for r in reads if r.uses & rvars]
         vred = self.vector_reduce_axis(inner, reduce, lanes)
-        prefer_reduce = vred is not None and \
+        # the reduction axis carries the vectors when more reads are contiguous along it,
+        # or when the last output axis is too short to fill a vector (a conv kernel's)
+        prefer_reduce = vred is not None and (
             _contiguous_count(inner, vred.var) > _contiguous_count(inner, last.var)
+            or last.dom.extent < lanes)
         if single and prefer_reduce:
             self.reduce_vector(st, reads, vred, lanes)
         elif last.dom.extent >= lanes and op.num_outputs == 1:
@@ -384,13 +390,7 @@ class _AutoScheduler:
         part = self.s.rfactor(t, kv, factor_axis=len(op.axis))
         st = self.s[t]
         spatial = list(st.op.axis)
-        # up to two axes to block: each skipped by some read (its loaded vector is reused)
-        blocked: list[IterVar] = []
-        for a in reversed(spatial):
-            if len(blocked) == 2:
-                break
-            if any(a.var not in r.uses for r in reads) and any(a.var in r.uses for r in reads):
-                blocked.insert(0, a)
+        blocked = self.block_axes(spatial, reads)
         tiles: dict[IterVar, int] = {}
         # ta x tb vector accumulators plus ta + 1 loaded vectors fit the registers
         ta, tb = self.dot_tiles(*(a.dom.extent for a in blocked)) if len(blocked) == 2 \
@@ -436,6 +436,33 @@ class _AutoScheduler:
         for a in p_block:
             pst.unroll(a)
         pst.vectorize(pv)
+
+    def block_axes(self, spatial: list[IterVar], reads: list[_Read]) -> list[IterVar]:
+        """Up to two output axes to block in registers. A pair is worth blocking when one
+        read skips the first and uses the second and another read the other way round
+        (``A[i, k] * B[j, k]``: a tile reuses each loaded vector of both); the best tile
+        for the registers wins, the inner pair on ties. Without such a pair, the innermost
+        axis some read skips (its loaded vector is reused along it)."""
+        cand = [a for a in spatial if any(a.var not in r.uses for r in reads)
+                and any(a.var in r.uses for r in reads)]
+
+        def crossed(a: IterVar, b: IterVar) -> bool:
+            return any(a.var not in r.uses and b.var in r.uses for r in reads) and \
+                any(b.var not in r.uses and a.var in r.uses for r in reads)
+
+        best: list[IterVar] = []
+        score = 0.0
+        for x in range(len(cand)):
+            for y in range(x + 1, len(cand)):
+                a, b = cand[x], cand[y]
+                if not crossed(a, b):
+                    continue
+                value = self._dot_tiles(a.dom.extent, b.dom.extent)[1]
+                if value >= score:
+                    best, score = [a, b], value
+        if best:
+            return best
+        return cand[-1:]
 
     # row reductions without spatial axes (short) --------------------------------------------
     def row_reduce(self, st: Stage, reads: list[_Read], lanes: int) -> None:
