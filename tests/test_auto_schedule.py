@@ -99,3 +99,60 @@ def test_build_without_schedule_uses_auto_schedule() -> None:
     b = np.zeros_like(a)
     f(a, b)
     np.testing.assert_allclose(b, np.tanh(a), rtol=1e-6, atol=1e-7)
+
+
+def _conv_grads(stride: int, pad: int, ksize: int, size: int = 16):
+    data = tex.placeholder((2, 3, size, size), "float32", name="data")
+    kernel = tex.placeholder((4, 3, ksize, ksize), "float32", name="kernel")
+    out = tex.topi.nn.conv2d(data, kernel, stride, pad)
+    H = tex.placeholder(out.shape, "float32", name="H")
+    loss = tex.topi.sum(out * H)
+    ddata, dkernel = tex.differentiate(loss, [data, kernel]).result
+    return data, kernel, H, ddata, dkernel
+
+
+@pytest.mark.parametrize("stride,pad,ksize", [(1, 1, 3), (2, 2, 5)])
+def test_conv_gradients_read_zero_padded_copies_not_guards(stride, pad, ksize) -> None:
+    """The window-bound guards of the zero elimination become reads of a zero-padded copy
+    (what the forward's padding computed); the numbers are the interpreter's."""
+    rng = np.random.default_rng(4)
+    data, kernel, H, ddata, dkernel = _conv_grads(stride, pad, ksize)
+    arrays = [rng.standard_normal(t.shape, "float32") for t in (data, kernel, H)]
+    s = _run([dkernel], [data, H], [arrays[0], arrays[2]])
+    names = [st.op.name for st in s.stages]
+    assert "data.pad" in names
+    text = str(tex.lower(s, [data, H, dkernel]))
+    updates = [ln for ln in text.splitlines() if "* data.pad[" in ln]
+    assert updates and not any("select(" in ln or "if (" in ln for ln in updates)
+    _run([ddata], [kernel, H], [arrays[1], arrays[2]])
+
+
+def test_guard_that_protects_another_read_is_kept() -> None:
+    """Dropping a bounds check is only allowed when every other read stays in bounds."""
+    A = tex.placeholder((10,), "float32", name="A")
+    B = tex.placeholder((10,), "float32", name="B")
+    k = tex.reduce_axis((0, 4), name="k")
+    # exp(B[i + k - 1]) is no read to pad, and in bounds only where the guard holds
+    C = tex.compute((10,), lambda i: tex.sum(A[i + k - 1] * tex.exp(B[i + k - 1]), axis=k,
+                                               where=(i + k >= 1) & (i + k < 11)), name="C")
+    rng = np.random.default_rng(5)
+    s = _run([C], [A, B], [rng.standard_normal(10, "float32"),
+                           rng.standard_normal(10, "float32")])
+    assert not any(st.op.name.endswith(".pad") for st in s.stages)
+
+
+def test_guarded_vector_update_is_peeled_into_an_unguarded_middle() -> None:
+    """A lane-varying guard on a vectorized reduction update (a blend) holds on the middle
+    iterations of the loop around it: they run without the blend."""
+    A = tex.placeholder((64, 40), "float32", name="A")
+    B = tex.placeholder((8, 40), "float32", name="B")
+    k = tex.reduce_axis((0, 40), name="k")
+    C = tex.compute((64, 8), lambda i, j: tex.sum(A[i, k] * B[j, k], axis=k,
+                                                    where=(k >= 3) & (k < 37)), name="C")
+    rng = np.random.default_rng(6)
+    s = _run([C], [A, B], [rng.standard_normal((64, 40), "float32"),
+                           rng.standard_normal((8, 40), "float32")])
+    text = str(tex.lower(s, [A, B, C]))
+    updates = [ln for ln in text.splitlines() if "C.rf[" in ln and "+ A[" in ln]
+    assert any("select(" in ln for ln in updates)  # the border iterations keep the blend
+    assert any("select(" not in ln for ln in updates)  # the middle runs without it

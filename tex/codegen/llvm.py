@@ -245,6 +245,10 @@ class CodegenOptions:
     """Code generation switches (part of the compile cache key)."""
 
     fastmath: bool = False
+    # a * b + c may become one fused multiply-add (one rounding, as C compilers' default
+    # -ffp-contract): the reductions' multiply-adds then cost one instruction and one
+    # latency, not two
+    contract: bool = True
     num_threads: int = 0  # passed to GOMP_parallel; 0 = the OpenMP default
     openmp: bool = True  # False: parallel loops run serially
 
@@ -291,6 +295,9 @@ class _ModuleEmitter:
         self._hazard: dict[Expr, bool] = {}
         self._domains: Analyzer | None = None
         self.fm: tuple[str, ...] = ("fast",) if options.fastmath else ()
+        # flags of float add/sub/mul: contraction into FMAs (fast implies it)
+        self.fm_arith: tuple[str, ...] = self.fm or (("contract",) if options.contract
+                                                     else ())
         self.max_lanes = max(4, 2 * host.vector_bits // 32)
 
     def declare(self, name: str, ret: ir.Type, args: Sequence[ir.Type]) -> ir.Function:
@@ -807,7 +814,8 @@ class _FunctionEmitter:
         if d.is_float:
             name = tables.FLOAT_BINARY.get(e.op)
             if name is not None:
-                return getattr(self.b, name)(a, b, flags=self.m.fm)
+                flags = self.m.fm_arith if e.op in (Op.ADD, Op.SUB, Op.MUL) else self.m.fm
+                return getattr(self.b, name)(a, b, flags=flags)
             return _FLOAT_BINARY_EMITTERS[e.op](self, d, a, b)
         name = tables.INT_BINARY.get(e.op)
         if name is not None:

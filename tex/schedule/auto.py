@@ -23,8 +23,10 @@ decided from the index maps of each stage's reads (no search, no timing):
 3. **Parallelize** the fused outer output axes over the cores when the stage is big
    enough to pay for a parallel region.
 
-Gradient guards (window bounds, strides) stay where lowering puts them; guards in or
-around vectorized loops are peeled by ``partition_loops``.
+Gradient guards that only check a factor's window bounds are replaced by reads of a
+zero-padded copy (``pad.py``: what the forward's padding computed). Other guards (strides)
+stay where lowering puts them; guards and blended updates in or around vectorized loops
+are peeled by ``partition_loops``.
 """
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ from ..ir.tensor import ComputeOp, Tensor
 from ..ir.visit import collect_vars, post_order
 from ..target import CPUInfo, cpu_info
 from .inline import Inliner
+from .pad import pad_guarded_reads
 from .schedule import Fuse, Schedule, Stage, create_schedule
 
 __all__ = ["auto_schedule"]
@@ -184,6 +187,11 @@ class _AutoScheduler:
     # -- driver --------------------------------------------------------------------------
     def run(self) -> None:
         self.inline()
+        for st in list(self.s.stages):
+            if st.attach_type == "root" and isinstance(st.op, ComputeOp) and st.op.reduce_axis:
+                # window-bound guards: read zero-padded copies instead (scheduled below as
+                # element-wise stages)
+                pad_guarded_reads(self.s, st)
         for st in list(self.s.stages):
             if st.attach_type != "root" or not isinstance(st.op, ComputeOp):
                 continue

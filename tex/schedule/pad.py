@@ -1,0 +1,193 @@
+"""Zero-padded copies for the window-bound guards of gradient reductions.
+
+The zero elimination of ``tex.autodiff`` turns a padded convolution's gradient into a
+reduction over the points where the window lies inside the input::
+
+    dK[o, c, r, s] = sum(H[n, o, h, w] * D[n, c, h + r - 1, w + s - 1],
+                         where=h + r > 0 && h + r < 33 && s + w > 0 && s + w < 33)
+
+The guard is exact but expensive once vectorized: it varies across the lanes at every
+border, so the loads are masked and the accumulators blended. The forward computed the
+same products on a zero-padded copy of ``D`` (``topi.nn.pad``), so a reduction of products
+in which one factor is the guarded read can read a zero-padded copy instead and drop the
+guard's conjuncts that only check that read's bounds: ``P[n, c, h + r, w + s]`` with
+``P = pad(D, 1)``. The padded points then add ``0 * H`` where the guard skipped them,
+which is what the forward's padding computed (and what PyTorch's and TVM's gradients
+compute). The other reads of the body must stay in bounds without the dropped conjuncts.
+"""
+from __future__ import annotations
+
+from ..arith import Analyzer, Interval
+from ..ir import fold
+from ..ir.expr import Binary, Compare, Const, Expr, IterVar, Op, Range, Reduce, TensorRead, Var
+from ..ir.tensor import ComputeOp, Tensor
+from ..ir.visit import post_order
+from .inline import Inliner
+from .schedule import Schedule, Stage
+
+__all__ = ["pad_guarded_reads"]
+
+# a padded copy may be at most this much larger than the tensor it copies
+_MAX_GROWTH = 2.0
+
+
+def pad_guarded_reads(s: Schedule, stage: Stage) -> list[Tensor]:
+    """Rewrite ``stage`` (a sum of products under a guard) to read zero-padded copies of
+    the reads whose bounds the guard checks, dropping those checks; returns the copies'
+    tensors (new stages, before ``stage``, to be scheduled), or ``[]`` when nothing
+    applies. Call before other primitives on ``stage``."""
+    op = stage.op
+    if op.num_outputs != 1 or stage.relations or not isinstance(op, ComputeOp):
+        return []
+    body = Inliner(s).expand(op.body[0])
+    if not isinstance(body, Reduce) or len(body.source) != 1 or body.combiner.name != "sum":
+        return []
+    src = body.source[0]
+    parts = _conjuncts(body.condition)
+    if not parts or isinstance(body.condition, Const):
+        return []
+    dom = {iv.var: Interval(iv.dom.min, iv.dom.stop - 1) for iv in (*op.axis, *body.axis)}
+    norm = Analyzer()
+    ranged = Analyzer(dom)
+    keys = [_range_key(norm, c) for c in parts]
+
+    dropped: set[int] = set()
+    replace: dict[Expr, Expr] = {}
+    created: list[tuple[Tensor, tuple[int, ...], tuple[int, ...]]] = []
+    for f in _factors(src):
+        if not isinstance(f, TensorRead) or f in replace or not f.tensor.shape:
+            continue
+        plan = _pad_plan(f, keys, norm, ranged)
+        if plan is None:
+            continue
+        before, after, used = plan
+        size = _prod(f.tensor.shape)
+        grown = _prod(n + a + b for n, a, b in zip(f.tensor.shape, before, after))
+        if grown > _MAX_GROWTH * size:
+            continue
+        padded = _pad_tensor(f.tensor, before, after)
+        created.append((padded, before, after))
+        replace[f] = TensorRead(padded, [fold.binary(Op.ADD, e, b) if b else e
+                                         for e, b in zip(f.indices, before)])
+        dropped |= used
+    if not replace:
+        return []
+    new_src = _replace_reads(src, replace)
+    # every other read must stay in bounds without the dropped conjuncts
+    for node in post_order(new_src):
+        if isinstance(node, TensorRead) and node.tensor not in {p for p, _, _ in created} \
+                and not _in_bounds(node, ranged):
+            return []
+    rest = [c for i, c in enumerate(parts) if i not in dropped]
+    cond = _conjoin(rest)
+    new_body = Reduce(body.combiner, [new_src], body.axis, cond, body.init, body.value_index)
+    for padded, _, _ in created:
+        pst = Stage(padded.op, s)
+        s._insert_stage(pst, stage)
+    s._replace_op(stage, ComputeOp(op.name, op.axis, [new_body], op.tag, op.attrs))
+    return [p for p, _, _ in created]
+
+
+def _pad_plan(read: TensorRead, keys: list[tuple | None], norm: Analyzer, ranged: Analyzer
+              ) -> tuple[tuple[int, ...], tuple[int, ...], set[int]] | None:
+    """Pads before/after each dimension of ``read``'s tensor so that its index always lands
+    in the copy, and the conjuncts (positions) that only check those bounds; None when a
+    dimension may leave the tensor without such a check, or nothing needs a pad."""
+    before, after, used = [], [], set()
+    for e, n in zip(read.indices, read.tensor.shape):
+        try:
+            b = ranged.bounds(ranged.rewrite(e))
+        except Exception:  # noqa: BLE001 - an index the bounds analysis does not cover
+            return None
+        if b.lo is None or b.hi is None:
+            return None
+        lo_pad = max(0, -int(b.lo))
+        hi_pad = max(0, int(b.hi) - (n - 1))
+        for need, op, bound in ((lo_pad, Op.GE, 0), (hi_pad, Op.LT, n)):
+            if not need:
+                continue
+            want = _range_key(norm, Compare(op, e, fold.const(bound, e.dtype)))
+            hits = [i for i, k in enumerate(keys) if k is not None and k == want]
+            if not hits:
+                return None
+            used.update(hits)
+        before.append(lo_pad)
+        after.append(hi_pad)
+    if not any(before) and not any(after):
+        return None
+    return tuple(before), tuple(after), used
+
+
+def _range_key(an: Analyzer, c: Expr) -> tuple | None:
+    """A comparison normalized to (linear part, lo, hi), equal for equivalent comparisons."""
+    if not (isinstance(c, Compare) and c.a.dtype.is_int and c.op in
+            (Op.LT, Op.LE, Op.GT, Op.GE)):
+        return None
+    try:
+        con = an.constraint(c.op, an.rewrite(c.a), an.rewrite(c.b))
+    except Exception:  # noqa: BLE001 - not a linear comparison
+        return None
+    if isinstance(con, bool) or con.kind != "range":
+        return None
+    return (con.key, con.lo, con.hi)
+
+
+def _pad_tensor(t: Tensor, before: tuple[int, ...], after: tuple[int, ...]) -> Tensor:
+    axes = [IterVar(Var(f"ax{d}", kind="axis"), Range(0, n + b + a))
+            for d, (n, b, a) in enumerate(zip(t.shape, before, after))]
+    src = [fold.binary(Op.SUB, iv.var, b) if b else iv.var for iv, b in zip(axes, before)]
+    checks: list[Expr] = []
+    for x, n, b, a in zip(src, t.shape, before, after):
+        if b:
+            checks.append(fold.compare(Op.GE, x, fold.const(0, x.dtype)))
+        if a:
+            checks.append(fold.compare(Op.LT, x, fold.const(n, x.dtype)))
+    value = fold.select(_conjoin(checks), TensorRead(t, src), fold.const(0, t.dtype))
+    return ComputeOp(f"{t.name}.pad", axes, [value], tag="pad").output(0)
+
+
+def _in_bounds(read: TensorRead, an: Analyzer) -> bool:
+    for e, n in zip(read.indices, read.tensor.shape):
+        try:
+            b = an.bounds(an.rewrite(e))
+        except Exception:  # noqa: BLE001
+            return False
+        if b.lo is None or b.hi is None or b.lo < 0 or b.hi > n - 1:
+            return False
+    return True
+
+
+def _factors(e: Expr) -> list[Expr]:
+    if isinstance(e, Binary) and e.op is Op.MUL:
+        return _factors(e.a) + _factors(e.b)
+    return [e]
+
+
+def _replace_reads(e: Expr, mapping: dict[Expr, Expr]) -> Expr:
+    if e in mapping:
+        return mapping[e]
+    if isinstance(e, Binary) and e.op is Op.MUL:
+        a, b = _replace_reads(e.a, mapping), _replace_reads(e.b, mapping)
+        return fold.binary(Op.MUL, a, b)
+    return e
+
+
+def _conjuncts(e: Expr) -> list[Expr]:
+    if isinstance(e, Binary) and e.op is Op.AND:
+        return _conjuncts(e.a) + _conjuncts(e.b)
+    return [e]
+
+
+def _conjoin(parts: list[Expr]) -> Expr:
+    out: Expr = fold.const(True)
+    for c in parts:
+        out = c if isinstance(out, Const) else fold.binary(Op.AND, out, c)
+    return out
+
+
+def _prod(xs) -> int:  # type: ignore[no-untyped-def]
+    n = 1
+    for x in xs:
+        n *= int(x)
+    return n
+
