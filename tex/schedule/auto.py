@@ -40,6 +40,7 @@ from ..ir.visit import collect_vars, post_order
 from ..target import CPUInfo, cpu_info
 from .inline import Inliner
 from .pad import pad_guarded_reads
+from .phase import split_phases
 from .schedule import Fuse, Schedule, Stage, create_schedule
 
 __all__ = ["auto_schedule"]
@@ -189,9 +190,11 @@ class _AutoScheduler:
         self.inline()
         for st in list(self.s.stages):
             if st.attach_type == "root" and isinstance(st.op, ComputeOp) and st.op.reduce_axis:
+                # a strided convolution's data gradient: one dense reduction per phase
+                phases = split_phases(self.s, st)
                 # window-bound guards: read zero-padded copies instead (scheduled below as
                 # element-wise stages)
-                pad_guarded_reads(self.s, st)
+                pad_guarded_reads(self.s, st if phases is None else self.s[phases])
         for st in list(self.s.stages):
             if st.attach_type != "root" or not isinstance(st.op, ComputeOp):
                 continue

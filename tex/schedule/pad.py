@@ -73,12 +73,14 @@ def pad_guarded_reads(s: Schedule, stage: Stage) -> list[Tensor]:
     if not replace:
         return []
     new_src = _replace_reads(src, replace)
-    # every other read must stay in bounds without the dropped conjuncts
+    rest = [c for i, c in enumerate(parts) if i not in dropped]
+    # every other read must stay in bounds without the dropped conjuncts: over the whole
+    # domain, or by a conjunct that is kept
+    kept = [k for i, k in enumerate(keys) if i not in dropped and k is not None]
     for node in post_order(new_src):
         if isinstance(node, TensorRead) and node.tensor not in {p for p, _, _ in created} \
-                and not _in_bounds(node, ranged):
+                and not _in_bounds(node, ranged, norm, kept):
             return []
-    rest = [c for i, c in enumerate(parts) if i not in dropped]
     cond = _conjoin(rest)
     new_body = Reduce(body.combiner, [new_src], body.axis, cond, body.init, body.value_index)
     for padded, _, _ in created:
@@ -146,14 +148,23 @@ def _pad_tensor(t: Tensor, before: tuple[int, ...], after: tuple[int, ...]) -> T
     return ComputeOp(f"{t.name}.pad", axes, [value], tag="pad").output(0)
 
 
-def _in_bounds(read: TensorRead, an: Analyzer) -> bool:
+def _in_bounds(read: TensorRead, an: Analyzer, norm: Analyzer, kept: list[tuple]) -> bool:
+    """Whether every index of ``read`` stays in its dimension: over the whole domain, or,
+    on a side where it may not, because a ``kept`` conjunct (normalized) implies it."""
     for e, n in zip(read.indices, read.tensor.shape):
         try:
             b = an.bounds(an.rewrite(e))
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - an index the bounds analysis does not cover
             return False
-        if b.lo is None or b.hi is None or b.lo < 0 or b.hi > n - 1:
+        if b.lo is None or b.hi is None:
             return False
+        for bad, op, bound in ((b.lo < 0, Op.GE, 0), (b.hi > n - 1, Op.LT, n)):
+            if not bad:
+                continue
+            want = _range_key(norm, fold.compare(op, e, fold.const(bound, e.dtype)))
+            if want is None or not any(k[0] == want[0] and k[1] >= want[1] and k[2] <= want[2]
+                                       for k in kept):
+                return False
     return True
 
 

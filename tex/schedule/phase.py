@@ -1,0 +1,82 @@
+"""Phase splitting: the polyphase form of a strided convolution's data gradient.
+
+The zero elimination writes the data gradient of a stride-2 convolution with the output
+column's parity in its indices::
+
+    dD[n, c, y, x] = sum(H[n, o, .., w + (x + 1) // 2 - 1] * K[o, c, .., (x + 1) % 2 - 2*w + 3],
+                         where=w * 2 < (x + 1) % 2 + 4 && ...)
+
+Vectorized along ``x``, the kernel index changes from lane to lane (a gather) and so does
+the guard. Computing the even and the odd columns separately (``x = 2*x2 + phase``) makes
+every phase a dense convolution: the kernel read is the same for all lanes of ``x2``, ``H``
+is read contiguously, and the guard no longer varies across the lanes. The phases are
+computed into ``T.phases[.., phase, x2]`` and interleaved into ``T`` by a copy.
+"""
+from __future__ import annotations
+
+from ..arith import Analyzer, Interval
+from ..ir import fold
+from ..ir.expr import Binary, Const, Expr, IterVar, Op, Range, Reduce, Var
+from ..ir.tensor import ComputeOp, Tensor
+from ..ir.visit import post_order, substitute
+from .inline import Inliner
+from .schedule import Schedule, Stage
+
+__all__ = ["split_phases"]
+
+
+def split_phases(s: Schedule, stage: Stage) -> Tensor | None:
+    """Compute the reduction of ``stage`` per phase of its last axis (see the module doc)
+    when that axis appears as ``(x + a) % m`` or ``(x + a) // m`` with a constant ``m``
+    dividing its extent. Returns the phases' tensor (a new stage, to be scheduled; the stage
+    of ``stage`` becomes the interleaving copy), or None."""
+    op = stage.op
+    if op.num_outputs != 1 or stage.relations or not op.axis or \
+            not isinstance(op, ComputeOp):
+        return None
+    body = Inliner(s).expand(op.body[0])
+    if not isinstance(body, Reduce):
+        return None
+    x = op.axis[-1]
+    dom = {iv.var: Interval(iv.dom.min, iv.dom.stop - 1) for iv in (*op.axis, *body.axis)}
+    m = _modulus(body, x.var, Analyzer(dom))
+    if m is None or x.dom.min != 0 or x.dom.extent % m or x.dom.extent // m < 2:
+        return None
+    axes = [IterVar(Var(iv.var.name, iv.var.dtype, iv.var.kind), iv.dom) for iv in op.axis[:-1]]
+    phase = IterVar(Var(f"{x.var.name}.phase", x.var.dtype, "axis"), Range(0, m))
+    x2 = IterVar(Var(f"{x.var.name}.{m}", x.var.dtype, "axis"), Range(0, x.dom.extent // m))
+    mapping: dict[Expr, Expr] = {old.var: new.var for old, new in zip(op.axis[:-1], axes)}
+    mapping[x.var] = fold.binary(Op.ADD, fold.binary(Op.MUL, x2.var, fold.const(m, x.var.dtype)),
+                                 phase.var)
+    new_dom = {iv.var: Interval(iv.dom.min, iv.dom.stop - 1)
+               for iv in (*axes, phase, x2, *body.axis)}
+    new_body = Analyzer(new_dom).rewrite(substitute(body, mapping))
+    phases = ComputeOp(f"{op.name}.phases", [*axes, phase, x2], [new_body], op.tag, op.attrs)
+    idx = [iv.var for iv in op.axis[:-1]]
+    merge = phases.output(0)[(*idx, fold.binary(Op.FLOORMOD, x.var, fold.const(m, x.var.dtype)),
+                              fold.binary(Op.FLOORDIV, x.var, fold.const(m, x.var.dtype)))]
+    s._insert_stage(Stage(phases, s), stage)
+    s._replace_op(stage, ComputeOp(op.name, op.axis, [merge], tag="phase_merge"))
+    stage.all_iter_vars = list(op.axis)  # the reduction moved to the phases
+    stage.leaf_iter_vars = list(op.axis)
+    return phases.output(0)
+
+
+def _modulus(body: Expr, x: Var, an: Analyzer) -> int | None:
+    """The constant ``m`` of a ``(x + ..) % m`` or ``(x + ..) // m`` in ``body`` where ``x``
+    has coefficient 1 (the largest, if several)."""
+    found: int | None = None
+    for node in post_order(body):
+        if not (isinstance(node, Binary) and node.op in (Op.FLOORMOD, Op.FLOORDIV)
+                and isinstance(node.b, Const) and node.a.dtype.is_int):
+            continue
+        m = int(node.b.value)
+        if m < 2:
+            continue
+        try:
+            lf = an.linear(an.rewrite(node.a))
+        except Exception:  # noqa: BLE001 - not a linear operand
+            continue
+        if lf.terms.get(x) == 1:
+            found = m if found is None else max(found, m)
+    return found
