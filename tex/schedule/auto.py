@@ -194,7 +194,8 @@ class _AutoScheduler:
                 phases = split_phases(self.s, st)
                 # window-bound guards: read zero-padded copies instead (scheduled below as
                 # element-wise stages)
-                pad_guarded_reads(self.s, st if phases is None else self.s[phases])
+                target = st if phases is None else self.s[phases]
+                pad_guarded_reads(self.s, target, self.vector_var(target))
         for st in list(self.s.stages):
             if st.attach_type != "root" or not isinstance(st.op, ComputeOp):
                 continue
@@ -261,6 +262,23 @@ class _AutoScheduler:
             self.spatial_vector(st, reads, lanes)
         else:
             self.parallel_outer(st, [a for a in st.leaf_iter_vars if a.kind != "reduce"])
+
+    def vector_var(self, st: Stage) -> Var | None:
+        """The variable ``schedule_stage`` will vectorize a reduction stage along: the
+        contiguous reduction axis, or the last output axis (None: undecided)."""
+        op = st.op
+        if not op.axis or not op.reduce_axis:
+            return None
+        lanes = self.info.lanes(op.output(0).dtype.bits if op.output(0).dtype.bits else 32)
+        rvars = {r.var for r in op.reduce_axis}
+        inner = [r for r in self.reads(op) if r.uses & rvars]
+        last = op.axis[-1]
+        vred = self.vector_reduce_axis(inner, list(op.reduce_axis), lanes)
+        if vred is not None and (
+                _contiguous_count(inner, vred.var) > _contiguous_count(inner, last.var)
+                or last.dom.extent < lanes):
+            return vred.var
+        return last.var
 
     def vector_reduce_axis(self, reads: list[_Read], reduce: list[IterVar], lanes: int
                            ) -> IterVar | None:

@@ -21,7 +21,7 @@ from ..arith import Analyzer, Interval
 from ..ir import fold
 from ..ir.expr import Binary, Compare, Const, Expr, IterVar, Op, Range, Reduce, TensorRead, Var
 from ..ir.tensor import ComputeOp, Tensor
-from ..ir.visit import post_order
+from ..ir.visit import collect_vars, post_order
 from .inline import Inliner
 from .schedule import Schedule, Stage
 
@@ -31,11 +31,16 @@ __all__ = ["pad_guarded_reads"]
 _MAX_GROWTH = 2.0
 
 
-def pad_guarded_reads(s: Schedule, stage: Stage) -> list[Tensor]:
+def pad_guarded_reads(s: Schedule, stage: Stage, lane_var: Var | None = None
+                      ) -> list[Tensor]:
     """Rewrite ``stage`` (a sum of products under a guard) to read zero-padded copies of
     the reads whose bounds the guard checks, dropping those checks; returns the copies'
     tensors (new stages, before ``stage``, to be scheduled), or ``[]`` when nothing
-    applies. Call before other primitives on ``stage``."""
+    applies. Call before other primitives on ``stage``.
+
+    With ``lane_var`` (the variable the stage will be vectorized along), only reads with a
+    check that varies along it are padded: a check that does not is a branch around the
+    vector loop, cheaper than the work a padded read adds where it skipped points."""
     op = stage.op
     if op.num_outputs != 1 or stage.relations or not isinstance(op, ComputeOp):
         return []
@@ -61,14 +66,23 @@ def pad_guarded_reads(s: Schedule, stage: Stage) -> list[Tensor]:
         if plan is None:
             continue
         before, after, used = plan
+        if lane_var is not None and not any(
+                lane_var in collect_vars(parts[i]) for i in used):
+            continue
         size = _prod(f.tensor.shape)
         grown = _prod(n + a + b for n, a, b in zip(f.tensor.shape, before, after))
         if grown > _MAX_GROWTH * size:
             continue
-        padded = _pad_tensor(f.tensor, before, after)
+        shifted = [fold.binary(Op.ADD, e, b) if b else e for e, b in zip(f.indices, before)]
+        m = _phase_stride(shifted[-1], norm)
+        padded = _pad_tensor(f.tensor, before, after, m)
         created.append((padded, before, after))
-        replace[f] = TensorRead(padded, [fold.binary(Op.ADD, e, b) if b else e
-                                         for e, b in zip(f.indices, before)])
+        if m > 1:  # the copy keeps the phases of its last axis apart: [.., phase, x // m]
+            last = shifted[-1]
+            shifted = [*shifted[:-1],
+                       ranged.rewrite(fold.binary(Op.FLOORMOD, last, fold.const(m, last.dtype))),
+                       ranged.rewrite(fold.binary(Op.FLOORDIV, last, fold.const(m, last.dtype)))]
+        replace[f] = TensorRead(padded, shifted)
         dropped |= used
     if not replace:
         return []
@@ -134,18 +148,41 @@ def _range_key(an: Analyzer, c: Expr) -> tuple | None:
     return (con.key, con.lo, con.hi)
 
 
-def _pad_tensor(t: Tensor, before: tuple[int, ...], after: tuple[int, ...]) -> Tensor:
-    axes = [IterVar(Var(f"ax{d}", kind="axis"), Range(0, n + b + a))
-            for d, (n, b, a) in enumerate(zip(t.shape, before, after))]
-    src = [fold.binary(Op.SUB, iv.var, b) if b else iv.var for iv, b in zip(axes, before)]
+def _pad_tensor(t: Tensor, before: tuple[int, ...], after: tuple[int, ...], m: int = 1
+                ) -> Tensor:
+    """The zero-padded copy; with ``m > 1`` its last axis is stored by phase:
+    ``copy[.., x % m, x // m]`` (a stride-``m`` read of it becomes contiguous)."""
+    ext = [n + b + a for n, b, a in zip(t.shape, before, after)]
+    shape = ext[:-1] + ([m, -(-ext[-1] // m)] if m > 1 else ext[-1:])
+    axes = [IterVar(Var(f"ax{d}", kind="axis"), Range(0, n)) for d, n in enumerate(shape)]
+    coords: list[Expr] = [iv.var for iv in axes]
+    if m > 1:  # position = x2 * m + phase
+        phase, x2 = coords[-2], coords[-1]
+        coords = [*coords[:-2], fold.binary(Op.ADD, fold.binary(
+            Op.MUL, x2, fold.const(m, x2.dtype)), phase)]
+    src = [fold.binary(Op.SUB, x, b) if b else x for x, b in zip(coords, before)]
     checks: list[Expr] = []
-    for x, n, b, a in zip(src, t.shape, before, after):
+    for d, (x, n, b, a) in enumerate(zip(src, t.shape, before, after)):
         if b:
             checks.append(fold.compare(Op.GE, x, fold.const(0, x.dtype)))
-        if a:
+        if a or (m > 1 and d == len(src) - 1):
             checks.append(fold.compare(Op.LT, x, fold.const(n, x.dtype)))
     value = fold.select(_conjoin(checks), TensorRead(t, src), fold.const(0, t.dtype))
     return ComputeOp(f"{t.name}.pad", axes, [value], tag="pad").output(0)
+
+
+def _phase_stride(e: Expr, an: Analyzer) -> int:
+    """``m`` when the index ``e`` moves by ``m`` (2 to 4) along one variable and by 1 along
+    the others (a strided window: ``2*w + s``), else 1."""
+    try:
+        lf = an.linear(an.rewrite(e))
+    except Exception:  # noqa: BLE001 - not a linear index
+        return 1
+    coefs = sorted(abs(c) for c in lf.terms.values())
+    if len(coefs) >= 2 and 2 <= coefs[-1] <= 4 and coefs[-2] == 1 and \
+            all(isinstance(v, Var) for v in lf.terms):
+        return coefs[-1]
+    return 1
 
 
 def _in_bounds(read: TensorRead, an: Analyzer, norm: Analyzer, kept: list[tuple]) -> bool:
