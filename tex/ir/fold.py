@@ -11,7 +11,7 @@ Jacobians built by the autodiff small.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -34,7 +34,7 @@ from .expr import (
 from .semantics import NUMPY_BINARY, NUMPY_UNARY, numpy_cast
 
 __all__ = ["binary", "unary", "compare", "select", "cast", "logical_not", "const",
-           "weak_operands"]
+           "weak_operands", "conjuncts", "conjoin"]
 
 _SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
 _ARITH = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.FLOORMOD, Op.POW,
@@ -359,3 +359,18 @@ def _exact_roundtrip(inner: DType, outer: DType) -> bool:
     if inner.kind == "uint" and outer.kind == "int":
         return outer.bits > inner.bits
     return False
+
+
+def conjuncts(e: Expr) -> list[Expr]:
+    """``a && b && c`` -> ``[a, b, c]``."""
+    if isinstance(e, Binary) and e.op is Op.AND:
+        return conjuncts(e.a) + conjuncts(e.b)
+    return [e]
+
+
+def conjoin(parts: Sequence[Expr]) -> Expr:
+    """``[a, b, c]`` -> ``a && b && c`` (``true`` for none)."""
+    out: Expr = const(True)
+    for p in parts:
+        out = p if isinstance(out, Const) else binary(Op.AND, out, p)
+    return out

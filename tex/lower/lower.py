@@ -300,7 +300,7 @@ class _Lowerer:
         if len(slots) == 1 and lane_vars:
             # conjuncts that vary across the lanes of a vectorized loop become a select
             # on the new value (a blend), not a masked branch around the update
-            parts = _conjuncts(cond)
+            parts = fold.conjuncts(cond)
             lane = [c for c in parts if any(isinstance(n, Var) and n in lane_vars
                                             for n in post_order(c))]
             if lane:
@@ -308,8 +308,8 @@ class _Lowerer:
                 t, vi = slots[0]
                 old_value = TensorRead(env[t].buffer, [store_index(t)])
                 update = Store(env[t].buffer, store_index(t),
-                               Select(_conjoin(lane), new_values[vi], old_value))
-                cond = _conjoin(rest)
+                               Select(fold.conjoin(lane), new_values[vi], old_value))
+                cond = fold.conjoin(rest)
         if not (isinstance(cond, Const) and bool(cond.value)):
             update = IfThenElse(cond, update)
         main = _assemble(levels, reduce_pos, len(levels), update)
@@ -440,20 +440,6 @@ def _union(ranges: Sequence[tuple[Expr, int] | None]) -> tuple[Expr, int] | None
     high = max(s + n for s, n in shifts)
     lo = an.rewrite(lo0 + low) if low else lo0
     return lo, high - low
-
-
-def _conjuncts(e: Expr) -> list[Expr]:
-    """``a && b && c`` -> ``[a, b, c]``."""
-    if isinstance(e, Binary) and e.op is Op.AND:
-        return _conjuncts(e.a) + _conjuncts(e.b)
-    return [e]
-
-
-def _conjoin(parts: Sequence[Expr]) -> Expr:
-    out: Expr = fold.const(True)
-    for p in parts:
-        out = p if isinstance(out, Const) else fold.binary(Op.AND, out, p)
-    return out
 
 
 def _wrap_guards(guards: Sequence[Expr], body: Stmt) -> Stmt:
@@ -666,7 +652,7 @@ def _drop_guards(s: Stmt, keep: Mapping[int, list[Expr]]) -> Stmt:
         sel = _blend(s)
         assert sel is not None
         parts = keep[id(s)]
-        value = Select(_conjoin(parts), sel.a, sel.b) if parts \
+        value = Select(fold.conjoin(parts), sel.a, sel.b) if parts \
             else sel.a
         return Store(s.buffer, s.index, value)
     if isinstance(s, IfThenElse) and id(s) in keep:

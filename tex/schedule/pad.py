@@ -48,7 +48,7 @@ def pad_guarded_reads(s: Schedule, stage: Stage, lane_var: Var | None = None
     if not isinstance(body, Reduce) or len(body.source) != 1 or body.combiner.name != "sum":
         return []
     src = body.source[0]
-    parts = _conjuncts(body.condition)
+    parts = fold.conjuncts(body.condition)
     if not parts or isinstance(body.condition, Const):
         return []
     dom = {iv.var: Interval(iv.dom.min, iv.dom.stop - 1) for iv in (*op.axis, *body.axis)}
@@ -95,7 +95,7 @@ def pad_guarded_reads(s: Schedule, stage: Stage, lane_var: Var | None = None
         if isinstance(node, TensorRead) and node.tensor not in {p for p, _, _ in created} \
                 and not _in_bounds(node, ranged, norm, kept):
             return []
-    cond = _conjoin(rest)
+    cond = fold.conjoin(rest)
     new_body = Reduce(body.combiner, [new_src], body.axis, cond, body.init, body.value_index)
     for padded, _, _ in created:
         pst = Stage(padded.op, s)
@@ -111,14 +111,11 @@ def _pad_plan(read: TensorRead, keys: list[tuple | None], norm: Analyzer, ranged
     dimension may leave the tensor without such a check, or nothing needs a pad."""
     before, after, used = [], [], set()
     for e, n in zip(read.indices, read.tensor.shape):
-        try:
-            b = ranged.bounds(ranged.rewrite(e))
-        except Exception:  # noqa: BLE001 - an index the bounds analysis does not cover
+        b = _index_bounds(e, ranged)
+        if b is None:
             return None
-        if b.lo is None or b.hi is None:
-            return None
-        lo_pad = max(0, -int(b.lo))
-        hi_pad = max(0, int(b.hi) - (n - 1))
+        lo_pad = max(0, -b[0])
+        hi_pad = max(0, b[1] - (n - 1))
         for need, op, bound in ((lo_pad, Op.GE, 0), (hi_pad, Op.LT, n)):
             if not need:
                 continue
@@ -167,7 +164,7 @@ def _pad_tensor(t: Tensor, before: tuple[int, ...], after: tuple[int, ...], m: i
             checks.append(fold.compare(Op.GE, x, fold.const(0, x.dtype)))
         if a or (m > 1 and d == len(src) - 1):
             checks.append(fold.compare(Op.LT, x, fold.const(n, x.dtype)))
-    value = fold.select(_conjoin(checks), TensorRead(t, src), fold.const(0, t.dtype))
+    value = fold.select(fold.conjoin(checks), TensorRead(t, src), fold.const(0, t.dtype))
     return ComputeOp(f"{t.name}.pad", axes, [value], tag="pad").output(0)
 
 
@@ -189,13 +186,10 @@ def _in_bounds(read: TensorRead, an: Analyzer, norm: Analyzer, kept: list[tuple]
     """Whether every index of ``read`` stays in its dimension: over the whole domain, or,
     on a side where it may not, because a ``kept`` conjunct (normalized) implies it."""
     for e, n in zip(read.indices, read.tensor.shape):
-        try:
-            b = an.bounds(an.rewrite(e))
-        except Exception:  # noqa: BLE001 - an index the bounds analysis does not cover
+        b = _index_bounds(e, an)
+        if b is None:
             return False
-        if b.lo is None or b.hi is None:
-            return False
-        for bad, op, bound in ((b.lo < 0, Op.GE, 0), (b.hi > n - 1, Op.LT, n)):
+        for bad, op, bound in ((b[0] < 0, Op.GE, 0), (b[1] > n - 1, Op.LT, n)):
             if not bad:
                 continue
             want = _range_key(norm, fold.compare(op, e, fold.const(bound, e.dtype)))
@@ -203,6 +197,17 @@ def _in_bounds(read: TensorRead, an: Analyzer, norm: Analyzer, kept: list[tuple]
                                        for k in kept):
                 return False
     return True
+
+
+def _index_bounds(e: Expr, an: Analyzer) -> tuple[int, int] | None:
+    """The smallest and largest value of the index ``e`` over ``an``'s domains."""
+    try:
+        b = an.bounds(an.rewrite(e))
+    except Exception:  # noqa: BLE001 - an index the bounds analysis does not cover
+        return None
+    if b.lo is None or b.hi is None:
+        return None
+    return int(b.lo), int(b.hi)
 
 
 def _factors(e: Expr) -> list[Expr]:
@@ -218,19 +223,6 @@ def _replace_reads(e: Expr, mapping: dict[Expr, Expr]) -> Expr:
         a, b = _replace_reads(e.a, mapping), _replace_reads(e.b, mapping)
         return fold.binary(Op.MUL, a, b)
     return e
-
-
-def _conjuncts(e: Expr) -> list[Expr]:
-    if isinstance(e, Binary) and e.op is Op.AND:
-        return _conjuncts(e.a) + _conjuncts(e.b)
-    return [e]
-
-
-def _conjoin(parts: list[Expr]) -> Expr:
-    out: Expr = fold.const(True)
-    for c in parts:
-        out = c if isinstance(out, Const) else fold.binary(Op.AND, out, c)
-    return out
 
 
 def _prod(xs) -> int:  # type: ignore[no-untyped-def]
