@@ -141,14 +141,12 @@ class _AutoScheduler:
         self.analyzer = Analyzer()
         self.regs = 32 if info.vector_bits >= 512 else 16  # x86: AVX-512 doubles them
 
-    def dot_tiles(self, ea: int, eb: int) -> tuple[int, int]:
-        return self._dot_tiles(ea, eb)[0]
-
-    def _dot_tiles(self, ea: int, eb: int) -> tuple[tuple[int, int], float]:
+    def dot_tiles(self, ea: int, eb: int) -> tuple[tuple[int, int], float]:
         """The register tile ``ta x tb`` of a reduce-vector block over extents ``ea``, ``eb``:
         ``ta * tb`` accumulators plus ``ta + 1`` loaded vectors fit the registers; the
         most accumulators per load wins, and a tile that leaves a remainder (guarded
-        partial tiles, measured 2-3x slower) counts half."""
+        partial tiles, measured 2-3x slower) counts half. Returns the tile and its score
+        (accumulators per loaded vector)."""
         best, score = (1, 1), 0.0
         for ta in range(1, min(ea, 8) + 1):
             for tb in range(1, min(eb, 8) + 1):
@@ -247,38 +245,39 @@ class _AutoScheduler:
                 self.row_reduce(st, reads, lanes)
             return
         last = spatial[-1]
-        # only reads that move with the reduction matter: the others are loop-invariant
-        rvars = {r.var for r in reduce}
-        inner = [r for r in reads if r.uses & rvars]
-        vred = self.vector_reduce_axis(inner, reduce, lanes)
-        # the reduction axis carries the vectors when more reads are contiguous along it,
-        # or when the last output axis is too short to fill a vector (a conv kernel's)
-        prefer_reduce = vred is not None and (
-            _contiguous_count(inner, vred.var) > _contiguous_count(inner, last.var)
-            or last.dom.extent < lanes)
-        if single and prefer_reduce:
+        vred = self.reduce_vector_axis(op, reads, lanes)
+        if single and vred is not None:
             self.reduce_vector(st, reads, vred, lanes)
         elif last.dom.extent >= lanes and op.num_outputs == 1:
             self.spatial_vector(st, reads, lanes)
         else:
             self.parallel_outer(st, [a for a in st.leaf_iter_vars if a.kind != "reduce"])
 
-    def vector_var(self, st: Stage) -> Var | None:
-        """The variable ``schedule_stage`` will vectorize a reduction stage along: the
-        contiguous reduction axis, or the last output axis (None: undecided)."""
-        op = st.op
-        if not op.axis or not op.reduce_axis:
-            return None
-        lanes = self.info.lanes(op.output(0).dtype.bits if op.output(0).dtype.bits else 32)
-        rvars = {r.var for r in op.reduce_axis}
-        inner = [r for r in self.reads(op) if r.uses & rvars]
+    def reduce_vector_axis(self, op: ComputeOp, reads: list[_Read], lanes: int
+                           ) -> IterVar | None:
+        """The reduction axis to carry the vectors, or None (the last output axis does):
+        a contiguous one, when more reads are contiguous along it than along the last output
+        axis, or when that axis is too short to fill a vector (a conv kernel's)."""
         last = op.axis[-1]
+        # only reads that move with the reduction matter: the others are loop-invariant
+        rvars = {r.var for r in op.reduce_axis}
+        inner = [r for r in reads if r.uses & rvars]
         vred = self.vector_reduce_axis(inner, list(op.reduce_axis), lanes)
         if vred is not None and (
                 _contiguous_count(inner, vred.var) > _contiguous_count(inner, last.var)
                 or last.dom.extent < lanes):
-            return vred.var
-        return last.var
+            return vred
+        return None
+
+    def vector_var(self, st: Stage) -> Var | None:
+        """The variable ``schedule_stage`` will vectorize a reduction stage along (None for
+        a stage without output or reduction axes)."""
+        op = st.op
+        if not op.axis or not op.reduce_axis:
+            return None
+        lanes = self.info.lanes(op.output(0).dtype.bits if op.output(0).dtype.bits else 32)
+        vred = self.reduce_vector_axis(op, self.reads(op), lanes)
+        return op.axis[-1].var if vred is None else vred.var
 
     def vector_reduce_axis(self, reads: list[_Read], reduce: list[IterVar], lanes: int
                            ) -> IterVar | None:
@@ -422,8 +421,8 @@ class _AutoScheduler:
         blocked = self.block_axes(spatial, reads)
         tiles: dict[IterVar, int] = {}
         # ta x tb vector accumulators plus ta + 1 loaded vectors fit the registers
-        ta, tb = self.dot_tiles(*(a.dom.extent for a in blocked)) if len(blocked) == 2 \
-            else (1, self.dot_tiles(1, blocked[0].dom.extent)[1] if blocked else 1)
+        ta, tb = self.dot_tiles(*(a.dom.extent for a in blocked))[0] if len(blocked) == 2 \
+            else (1, self.dot_tiles(1, blocked[0].dom.extent)[0][1] if blocked else 1)
         for a, want in zip(blocked, (ta, tb) if len(blocked) == 2 else (tb,)):
             tiles[a] = min(a.dom.extent, want)
         outer = [a for a in spatial if a not in tiles]
@@ -486,7 +485,7 @@ class _AutoScheduler:
                 a, b = cand[x], cand[y]
                 if not crossed(a, b):
                     continue
-                value = self._dot_tiles(a.dom.extent, b.dom.extent)[1]
+                value = self.dot_tiles(a.dom.extent, b.dom.extent)[1]
                 if value >= score:
                     best, score = [a, b], value
         if best:
