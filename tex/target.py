@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CPUInfo", "cpu_info", "register_probe"]
+__all__ = ["CPUInfo", "cpu_info", "register_probe", "CudaTarget", "parse_cuda_target"]
 
 
 @dataclass(frozen=True)
@@ -90,3 +90,54 @@ def cpu_info(target: str = "llvm") -> CPUInfo:
     key = {"cpu": "llvm"}.get(key, key)
     probe = _PROBES.get(key)
     return probe() if probe is not None else _fallback()
+
+
+# --------------------------------------------------------------------------------------
+# NVIDIA GPUs
+# --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CudaTarget:
+    """An NVIDIA GPU as the compiler sees it: its compute capability (``sm_80``) and what
+    one thread block may use."""
+
+    arch: str = "sm_80"
+    max_threads_per_block: int = 1024
+    max_shared_bytes: int = 48 * 1024  # static shared memory per block
+    warp_size: int = 32
+    sm_count: int = 108  # for the auto-scheduler's grid sizes (an A100; H100 has 132)
+
+    @property
+    def capability(self) -> tuple[int, int]:
+        """``(8, 0)`` for ``sm_80``."""
+        digits = self.arch[3:].rstrip("af")
+        return int(digits[:-1]), int(digits[-1])
+
+    def __str__(self) -> str:
+        return f"cuda -arch={self.arch}"
+
+
+def parse_cuda_target(target: str) -> CudaTarget:
+    """``"cuda"``, ``"cuda -arch=sm_90"`` (also ``nvptx``) -> ``CudaTarget``.
+
+    Raises
+    ------
+    ValueError
+        An option other than ``-arch=sm_XY``, or an architecture below sm_50.
+    """
+    words = target.split()
+    if not words or words[0].lower() not in ("cuda", "nvptx", "ptx"):
+        raise ValueError(f"not a CUDA target: {target!r}")
+    arch = "sm_80"
+    for w in words[1:]:
+        key, _, value = w.partition("=")
+        if key in ("-arch", "-mcpu", "--arch") and value:
+            arch = value.strip()
+        else:
+            raise ValueError(f"target {target!r}: unknown option {w!r}; expected "
+                             "-arch=sm_XY (e.g. 'cuda -arch=sm_90')")
+    digits = arch[3:].rstrip("af") if arch.startswith("sm_") else ""
+    if not (digits.isdigit() and len(digits) >= 2 and int(digits) >= 50):
+        raise ValueError(f"target {target!r}: -arch must be sm_50 or newer (sm_80, sm_90, "
+                         f"sm_90a, ...), got {arch!r}")
+    return CudaTarget(arch)

@@ -90,6 +90,7 @@ from ..lower.stmt import (
     IfThenElse,
     LetStmt,
     LoweredFunc,
+    Param,
     ScalarParam,
     Seq,
     Stmt,
@@ -1471,7 +1472,16 @@ def emit_llvm(func: LoweredFunc, options: CodegenOptions | None = None) -> tuple
     fn = ir.Function(m.ir, ir.FunctionType(_VOID, arg_types), func.name)
     fn.attributes.add("nounwind")
     f = _FunctionEmitter(m, fn, in_parallel=False)
-    for arg, p in zip(fn.args, func.params):
+    bind_params(f, fn, func.params)
+    f.stmt(func.body)
+    f.finish()
+    return str(m.ir), m.notes, m.status is not None
+
+
+def bind_params(f: _FunctionEmitter, fn: ir.Function, params: Sequence[Param]) -> None:
+    """Name ``fn``'s arguments after ``params`` and make them the emitter's buffers and
+    variables (buffers are ``noalias``; bool scalars arrive as i8, float16 as i16 bits)."""
+    for arg, p in zip(fn.args, params):
         arg.name = p.name
         if isinstance(p, BufferParam):
             arg.add_attribute("noalias")
@@ -1485,9 +1495,6 @@ def emit_llvm(func: LoweredFunc, options: CodegenOptions | None = None) -> tuple
             elif d.name == "float16":
                 v = f.b.bitcast(arg, ir.HalfType(), name=p.name)
             f.vars[p.var] = v
-    f.stmt(func.body)
-    f.finish()
-    return str(m.ir), m.notes, m.status is not None
 
 
 def optimize(text: str, host: HostTarget | None = None) -> llvm.ModuleRef:

@@ -323,7 +323,8 @@ class Var(Expr):
     """A named scalar variable; every call makes a distinct variable.
 
     ``kind`` is ``"var"`` for free variables (``tex.var``), ``"axis"`` for a compute's
-    data-parallel axis and ``"reduce"`` for a reduction axis.
+    data-parallel axis, ``"reduce"`` for a reduction axis and ``"thread"`` for a GPU
+    hardware index (``threadIdx.x``, ``blockIdx.y``, ...) in a lowered kernel.
     """
 
     __slots__ = ("name", "kind")
@@ -332,7 +333,7 @@ class Var(Expr):
     kind: str
 
     def __new__(cls, name: str, dtype: DType = int32, kind: str = "var") -> Var:
-        if kind not in ("var", "axis", "reduce"):
+        if kind not in ("var", "axis", "reduce", "thread"):
             raise InternalError(f"bad Var kind {kind!r}")
         node = object.__new__(cls)
         object.__setattr__(node, "name", str(name))

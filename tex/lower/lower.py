@@ -164,8 +164,23 @@ class _Level:
     kind: ForKind
     tag: str
     guards: list[Expr] = field(default_factory=list)
-    # producers computed at the start of this loop's body: (nest, its buffers)
-    attached: list[tuple[Stmt, list[Tensor]]] = field(default_factory=list)
+    # producers computed at the start of this loop's body: (nest, its buffers, their scope)
+    attached: list[tuple[Stmt, list[Tensor], str]] = field(default_factory=list)
+
+    @property
+    def is_thread(self) -> bool:
+        """Bound to a GPU thread or block index (a hardware index, not a loop)."""
+        return self.kind is ForKind.THREAD
+
+    def relaxed_by(self, scope: str) -> bool:
+        """Whether a buffer of ``scope`` computed inside this loop is shared by the
+        loop's iterations (they run on other threads): ``shared`` memory by the threads of
+        a block, ``global`` memory by every thread."""
+        if not self.is_thread:
+            return False
+        if scope == "shared":
+            return self.tag.startswith("threadIdx")
+        return scope == "global"
 
 
 class _Lowerer:
@@ -182,6 +197,10 @@ class _Lowerer:
                 assert st.attach_stage is not None and st.attach_ivar is not None
                 self.attached.setdefault((id(st.attach_stage), st.attach_ivar), []).append(st)
         self.bodies: dict[Stage, list[Expr]] = {}
+        # GPU lowering: loops bound to thread indices are hoisted outermost in each stage,
+        # guards on thread indices wrap only the stage's own stores, reductions over a
+        # thread-bound axis combine across threads through shared memory
+        self.gpu = any(st.bindings for st in sch.stages)
 
     def body_of(self, st: Stage) -> list[Expr]:
         got = self.bodies.get(st)
@@ -192,9 +211,11 @@ class _Lowerer:
 
     # -- ranges and relations ------------------------------------------------------------------
     def nest(self, st: Stage, root_min: Mapping[IterVar, Expr], root_ext: Mapping[IterVar, int],
-             clip: Mapping[IterVar, int], env: dict[Tensor, _Storage]) -> Stmt:
+             clip: Mapping[IterVar, int], env: dict[Tensor, _Storage],
+             outer: Sequence[_Level] = ()) -> Stmt:
         """The loop nest of ``st`` over the given root ranges (``clip``: root axes whose
-        values must stay below the given bound, for regions larger than the tensor)."""
+        values must stay below the given bound, for regions larger than the tensor;
+        ``outer``: the loops of the stages this one is computed inside)."""
         ext: dict[IterVar, int] = dict(root_ext)
         for rel in st.relations:
             if isinstance(rel, Split):
@@ -212,6 +233,8 @@ class _Lowerer:
             kind = _KIND.get(ann, ForKind.SERIAL)
             var = Var(iv.name, int32, "axis")
             tag = st.bindings[iv].tag if iv in st.bindings else ""
+            if tag == "vthread":  # a virtual thread: iterations interleaved in one thread
+                kind, tag = ForKind.UNROLLED, ""
             levels.append(_Level(iv, var, n, kind, tag))
             # a one-iteration loop is no loop (unless bound to a GPU thread)
             value[iv] = _i32(0) if n == 1 and kind is not ForKind.THREAD else var
@@ -237,12 +260,24 @@ class _Lowerer:
             bound = clip.get(iv)
             if bound is not None:
                 guards.append((v >= 0) & (v < bound))
-        # each guard goes right inside the innermost loop whose variable it uses
+        if self.gpu:
+            # a thread-bound loop is a hardware index: hoisted outermost it changes nothing
+            # for the stage, and every loop inside it sees it as fixed
+            levels.sort(key=lambda lv: not lv.is_thread)
+        # each guard goes right inside the innermost loop whose variable it uses; on a GPU,
+        # a guard on a thread index wraps only the stage's own stores: the threads it turns
+        # off still take their part in the producers computed inside (a shared tile)
         depth = {lv.var: k for k, lv in enumerate(levels)}
+        thread_vars = {lv.var for lv in [*outer, *levels]
+                       if lv.is_thread and lv.tag.startswith("threadIdx")}
         top_guards: list[Expr] = []
+        own_guards: list[Expr] = []
         for g in guards:
-            ks = [depth[n] for n in post_order(g) if isinstance(n, Var) and n in depth]
-            if ks:
+            used = [n for n in post_order(g) if isinstance(n, Var)]
+            ks = [depth[n] for n in used if n in depth]
+            if self.gpu and any(n in thread_vars for n in used):
+                own_guards.append(g)
+            elif ks:
                 levels[max(ks)].guards.append(g)
             else:
                 top_guards.append(g)
@@ -259,9 +294,11 @@ class _Lowerer:
         order = {stage: n for n, stage in enumerate(self.sch.stages)}
         regions: dict[Stage, _Region] = {}
         for k, child in sorted(children, key=lambda kc: -order[kc[1]]):
-            regions[child] = self.infer_region(child, st, levels, k, point, children, regions)
+            regions[child] = self.infer_region(child, st, levels, k, point, children, regions,
+                                               outer)
         for k, child in children:
-            levels[k].attached.append(self.build_attached(child, regions[child], env))
+            levels[k].attached.append(self.build_attached(
+                child, regions[child], env, [*outer, *levels[:k + 1]]))
         body = self.body_of(st)
         outputs = st.op.outputs
 
@@ -273,7 +310,11 @@ class _Lowerer:
 
         if not is_reduction:
             stores = [Store(env[t].buffer, store_index(t), read(e)) for t, e in zip(outputs, body)]
-            return _wrap_guards(top_guards, _assemble(levels, 0, len(levels), seq(*stores)))
+            return _wrap_guards(top_guards, _assemble(
+                levels, 0, len(levels), _wrap_guards(own_guards, seq(*stores))))
+        if any(lv.is_thread and lv.iv.kind == "reduce" for lv in levels):
+            return _wrap_guards(top_guards, self.cross_thread_reduction(
+                st, levels, read, store_index, own_guards, env))
 
         red = body[0]
         assert isinstance(red, Reduce)  # is_reduction
@@ -312,6 +353,8 @@ class _Lowerer:
                 cond = fold.conjoin(rest)
         if not (isinstance(cond, Const) and bool(cond.value)):
             update = IfThenElse(cond, update)
+        update = _wrap_guards(own_guards, update)
+        init_stores = _wrap_guards(own_guards, init_stores)
         main = _assemble(levels, reduce_pos, len(levels), update)
         spatial_inner = [lv for lv in levels[reduce_pos:] if lv.iv.kind != "reduce"]
         init_levels = [_Level(lv.iv, lv.var, lv.extent, lv.kind, lv.tag, list(lv.guards))
@@ -321,13 +364,29 @@ class _Lowerer:
         return _wrap_guards(top_guards, _assemble(levels, 0, reduce_pos, inner))
 
     # -- compute_at -----------------------------------------------------------------------------
+    def scope_of(self, child: Stage, enclosing: Sequence[_Level]) -> str:
+        """The memory scope of an attached stage: its own if set; on a GPU, by default
+        ``local`` inside a thread index, ``shared`` inside a block index only (as TVM)."""
+        if child.scope != "global" or not self.gpu:
+            return child.scope
+        tags = [lv.tag for lv in enclosing if lv.is_thread]
+        if any(t.startswith("threadIdx") for t in tags):
+            return "local"
+        return "shared" if tags else "global"
+
     def infer_region(self, child: Stage, parent: Stage, levels: list[_Level], k: int,
                      point: Mapping[Var, Expr], children: Sequence[tuple[int, Stage]],
-                     regions: Mapping[Stage, _Region]) -> _Region:
+                     regions: Mapping[Stage, _Region], outer: Sequence[_Level] = ()
+                     ) -> _Region:
         """The box of ``child`` read during one iteration of loop ``k`` of ``parent``: by
-        ``parent`` itself and by the stages attached inside that loop (regions known)."""
+        ``parent`` itself and by the stages attached inside that loop (regions known).
+        On a GPU the box also covers the threads that share the child's buffer (a shared
+        tile serves every thread of the block)."""
         loop = levels[k].iv.name
         ranging = {lv.var: lv.extent for lv in levels[k + 1:]}
+        enclosing = [*outer, *levels[:k + 1]]
+        scope = self.scope_of(child, enclosing)
+        ranging.update({lv.var: lv.extent for lv in enclosing if lv.relaxed_by(scope)})
         reads = [r for e in self.body_of(parent) for r in post_order(substitute(e, point))
                  if isinstance(r, TensorRead) and r.tensor.op is child.op]
         siblings = {q: j for j, q in children}
@@ -367,9 +426,10 @@ class _Lowerer:
                 exts.append(region[1])
         return _Region(tuple(los), tuple(exts))
 
-    def build_attached(self, child: Stage, box: _Region, env: dict[Tensor, _Storage]
-                       ) -> tuple[Stmt, list[Tensor]]:
-        """The nest of ``child`` over its region; registers its buffers in ``env``."""
+    def build_attached(self, child: Stage, box: _Region, env: dict[Tensor, _Storage],
+                       enclosing: Sequence[_Level] = ()) -> tuple[Stmt, list[Tensor], str]:
+        """The nest of ``child`` over its region; registers its buffers in ``env``
+        (``enclosing``: the loops around the attach point, outermost first)."""
         root_min: dict[IterVar, Expr] = dict(zip(child.op.axis, box.los))
         root_ext: dict[IterVar, int] = dict(zip(child.op.axis, box.exts))
         for iv in child.op.reduce_axis:
@@ -384,7 +444,121 @@ class _Lowerer:
             buf = make_buffer(self.names.fresh(t.name), math.prod(box.exts), t.dtype)
             buffers.append(buf)
             env[t] = _Storage(buf, box.exts, box.los)
-        return self.nest(child, root_min, root_ext, clip, env), buffers
+        return (self.nest(child, root_min, root_ext, clip, env, enclosing), buffers,
+                self.scope_of(child, enclosing))
+
+    # -- reductions across GPU threads -------------------------------------------------------
+    def cross_thread_reduction(self, st: Stage, levels: list[_Level],
+                               read: Callable[[Expr], Expr],
+                               store_index: Callable[[Tensor], Expr],
+                               own_guards: Sequence[Expr], env: Mapping[Tensor, _Storage]
+                               ) -> Stmt:
+        """A reduction with an axis bound to thread indices: each thread reduces its share
+        into a register, the partial results meet in shared memory and are combined by a
+        tree (halving the active threads each step, barriers between steps), and the
+        threads whose reduction index is 0 store the result::
+
+            acc = identity; for k: acc = combine(acc, src)      # per thread
+            red[s*R + r] = acc                                   # r: reduce thread index
+            if (r < R - p) red[s*R + r] = combine(red[s*R + r], red[s*R + r + p])
+            if (r < p/2) ... ; ... ; if (r < 1) ...              # p: 2**floor(log2 R)
+            if (r == 0) C[...] = combine(init, red[s*R])
+        """
+        body = self.body_of(st)
+        red = body[0]
+        assert isinstance(red, Reduce)
+        combiner = red.combiner
+        threads = [lv for lv in levels if lv.is_thread]
+        rest = [lv for lv in levels if not lv.is_thread]
+        first = next((k for k, lv in enumerate(rest) if lv.iv.kind == "reduce"), len(rest))
+        pre, loops = rest[:first], rest[first:]
+        for lv in loops:
+            if lv.iv.kind != "reduce":
+                raise ValueError(
+                    f"lower: '{st.name}' reduces across GPU threads, so its data-parallel "
+                    f"loop '{lv.iv.name}' must come before its reduction loops; reorder it "
+                    "outside them")
+        reduce_vars = {lv.var for lv in levels if lv.iv.kind == "reduce"}
+        n_values = len(combiner.lhs)
+        dtypes = [v.dtype for v in combiner.lhs]
+        accs = [make_buffer(self.names.fresh(f"{st.name}.acc"), 1, d) for d in dtypes]
+        acc = [TensorRead(a, [_i32(0)]) for a in accs]
+        init = seq(*(Store(a, _i32(0), combiner.identity[j]) for j, a in enumerate(accs)))
+        src = {rhs: read(e) for rhs, e in zip(combiner.rhs, red.source)}
+
+        def combined(lhs: Sequence[Expr], rhs: Mapping[Var, Expr] | None,
+                     targets: Sequence[tuple[Tensor, Expr]]) -> Stmt:
+            mapping: dict[Var, Expr] = dict(zip(combiner.lhs, lhs))
+            mapping.update(rhs if rhs is not None else {})
+            values = [substitute(r, mapping) for r in combiner.result]
+            if n_values == 1:
+                return Store(targets[0][0], targets[0][1], values[0])
+            tmps = [Var(f"{st.name}.next{j}", d) for j, d in enumerate(dtypes)]
+            out: Stmt = seq(*(Store(b, ix, tmp) for (b, ix), tmp in zip(targets, tmps)))
+            for tmp, v in reversed(list(zip(tmps, values))):
+                out = LetStmt(tmp, v, out)
+            return out
+
+        update = combined(acc, src, [(a, _i32(0)) for a in accs])
+        cond = read(red.condition)
+        if not (isinstance(cond, Const) and bool(cond.value)):
+            update = IfThenElse(cond, update)
+        main = _assemble(loops, 0, len(loops), _wrap_guards(own_guards, update))
+
+        # the block's threads of this stage: reduction threads fastest (mixed radix)
+        def radix(lvs: Sequence[_Level]) -> tuple[Expr, int]:
+            ix: Expr = _i32(0)
+            n = 1
+            for lv in lvs:
+                ix = ix * lv.extent + lv.var
+                n *= lv.extent
+            return ix, n
+
+        for lv in threads:
+            if lv.iv.kind == "reduce" and not lv.tag.startswith("threadIdx"):
+                raise ValueError(
+                    f"lower: the reduction axis '{lv.iv.name}' of '{st.name}' is bound to "
+                    f"{lv.tag}; blocks cannot combine their results in one kernel: bind it to "
+                    "threadIdx, or rfactor it and bind the new data-parallel axis to blocks")
+        # shared memory is per block: its index is over the block's threads only
+        r, n_r = radix([lv for lv in threads if lv.iv.kind == "reduce"])
+        sp, n_s = radix([lv for lv in threads
+                         if lv.iv.kind != "reduce" and lv.tag.startswith("threadIdx")])
+        base = sp * n_r
+        bufs = [make_buffer(self.names.fresh(f"{st.name}.red"), n_s * n_r, d) for d in dtypes]
+
+        def at(j: int, offset: int = 0) -> Expr:
+            return TensorRead(bufs[j], [base + r + offset] if offset else [base + r])
+
+        steps: list[Stmt] = [seq(*(Store(b, base + r, acc[j]) for j, b in enumerate(bufs)))]
+        p = 1 << (n_r.bit_length() - 1)
+        strides = ([p] if n_r > p else []) + [1 << e for e in reversed(range(p.bit_length() - 1))]
+        for step in strides:
+            live = n_r - p if step == p else step
+            partner = {rhs: at(j, step) for j, rhs in enumerate(combiner.rhs)}
+            steps.append(IfThenElse(r < live, combined([at(j) for j in range(n_values)],
+                                                       partner,
+                                                       [(b, base + r) for b in bufs])))
+        total = [TensorRead(b, [base]) for b in bufs]
+        if red.init:
+            inits = [read(e) for e in red.init]
+            finals = [substitute(res, {**dict(zip(combiner.lhs, inits)),
+                                       **dict(zip(combiner.rhs, total))})
+                      for res in combiner.result]
+        else:
+            finals = total
+        stores = seq(*(Store(env[t].buffer, store_index(t), finals[e.value_index])
+                       for t, e in zip(st.op.outputs, body) if isinstance(e, Reduce)))
+        spatial_guards = [g for g in own_guards
+                          if not any(n in reduce_vars for n in post_order(g))]
+        steps.append(IfThenElse(r == 0, _wrap_guards(spatial_guards, stores)))
+        block: Stmt = seq(*steps)
+        for b in reversed(bufs):
+            block = Allocate(b, "shared", block)
+        block = seq(init, main, block)
+        for a in reversed(accs):
+            block = Allocate(a, "local", block)
+        return _assemble([*threads, *pre], 0, len(threads) + len(pre), block)
 
     # -- reads ------------------------------------------------------------------------------
     def flatten_reads(self, e: Expr, env: Mapping[Tensor, _Storage]) -> Expr:
@@ -456,10 +630,10 @@ def _assemble(levels: Sequence[_Level], start: int, stop: int, inner: Stmt) -> S
         for g in reversed(lv.guards):
             body = IfThenElse(g, body)
         if lv.attached:
-            body = seq(*(nest for nest, _ in lv.attached), body)
-            for _, bufs in reversed(lv.attached):
+            body = seq(*(nest for nest, _, _ in lv.attached), body)
+            for _, bufs, scope in reversed(lv.attached):
                 for buf in reversed(bufs):
-                    body = Allocate(buf, "global", body)
+                    body = Allocate(buf, scope, body)
         if lv.extent == 1 and lv.kind is not ForKind.THREAD:
             continue
         body = For(lv.var, _i32(0), _i32(lv.extent), lv.kind, body, lv.tag)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from ..ir.printer import format_expr
 from .stmt import (
     Allocate,
+    Barrier,
     BufferParam,
     For,
     IfThenElse,
@@ -60,6 +61,8 @@ def _lines(s: Stmt, depth: int, out: list[str]) -> None:
         case LetStmt():
             out.append(f"{pad}let {s.var.name} = {format_expr(s.value)}")
             _lines(s.body, depth, out)
+        case Barrier():
+            out.append(f"{pad}__syncthreads()")
         case Seq():
             for child in s.body:
                 _lines(child, depth, out)

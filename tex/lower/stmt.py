@@ -29,7 +29,7 @@ from ..ir.expr import Expr, Var
 from ..ir.tensor import PlaceholderOp, Tensor
 
 __all__ = [
-    "ForKind", "Stmt", "For", "Store", "Allocate", "IfThenElse", "LetStmt", "Seq",
+    "ForKind", "Stmt", "For", "Store", "Allocate", "IfThenElse", "LetStmt", "Seq", "Barrier",
     "BufferParam", "ScalarParam", "Param", "LoweredFunc", "make_buffer", "seq",
     "stmt_children", "with_stmt_children", "walk_stmts", "map_exprs",
 ]
@@ -108,6 +108,14 @@ class Seq(Stmt):
     """Statements run in order."""
 
     body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Barrier(Stmt):
+    """Every thread of a GPU thread block waits here until all have arrived, and their
+    shared-memory writes before it are visible after it (``__syncthreads()``). Inserted
+    by ``tex.lower.gpu``; reached by all threads of a block or none (uniform control
+    flow)."""
 
 
 def seq(*stmts: Stmt | None) -> Stmt:

@@ -1,0 +1,369 @@
+"""GPU kernels -> LLVM IR for NVPTX -> PTX, through llvmlite and LLVM's NVPTX backend.
+
+``compile_ptx(program, target)`` takes the kernels of a ``DeviceProgram``
+(``tex.lower.gpu.split_kernels``) to one PTX module. Statements and expressions are emitted
+by the CPU backend's emitter (``tex.codegen.llvm``), so integer division, float min/max,
+casts, lazy selects and bool storage mean the same on both targets; this module adds what
+differs on a GPU:
+
+- each kernel is a ``ptx_kernel`` function (LLVM's calling convention for ``.entry``); a
+  buffer parameter is a ``noalias`` pointer (NVPTX turns it into a global-space pointer),
+  a scalar is passed by value;
+- hardware indices are ``llvm.nvvm.read.ptx.sreg.{tid,ctaid}.{x,y,z}``, read once at entry;
+- ``shared`` buffers are internal ``addrspace(3)`` arrays of the module, ``local`` buffers
+  per-thread ``alloca`` s; a barrier is ``llvm.nvvm.barrier0`` (``bar.sync 0``);
+- math functions call CUDA's libdevice (``__nv_expf``, ``__nv_sin``, ...: NVIDIA's
+  correctly documented implementations, within 1-4 ulp) when a CUDA toolkit is found
+  (``TEX_LIBDEVICE``, ``$CUDA_HOME``/``$CUDA_PATH``, ``/usr/local/cuda``, or next to
+  ``nvcc``); the bitcode is linked into the module, everything but the kernels made
+  internal, and LLVM's O3 pipeline (which runs ``NVVMReflect``) keeps only what is used.
+  Without libdevice, float32 ``exp``, ``log`` and ``tanh`` use ``tex.codegen.vecmath``
+  (2-3 ulp), ``erf`` and ``sigmoid`` are legalized as on the CPU, and the other
+  transcendental functions (``sin``, ``cos``, ``tan``, ``log2``, ``log10``, ``pow``, float
+  ``%``, and float64 ``exp``/``log``/``tanh``) raise ``ValueError`` naming the function.
+- ``sqrt`` is ``llvm.sqrt`` (``sqrt.rn``, correctly rounded), ``floor``/``ceil``/``trunc``/
+  ``round`` and ``abs`` are LLVM intrinsics NVPTX lowers to single instructions.
+
+``assemble(ptx, arch)`` runs ``ptxas`` (when installed) to check a module and return the
+cubin. ``TEX_DUMP=ptx.llvm,ptx.llvm.opt,ptx`` prints the stages.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import llvmlite.binding as llvm
+import llvmlite.ir as ir
+
+from .. import debug
+from ..arith import Analyzer, Interval
+from ..debug import InternalError
+from ..dtype import DType
+from ..ir.expr import Binary, Expr, Op, TensorRead, Unary
+from ..lower.gpu import DeviceProgram, Kernel
+from ..lower.lower import loop_domains
+from ..lower.stmt import Allocate, Barrier, BufferParam, For, ForKind, Stmt
+from ..target import CudaTarget
+from .llvm import (
+    LLVM_LOCK,
+    CodegenOptions,
+    _abi_ir_type,
+    _FunctionEmitter,
+    _ModuleEmitter,
+    _scalar_type,
+    _storage_type,
+    bind_params,
+)
+from .vecmath import VECMATH, vecmath_function
+
+__all__ = ["PTXModule", "compile_ptx", "emit_ptx_llvm", "find_libdevice", "find_ptxas",
+           "assemble", "TRIPLE"]
+
+TRIPLE = "nvptx64-nvidia-cuda"
+MAX_LOCAL_BYTES = 64 * 1024  # per-thread local buffers larger than this are refused
+_I32 = ir.IntType(32)
+_PTR = ir.PointerType()
+_SHARED_PTR = ir.PointerType(addrspace=3)
+_VOID = ir.VoidType()
+
+# op -> libdevice base name: __nv_<name>f (float32) or __nv_<name> (float64)
+LIBDEVICE_UNARY: dict[Op, str] = {
+    Op.EXP: "exp", Op.LOG: "log", Op.LOG2: "log2", Op.LOG10: "log10", Op.SIN: "sin",
+    Op.COS: "cos", Op.TAN: "tan", Op.TANH: "tanh", Op.ERF: "erf",
+}
+LIBDEVICE_BINARY: dict[Op, str] = {Op.POW: "pow", Op.FLOORMOD: "fmod"}
+_SREG = {"threadIdx": "tid", "blockIdx": "ctaid"}
+
+
+# --------------------------------------------------------------------------------------
+# Toolkit discovery
+# --------------------------------------------------------------------------------------
+
+def _toolkit_roots() -> list[Path]:
+    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        roots.append(str(Path(nvcc).resolve().parent.parent))
+    return [Path(r) for r in roots if r]
+
+
+@functools.cache
+def find_libdevice() -> str | None:
+    """Path of CUDA's ``libdevice.10.bc``: ``$TEX_LIBDEVICE`` (a file; empty or ``none`` to
+    disable), else under the CUDA toolkit; None when not found."""
+    env = os.environ.get("TEX_LIBDEVICE")
+    if env is not None:
+        if env.strip().lower() in ("", "none", "0"):
+            return None
+        if not Path(env).is_file():
+            raise ValueError(f"TEX_LIBDEVICE={env!r} is not a file (expected the path of "
+                             "libdevice.10.bc, or 'none')")
+        return env
+    for root in _toolkit_roots():
+        cand = root / "nvvm" / "libdevice" / "libdevice.10.bc"
+        if cand.is_file():
+            return str(cand)
+    return None
+
+
+@functools.cache
+def find_ptxas() -> str | None:
+    """Path of ``ptxas`` (PATH first, then the CUDA toolkit), or None."""
+    found = shutil.which("ptxas")
+    if found:
+        return found
+    for root in _toolkit_roots():
+        cand = root / "bin" / "ptxas"
+        if cand.is_file():
+            return str(cand)
+    return None
+
+
+def assemble(ptx: str, arch: str = "sm_90") -> bytes | None:
+    """Assemble ``ptx`` with ``ptxas -arch=<arch>``; the cubin, or None without ptxas.
+
+    Raises
+    ------
+    RuntimeError
+        When ptxas rejects the module (its messages included).
+    """
+    ptxas = find_ptxas()
+    if ptxas is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="tex-ptxas-") as tmp:
+        src = Path(tmp) / "kernel.ptx"
+        out = Path(tmp) / "kernel.cubin"
+        src.write_text(ptx)
+        proc = subprocess.run([ptxas, f"-arch={arch}", str(src), "-o", str(out)],
+                              capture_output=True, text=True, timeout=300, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"ptxas -arch={arch} rejected the PTX:\n"
+                               f"{proc.stderr.strip() or proc.stdout.strip()}")
+        return out.read_bytes()
+
+
+# --------------------------------------------------------------------------------------
+# Emitters
+# --------------------------------------------------------------------------------------
+
+class _PTXModuleEmitter(_ModuleEmitter):
+    """What the kernels of one module share (the llvmlite module, declarations)."""
+
+    def __init__(self, kernel: Kernel, options: CodegenOptions, module: ir.Module,
+                 libdevice: bool) -> None:
+        self.func = kernel.as_func()
+        self.kernel = kernel
+        self.options = options
+        self.host = None  # type: ignore[assignment]
+        self.ir = module
+        self.par_count = 0
+        self.status = None
+        self.notes: list[str] = []
+        self._hazard: dict[Expr, bool] = {}
+        self._domains: Analyzer | None = None
+        self.fm = ("fast",) if options.fastmath else ()
+        self.fm_arith = self.fm or (("contract",) if options.contract else ())
+        self.max_lanes = 1
+        self.libdevice = libdevice
+
+    def in_bounds(self, read: TensorRead) -> bool:
+        if self._domains is None:
+            dom = loop_domains(self.func.body)
+            dims = dict(zip(("x", "y", "z"), zip(self.kernel.grid, self.kernel.block)))
+            for v in self.kernel.indices:
+                kind, axis = v.name.split(".")
+                n = dims[axis][0 if kind == "blockIdx" else 1]
+                dom[v] = Interval(0, n - 1)
+            self._domains = Analyzer(dom)
+        return super().in_bounds(read)
+
+
+class _PTXFunctionEmitter(_FunctionEmitter):
+    """One kernel's body."""
+
+    m: _PTXModuleEmitter
+
+    def bind_indices(self) -> None:
+        for v in self.m.kernel.indices:
+            kind, axis = v.name.split(".")
+            fn = self.m.declare(f"llvm.nvvm.read.ptx.sreg.{_SREG[kind]}.{axis}", _I32, [])
+            self.vars[v] = self.b.call(fn, [], name=v.name)
+
+    def stmt(self, s: Stmt) -> None:
+        if isinstance(s, Barrier):
+            self.b.call(self.m.declare("llvm.nvvm.barrier0", _VOID, []), [])
+            return
+        super().stmt(s)
+
+    def loop(self, s: For) -> None:
+        if s.kind in (ForKind.THREAD, ForKind.PARALLEL, ForKind.VECTORIZED):
+            raise InternalError(f"loop '{s.var.name}' of kind {s.kind.value} in a kernel "
+                                "(tex.lower.gpu should have removed it)", self.m.func)
+        super().loop(s)
+
+    def allocate(self, s: Allocate) -> None:
+        buf = s.buffer
+        st = _storage_type(buf.dtype)
+        n = int(buf.shape[0])
+        if s.scope == "shared":
+            arr = ir.ArrayType(st, n)
+            g = ir.GlobalVariable(self.m.ir, arr, f"{self.m.kernel.name}.{buf.name}",
+                                  addrspace=3)
+            g.linkage = "internal"
+            g.initializer = ir.Constant(arr, ir.Undefined)
+            g.align = 16
+            first = self.b.gep(g, [ir.Constant(_I32, 0), ir.Constant(_I32, 0)], inbounds=True,
+                               source_etype=arr, name=buf.name)
+            first.type = _SHARED_PTR  # llvmlite types it as a typed pointer
+            self.bufs[buf] = first
+        elif s.scope == "local":
+            if n * buf.dtype.itemsize > MAX_LOCAL_BYTES:
+                raise ValueError(f"build(target='cuda'): the local buffer '{buf.name}' holds "
+                                 f"{n * buf.dtype.itemsize} bytes per thread (at most "
+                                 f"{MAX_LOCAL_BYTES}); compute it at an inner loop")
+            self.bufs[buf] = self.alloca(st, buf.name, count=n, align=16)
+        else:
+            raise InternalError(f"a {s.scope} buffer '{buf.name}' inside a kernel",
+                                self.m.func)
+        self.stmt(s.body)
+        del self.bufs[buf]
+
+    # math through libdevice ----------------------------------------------------------
+    def libdevice_call(self, name: str, d: DType, args: Sequence[ir.Value],
+                       what: str) -> ir.Value:
+        if not self.m.libdevice:
+            raise ValueError(
+                f"build(target='cuda'): {what} on {d.name} needs CUDA's libdevice, which "
+                "was not found (set TEX_LIBDEVICE to libdevice.10.bc, or CUDA_HOME to the "
+                "CUDA toolkit)")
+        t = _scalar_type(d)
+        fn = self.m.declare(f"__nv_{name}{'f' if d.bits == 32 else ''}", t, [t] * len(args))
+        return self.call_float(fn, args)
+
+    def unary(self, e: Unary, x: ir.Value) -> ir.Value:
+        name = LIBDEVICE_UNARY.get(e.op)
+        if name is None or not e.dtype.is_float:
+            return super().unary(e, x)
+        if not self.m.libdevice and e.dtype.bits == 32 and e.op.value in VECMATH:
+            return self.b.call(vecmath_function(self.m.ir, e.op.value, x.type), [x])
+        return self.libdevice_call(name, e.dtype, [x], e.op.value)
+
+    def binary(self, e: Binary, a: ir.Value, b: ir.Value) -> ir.Value:
+        name = LIBDEVICE_BINARY.get(e.op)
+        if name is None or not e.a.dtype.is_float:
+            return super().binary(e, a, b)
+        if e.op is Op.FLOORMOD:
+            # numpy.mod from C fmod: r != 0 and sign(r) != sign(b) -> r + b; 0 takes b's sign
+            r = self.libdevice_call(name, e.a.dtype, [a, b], "float %")
+            bb, fm = self.b, self.m.fm
+            zero = ir.Constant(a.type, 0.0)
+            wrong = bb.and_(bb.fcmp_ordered("!=", r, zero, flags=fm),
+                            bb.xor(bb.fcmp_ordered("<", b, zero, flags=fm),
+                                   bb.fcmp_ordered("<", r, zero, flags=fm)))
+            fixed = bb.select(wrong, bb.fadd(r, b, flags=fm), r)
+            signed_zero = self.float_intrinsic("llvm.copysign", zero, b)
+            return bb.select(bb.fcmp_ordered("==", r, zero, flags=fm), signed_zero, fixed)
+        return self.libdevice_call(name, e.a.dtype, [a, b], e.op.value)
+
+
+# --------------------------------------------------------------------------------------
+# Driver
+# --------------------------------------------------------------------------------------
+
+@dataclass
+class PTXModule:
+    """A compiled device program: PTX text, the LLVM IR before and after optimization."""
+
+    program: DeviceProgram
+    target: CudaTarget
+    ptx: str
+    llvm_ir: str
+    llvm_ir_opt: str
+    libdevice: str | None
+
+
+@functools.cache
+def _nvptx_initialized() -> bool:
+    with LLVM_LOCK:
+        llvm.initialize_all_targets()
+        llvm.initialize_all_asmprinters()
+    return True
+
+
+def _target_machine(target: CudaTarget) -> llvm.TargetMachine:
+    _nvptx_initialized()
+    return llvm.Target.from_triple(TRIPLE).create_target_machine(cpu=target.arch, opt=3)
+
+
+def emit_ptx_llvm(program: DeviceProgram, target: CudaTarget,
+                  options: CodegenOptions | None = None, libdevice: bool = True) -> str:
+    """The unoptimized LLVM IR (NVPTX) of every kernel of ``program``."""
+    options = options or CodegenOptions()
+    with LLVM_LOCK:
+        tm = _target_machine(target)
+        module = ir.Module(name=program.func.name)
+        module.triple = TRIPLE
+        module.data_layout = str(tm.target_data)
+    for kernel in program.kernels:
+        m = _PTXModuleEmitter(kernel, options, module, libdevice)
+        types = [(_PTR if isinstance(p, BufferParam) else _abi_ir_type(p.var.dtype))
+                 for p in kernel.params]
+        fn = ir.Function(module, ir.FunctionType(_VOID, types), kernel.name)
+        fn.calling_convention = "ptx_kernel"
+        fn.attributes.add("nounwind")
+        f = _PTXFunctionEmitter(m, fn, in_parallel=True)
+        bind_params(f, fn, kernel.params)
+        f.bind_indices()
+        body: Stmt = kernel.body
+        for buf in reversed(kernel.shared):
+            body = Allocate(buf, "shared", body)
+        f.stmt(body)
+        f.finish()
+    return str(module)
+
+
+def compile_ptx(program: DeviceProgram, target: CudaTarget | None = None,
+                options: CodegenOptions | None = None) -> PTXModule:
+    """PTX for every kernel of ``program`` (legalized), for ``target`` (default sm_80).
+
+    Raises
+    ------
+    ValueError
+        A math function that needs libdevice when none was found; a local buffer too large.
+    """
+    target = target or CudaTarget()
+    libdevice = find_libdevice()
+    text = emit_ptx_llvm(program, target, options, libdevice is not None)
+    debug.dump("ptx.llvm", text)
+    kernels = {k.name for k in program.kernels}
+    with LLVM_LOCK:
+        try:
+            mod = llvm.parse_assembly(text)
+            mod.verify()
+        except RuntimeError as err:
+            raise InternalError(f"generated NVPTX LLVM IR does not verify: {err}",
+                                text) from None
+        if libdevice is not None and "@__nv_" in text:
+            lib = llvm.parse_bitcode(Path(libdevice).read_bytes())
+            lib.triple = TRIPLE
+            lib.data_layout = mod.data_layout
+            mod.link_in(lib)
+        for fn in mod.functions:
+            if not fn.is_declaration and fn.name not in kernels:
+                fn.linkage = "internal"
+        tm = _target_machine(target)
+        pto = llvm.create_pipeline_tuning_options(speed_level=3)
+        pto.loop_unrolling = True
+        pb = llvm.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(mod, pb)
+        opt = str(mod)
+        ptx = tm.emit_assembly(mod)
+    debug.dump("ptx.llvm.opt", opt)
+    debug.dump("ptx", ptx)
+    return PTXModule(program, target, ptx, text, opt, libdevice)

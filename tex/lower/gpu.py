@@ -1,0 +1,407 @@
+"""GPU kernels from a lowered function: ``split_kernels(func) -> DeviceProgram``.
+
+A lowered function for ``target="cuda"`` is a sequence of root loop nests whose
+thread-bound loops (``For`` of kind THREAD, tagged ``blockIdx.x`` ... ``threadIdx.z``) are
+the hardware indices. This pass turns each root nest into one kernel (as TVM's
+``SplitHostDevice`` with ``thread_extent`` attributes):
+
+1. **Launch configuration.** The grid and block dimensions are the largest extent bound to
+   each tag in the nest; a loop with a smaller extent is guarded (``if (threadIdx.x < n)``).
+   Limits are checked: at most 1024 threads per block (1024, 1024, 64 per dimension), grid
+   dimensions up to (2**31 - 1, 65535, 65535).
+2. **Hardware indices.** A thread-bound loop is replaced by its body with the loop variable
+   replaced by the index (a ``Var`` of kind ``"thread"`` named after the tag). Vectorized
+   and parallel loops run serially in each thread (the threads are the parallelism).
+3. **Memory.** ``shared`` buffers are hoisted to the top of the kernel (static shared
+   memory, at most ``GPULimits.max_shared_bytes`` per block); ``local`` ones stay (per
+   thread). A ``global`` temporary computed inside a kernel is refused (its threads could not
+   see each other's writes); root temporaries are device buffers the runtime allocates.
+4. **Barriers.** In every statement sequence, a barrier is inserted before a statement that
+   reads a shared buffer written since the last barrier, or writes one read or written since
+   (other threads of the block do the other accesses); a loop whose body writes a shared
+   buffer ends with a barrier (the next iteration overwrites what this one reads).
+5. **Uniform barriers.** A barrier must be reached by every thread of a block. A condition
+   that differs between threads of a block and holds a barrier is distributed over the
+   statements around the barrier: ``if (c) {A; sync; B}`` -> ``if (c) A; sync; if (c) B``
+   (``c`` is an index condition, the same at both places). A barrier left inside a
+   thread-dependent condition or loop is an internal error.
+
+Kernel parameters are the buffers and scalars the kernel uses, in the function's parameter
+order, then the root temporaries.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..debug import InternalError
+from ..dtype import int32
+from ..ir import fold
+from ..ir.expr import Const, Expr, TensorRead, Var
+from ..ir.visit import post_order, substitute
+from ..ir.tensor import Tensor
+from .stmt import (
+    Allocate,
+    Barrier,
+    BufferParam,
+    For,
+    ForKind,
+    IfThenElse,
+    LetStmt,
+    LoweredFunc,
+    Param,
+    ScalarParam,
+    Seq,
+    Stmt,
+    Store,
+    map_exprs,
+    seq,
+    stmt_children,
+    walk_stmts,
+    with_stmt_children,
+)
+
+__all__ = ["GPULimits", "Kernel", "DeviceProgram", "split_kernels", "BLOCK_TAGS",
+           "THREAD_TAGS_HW"]
+
+BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
+THREAD_TAGS_HW = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
+
+
+@dataclass(frozen=True)
+class GPULimits:
+    """What one kernel launch may use (CUDA's limits for compute capability 5.0 and up)."""
+
+    max_threads_per_block: int = 1024
+    max_block: tuple[int, int, int] = (1024, 1024, 64)
+    max_grid: tuple[int, int, int] = (2**31 - 1, 65535, 65535)
+    max_shared_bytes: int = 48 * 1024  # static shared memory per block
+
+
+@dataclass(frozen=True, eq=False)
+class Kernel:
+    """One kernel: its parameters, body, launch configuration and shared buffers."""
+
+    name: str
+    params: tuple[Param, ...]
+    body: Stmt
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared: tuple[Tensor, ...]
+    indices: tuple[Var, ...]  # the hardware index variables the body uses
+
+    @property
+    def shared_bytes(self) -> int:
+        return sum(b.size * b.dtype.itemsize for b in self.shared)
+
+    def as_func(self) -> LoweredFunc:
+        """The kernel as a ``LoweredFunc`` (shared buffers allocated at the top)."""
+        body = self.body
+        for buf in reversed(self.shared):
+            body = Allocate(buf, "shared", body)
+        return LoweredFunc(self.name, self.params, body,
+                           {"grid": self.grid, "block": self.block})
+
+    def __str__(self) -> str:
+        head = (f"// kernel {self.name}: grid {self.grid}, block {self.block}, "
+                f"shared {self.shared_bytes} bytes")
+        return f"{head}\n{self.as_func()}"
+
+
+@dataclass(frozen=True, eq=False)
+class DeviceProgram:
+    """A lowered function as GPU kernels run in order, over the function's buffers and the
+    device temporaries ``temps``."""
+
+    func: LoweredFunc
+    temps: tuple[Tensor, ...]
+    kernels: tuple[Kernel, ...]
+
+    def __str__(self) -> str:
+        temps = "".join(f"// device buffer {t.name}: {t.dtype.name}[{t.shape[0]}]\n"
+                        for t in self.temps)
+        return temps + "\n\n".join(str(k) for k in self.kernels)
+
+
+# --------------------------------------------------------------------------------------
+# Entry point
+# --------------------------------------------------------------------------------------
+
+def split_kernels(func: LoweredFunc, limits: GPULimits | None = None) -> DeviceProgram:
+    """One kernel per root loop nest of ``func`` (see the module docstring).
+
+    Raises
+    ------
+    ValueError
+        A nest with no thread-bound loop, a block or grid over the limits, shared memory over
+        the limit, a global temporary inside a kernel.
+    """
+    limits = limits or GPULimits()
+    body = func.body
+    temps: list[Tensor] = []
+    while isinstance(body, Allocate) and body.scope == "global":
+        temps.append(body.buffer)
+        body = body.body
+    parts = list(body.body) if isinstance(body, Seq) else [body]
+    kernels = []
+    for part in parts:
+        kernels.append(_kernel(func, part, f"{func.name}_kernel{len(kernels)}", temps, limits))
+    return DeviceProgram(func, tuple(temps), tuple(kernels))
+
+
+def _stored_names(s: Stmt) -> list[str]:
+    names: list[str] = []
+    for x in walk_stmts(s):
+        if isinstance(x, Store) and x.buffer.name not in names:
+            names.append(x.buffer.name)
+    return names
+
+
+def _kernel(func: LoweredFunc, part: Stmt, name: str, temps: Sequence[Tensor],
+            limits: GPULimits) -> Kernel:
+    loops = [s for s in walk_stmts(part) if isinstance(s, For) and s.kind is ForKind.THREAD]
+    what = ", ".join(f"'{n}'" for n in _stored_names(part)[-1:]) or "a loop nest"
+    if not loops:
+        raise ValueError(
+            f"build(target='cuda'): the stage computing {what} is not bound to GPU threads; "
+            f"bind its loops, e.g. bx, tx = s[T].split(T.op.axis[0], factor=256); "
+            "s[T].bind(bx, tex.thread_axis('blockIdx.x')); "
+            "s[T].bind(tx, tex.thread_axis('threadIdx.x')), "
+            "or use tex.schedule.auto_schedule(outputs, target='cuda')")
+    extent: dict[str, int] = {}
+    for lp in loops:
+        if not isinstance(lp.extent, Const) or not isinstance(lp.min, Const) or \
+                int(lp.min.value) != 0:
+            raise InternalError(f"thread loop '{lp.var.name}' without constant bounds")
+        extent[lp.thread_tag] = max(extent.get(lp.thread_tag, 1), int(lp.extent.value))
+    grid = tuple(extent.get(t, 1) for t in BLOCK_TAGS)
+    block = tuple(extent.get(t, 1) for t in THREAD_TAGS_HW)
+    threads = math.prod(block)
+    if threads > limits.max_threads_per_block or any(
+            b > m for b, m in zip(block, limits.max_block)):
+        raise ValueError(
+            f"build(target='cuda'): the thread block of the stage computing {what} has "
+            f"{' x '.join(map(str, block))} = {threads} threads; a block holds at most "
+            f"{limits.max_threads_per_block} threads ({' x '.join(map(str, limits.max_block))}"
+            " per dimension): split the axes bound to threadIdx with smaller factors")
+    if any(g > m for g, m in zip(grid, limits.max_grid)):
+        raise ValueError(
+            f"build(target='cuda'): the grid of the stage computing {what} is "
+            f"{grid}; the limits are {limits.max_grid}: bind a larger part of the axes to "
+            "threads, or loop inside each thread")
+    hw = {tag: Var(tag, int32, "thread") for tag in extent}
+    body = _bind_indices(part, hw, extent)
+    body, shared = _hoist_shared(body, what)
+    nbytes = sum(b.size * b.dtype.itemsize for b in shared)
+    if nbytes > limits.max_shared_bytes:
+        sizes = ", ".join(f"{b.name}: {b.size * b.dtype.itemsize}" for b in shared)
+        raise ValueError(
+            f"build(target='cuda'): the stage computing {what} uses {nbytes} bytes of shared "
+            f"memory ({sizes}); a block has at most {limits.max_shared_bytes}: use smaller "
+            "tiles (split factors) for the cache_read(..., 'shared') stages")
+    body = _insert_barriers(body, set(shared))
+    uniform = {v for t, v in hw.items() if t in BLOCK_TAGS}
+    uniform |= {p.var for p in func.params if isinstance(p, ScalarParam)}
+    body = _uniform_barriers(body, frozenset(uniform))
+    used = _used(body)
+    params: list[Param] = []
+    for p in func.params:
+        if (p.buffer if isinstance(p, BufferParam) else p.var) in used:
+            params.append(p)
+    params += [BufferParam(t, t, True) for t in temps if t in used]
+    indices = tuple(hw[t] for t in (*BLOCK_TAGS, *THREAD_TAGS_HW) if t in hw)
+    return Kernel(name, tuple(params), body, grid, block, tuple(shared),  # type: ignore[arg-type]
+                  indices)
+
+
+# --------------------------------------------------------------------------------------
+# Steps
+# --------------------------------------------------------------------------------------
+
+def _bind_indices(s: Stmt, hw: dict[str, Var], extent: dict[str, int]) -> Stmt:
+    """Thread loops replaced by their hardware index; SIMD and parallel loops serial."""
+    kids = [_bind_indices(c, hw, extent) for c in stmt_children(s)]
+    s = with_stmt_children(s, kids)
+    if not isinstance(s, For):
+        return s
+    if s.kind is ForKind.THREAD:
+        index = hw[s.thread_tag]
+        body = map_exprs(s.body, lambda e: substitute(e, {s.var: index}))
+        n = int(s.extent.value)  # type: ignore[attr-defined]
+        if n < extent[s.thread_tag]:
+            body = IfThenElse(index < n, body)
+        return body
+    if s.kind in (ForKind.VECTORIZED, ForKind.PARALLEL):
+        return For(s.var, s.min, s.extent, ForKind.SERIAL, s.body)
+    return s
+
+
+def _hoist_shared(s: Stmt, what: str) -> tuple[Stmt, list[Tensor]]:
+    found: list[Tensor] = []
+
+    def visit(x: Stmt) -> Stmt:
+        if isinstance(x, Allocate):
+            if x.scope == "shared":
+                found.append(x.buffer)
+                return visit(x.body)
+            if x.scope == "global":
+                raise ValueError(
+                    f"build(target='cuda'): '{x.buffer.name}' is computed inside the kernel "
+                    f"of {what} in global memory, where the threads computing it and those "
+                    "reading it cannot synchronize; give it the scope 'shared' or 'local' "
+                    "(s[T].set_scope(...)), or compute_root it")
+        kids = stmt_children(x)
+        return with_stmt_children(x, [visit(c) for c in kids]) if kids else x
+
+    return visit(s), found
+
+
+def _accesses(s: Stmt, shared: set[Tensor]) -> tuple[set[Tensor], set[Tensor]]:
+    """(shared buffers read, shared buffers written) anywhere in ``s``."""
+    reads: set[Tensor] = set()
+    writes: set[Tensor] = set()
+    for x in walk_stmts(s):
+        if isinstance(x, Store) and x.buffer in shared:
+            writes.add(x.buffer)
+        exprs: tuple[Expr, ...] = ()
+        match x:
+            case Store():
+                exprs = (x.index, x.value)
+            case IfThenElse():
+                exprs = (x.cond,)
+            case LetStmt():
+                exprs = (x.value,)
+            case For():
+                exprs = (x.min, x.extent)
+        for e in exprs:
+            for n in post_order(e):
+                if isinstance(n, TensorRead) and n.tensor in shared:
+                    reads.add(n.tensor)
+    return reads, writes
+
+
+def _ends_with_barrier(s: Stmt) -> bool:
+    return isinstance(s, Barrier) or (isinstance(s, Seq) and bool(s.body)
+                                      and isinstance(s.body[-1], Barrier))
+
+
+def _insert_barriers(s: Stmt, shared: set[Tensor]) -> Stmt:
+    if not shared:
+        return s
+    kids = [_insert_barriers(c, shared) for c in stmt_children(s)]
+    s = with_stmt_children(s, kids)
+    if isinstance(s, Seq):
+        out: list[Stmt] = []
+        pend_r: set[Tensor] = set()
+        pend_w: set[Tensor] = set()
+        for c in s.body:
+            if isinstance(c, Barrier):
+                pend_r, pend_w = set(), set()
+                out.append(c)
+                continue
+            r, w = _accesses(c, shared)
+            if (r & pend_w) or (w & (pend_r | pend_w)):
+                out.append(Barrier())
+                pend_r, pend_w = set(), set()
+            out.append(c)
+            pend_r |= r
+            pend_w |= w
+        return seq(*out)
+    if isinstance(s, For):
+        _, w = _accesses(s.body, shared)
+        if w and not _ends_with_barrier(s.body):
+            return For(s.var, s.min, s.extent, s.kind, seq(s.body, Barrier()), s.thread_tag)
+    return s
+
+
+def _has_barrier(s: Stmt) -> bool:
+    return any(isinstance(x, Barrier) for x in walk_stmts(s))
+
+
+def _is_uniform(e: Expr, uniform: frozenset[Var]) -> bool:
+    """Whether ``e`` has one value for all threads of a block."""
+    for n in post_order(e):
+        if isinstance(n, TensorRead):
+            return False
+        if isinstance(n, Var) and n not in uniform:
+            return False
+    return True
+
+
+def _uniform_barriers(s: Stmt, uniform: frozenset[Var]) -> Stmt:
+    """Thread-dependent conditions holding barriers distributed around them."""
+    if not _has_barrier(s):
+        return s
+    match s:
+        case IfThenElse() if not _is_uniform(s.cond, uniform):
+            then = _distribute(s.cond, s.then_case, uniform)
+            other = None if s.else_case is None else \
+                _distribute(fold.logical_not(s.cond), s.else_case, uniform)
+            return seq(then, other)
+        case For():
+            inner = uniform | {s.var} if _is_uniform(s.min, uniform) and \
+                _is_uniform(s.extent, uniform) else uniform
+            if inner is uniform:
+                raise InternalError(f"a barrier inside loop '{s.var.name}', whose bounds differ "
+                                    "between the threads of a block")
+            return For(s.var, s.min, s.extent, s.kind, _uniform_barriers(s.body, inner),
+                       s.thread_tag)
+        case LetStmt():
+            inner = uniform | {s.var} if _is_uniform(s.value, uniform) else uniform
+            return LetStmt(s.var, s.value, _uniform_barriers(s.body, inner))
+    kids = stmt_children(s)
+    return with_stmt_children(s, [_uniform_barriers(c, uniform) for c in kids])
+
+
+def _distribute(cond: Expr, s: Stmt, uniform: frozenset[Var]) -> Stmt:
+    """``if (cond) s`` with the condition pushed inside ``s`` around its barriers."""
+    if not _has_barrier(s):
+        return IfThenElse(cond, s)
+    match s:
+        case Barrier():
+            return s
+        case Seq():
+            return seq(*(_distribute(cond, c, uniform) for c in s.body))
+        case Allocate():
+            return Allocate(s.buffer, s.scope, _distribute(cond, s.body, uniform))
+        case For():
+            return _uniform_barriers(For(s.var, s.min, s.extent, s.kind,
+                                         IfThenElse(cond, s.body), s.thread_tag), uniform)
+        case IfThenElse():
+            if _is_uniform(s.cond, uniform):
+                return _uniform_barriers(IfThenElse(
+                    s.cond, IfThenElse(cond, s.then_case),
+                    None if s.else_case is None else IfThenElse(cond, s.else_case)), uniform)
+            then = _distribute(cond & s.cond, s.then_case, uniform)
+            other = None if s.else_case is None else \
+                _distribute(cond & fold.logical_not(s.cond), s.else_case, uniform)
+            return seq(then, other)
+    raise InternalError(f"a barrier inside {type(s).__name__} under the thread-dependent "
+                        f"condition {cond}")
+
+
+def _used(s: Stmt) -> set[Expr]:
+    """Buffers and variables the statement refers to."""
+    found: set[Expr] = set()
+    for x in walk_stmts(s):
+        exprs: tuple[Expr, ...] = ()
+        match x:
+            case Store():
+                found.add(x.buffer)  # type: ignore[arg-type]
+                exprs = (x.index, x.value)
+            case IfThenElse():
+                exprs = (x.cond,)
+            case LetStmt():
+                exprs = (x.value,)
+            case For():
+                exprs = (x.min, x.extent)
+            case Allocate():
+                found.add(x.buffer)  # type: ignore[arg-type]
+        for e in exprs:
+            for n in post_order(e):
+                if isinstance(n, TensorRead):
+                    found.add(n.tensor)  # type: ignore[arg-type]
+                elif isinstance(n, Var):
+                    found.add(n)
+    return found

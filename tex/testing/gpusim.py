@@ -1,0 +1,283 @@
+"""Run GPU kernels on the CPU, every thread of the grid in lockstep, with NumPy.
+
+``simulate(program, arrays)`` executes a ``tex.lower.gpu.DeviceProgram`` (what
+``tex.build(..., target="cuda")`` compiles to PTX) statement by statement for all threads
+at once: a thread's registers are one element of a vector over the grid, a condition masks
+threads off, a serial loop runs once for all threads. It checks what a GPU would not:
+
+- every load and store in bounds (for the threads that execute it),
+- every barrier reached by all threads of their block (uniform control flow),
+- no data race: within one kernel, between two barriers, a shared-memory element written
+  by one thread is not read or written by another; a global element written by one thread
+  is not read or written by another thread in the same kernel;
+- no read of uninitialized shared or local memory (float buffers start as NaN; integer
+  reads are tracked).
+
+So it tests the GPU lowering (thread binding, shared tiles, barriers, cross-thread
+reductions) on machines without a GPU; the NVPTX code generator is shared with the CPU
+backend for expressions and checked by ``ptxas``. Kernels are small in tests: the cost is
+a few NumPy operations per statement and loop iteration over ``grid x block`` threads.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..ir.expr import Binary, Cast, Compare, Const, Expr, Op, Select, TensorRead, Unary, Var
+from ..ir.semantics import NUMPY_BINARY, NUMPY_UNARY, numpy_cast
+from ..lower.gpu import DeviceProgram, Kernel
+from ..lower.stmt import (
+    Allocate,
+    Barrier,
+    BufferParam,
+    For,
+    IfThenElse,
+    LetStmt,
+    ScalarParam,
+    Seq,
+    Stmt,
+    Store,
+)
+from ..ir.tensor import Tensor
+
+__all__ = ["simulate", "SimulationError"]
+
+
+class SimulationError(AssertionError):
+    """The kernel did something a correct GPU kernel must not (a race, an out-of-bounds
+    access, a divergent barrier, a read of uninitialized memory)."""
+
+
+class _Memory:
+    """One buffer: values plus, per element, the last writer and reader since the last
+    synchronization (-1 none, -2 several readers)."""
+
+    def __init__(self, name: str, data: np.ndarray, space: str, rows: int = 1) -> None:
+        self.name = name
+        self.space = space  # "global", "shared" (one row per block), "local" (per thread)
+        self.data = data.reshape(rows, -1) if space != "global" else data.reshape(1, -1)
+        self.writer = np.full(self.data.shape, -1, np.int64)
+        self.reader = np.full(self.data.shape, -1, np.int64)
+        self.init = np.ones(self.data.shape, bool) if space == "global" else \
+            np.zeros(self.data.shape, bool)
+
+    def sync(self) -> None:
+        self.writer.fill(-1)
+        self.reader.fill(-1)
+
+
+class _Sim:
+    def __init__(self, kernel: Kernel, mem: dict[Tensor, _Memory],
+                 scalars: dict[Var, Any]) -> None:
+        self.k = kernel
+        self.mem = dict(mem)
+        gx, gy, gz = kernel.grid
+        bx, by, bz = kernel.block
+        self.nblocks = gx * gy * gz
+        self.bsize = bx * by * bz
+        n = self.nblocks * self.bsize
+        self.n = n
+        tid = np.arange(n, dtype=np.int64)
+        blk, loc = tid // self.bsize, tid % self.bsize
+        self.block_of = blk
+        self.tid = tid
+        dims = {"blockIdx.x": blk % gx, "blockIdx.y": (blk // gx) % gy,
+                "blockIdx.z": blk // (gx * gy), "threadIdx.x": loc % bx,
+                "threadIdx.y": (loc // bx) % by, "threadIdx.z": loc // (bx * by)}
+        self.env: dict[Var, Any] = dict(scalars)
+        for v in kernel.indices:
+            self.env[v] = dims[v.name].astype(np.int32)
+
+    def fail(self, msg: str) -> None:
+        raise SimulationError(f"kernel {self.k.name}: {msg}")
+
+    # -- memory ------------------------------------------------------------------------
+    def locate(self, m: _Memory, idx: np.ndarray, mask: np.ndarray, what: str
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(rows, columns, thread ids) of the active threads' accesses."""
+        idx = np.broadcast_to(idx, (self.n,))[mask].astype(np.int64)
+        threads = self.tid[mask]
+        size = m.data.shape[1]
+        bad = (idx < 0) | (idx >= size)
+        if bad.any():
+            t = int(threads[bad][0])
+            self.fail(f"thread {t} {what} {m.name}[{int(idx[bad][0])}] out of bounds "
+                      f"(size {size})")
+        rows = {"global": np.zeros_like(threads), "shared": self.block_of[mask],
+                "local": threads}[m.space]
+        return rows, idx, threads
+
+    def load(self, node: TensorRead, idx: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        m = self.mem.get(node.tensor)
+        if m is None:
+            self.fail(f"reads '{node.tensor.name}', which is not a kernel buffer")
+        out = np.zeros(self.n, node.tensor.dtype.numpy)
+        if not mask.any():
+            return out
+        rows, cols, threads = self.locate(m, idx, mask, "reads")
+        if not m.init[rows, cols].all():
+            t = int(threads[~m.init[rows, cols]][0])
+            self.fail(f"thread {t} reads uninitialized {m.space} memory {m.name}")
+        w = m.writer[rows, cols]
+        race = (w >= 0) & (w != threads)
+        if race.any():
+            j = int(np.flatnonzero(race)[0])
+            self.fail(f"thread {int(threads[j])} reads {m.name}[{int(cols[j])}], written by "
+                      f"thread {int(w[j])} without a barrier between")
+        if m.space != "local":
+            r = m.reader[rows, cols]
+            m.reader[rows, cols] = np.where((r == -1) | (r == threads), threads, -2)
+        out[mask] = m.data[rows, cols]
+        return out
+
+    def store(self, s: Store, mask: np.ndarray) -> None:
+        m = self.mem.get(s.buffer)
+        if m is None:
+            self.fail(f"writes '{s.buffer.name}', which is not a kernel buffer")
+        idx = self.value(s.index, mask)
+        val = np.broadcast_to(self.value(s.value, mask), (self.n,))[mask]
+        rows, cols, threads = self.locate(m, idx, mask, "writes")
+        if m.space != "local":
+            w = m.writer[rows, cols]
+            r = m.reader[rows, cols]
+            race = ((w >= 0) & (w != threads)) | (r == -2) | ((r >= 0) & (r != threads))
+            flat = rows * m.data.shape[1] + cols
+            _, first, counts = np.unique(flat, return_index=True, return_counts=True)
+            if race.any() or (counts > 1).any():
+                j = int(np.flatnonzero(race)[0]) if race.any() else \
+                    int(first[np.flatnonzero(counts > 1)[0]])
+                self.fail(f"thread {int(threads[j])} writes {m.name}[{int(cols[j])}], which "
+                          "another thread accesses without a barrier between")
+            m.writer[rows, cols] = threads
+        m.data[rows, cols] = val.astype(m.data.dtype, copy=False)
+        m.init[rows, cols] = True
+
+    # -- expressions -------------------------------------------------------------------
+    def value(self, e: Expr, mask: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return self.eval(e, mask)
+
+    def eval(self, e: Expr, mask: np.ndarray) -> Any:
+        d = e.dtype.numpy
+        match e:
+            case Const():
+                return np.asarray(e.value, d)
+            case Var():
+                if e not in self.env:
+                    self.fail(f"variable '{e.name}' used outside its scope")
+                return self.env[e]
+            case TensorRead():
+                return self.load(e, self.eval(e.indices[0], mask), mask)
+            case Select():
+                c = np.broadcast_to(self.eval(e.cond, mask), (self.n,))
+                a = self.eval(e.a, mask & c)
+                b = self.eval(e.b, mask & ~c)
+                return np.where(c, a, b).astype(d, copy=False)
+            case Binary() if e.op in (Op.AND, Op.OR):
+                a = np.broadcast_to(self.eval(e.a, mask), (self.n,))
+                b = self.eval(e.b, mask & (a if e.op is Op.AND else ~a))
+                return (a & b) if e.op is Op.AND else (a | b)
+            case Binary() | Compare():
+                out = NUMPY_BINARY[e.op](np.asarray(self.eval(e.a, mask)),
+                                         np.asarray(self.eval(e.b, mask)))
+                return np.asarray(out).astype(d, copy=False)
+            case Unary():
+                return np.asarray(NUMPY_UNARY[e.op](np.asarray(self.eval(e.a, mask)))
+                                  ).astype(d, copy=False)
+            case Cast():
+                return numpy_cast(np.asarray(self.eval(e.a, mask)), d)
+        self.fail(f"cannot evaluate {type(e).__name__} {e}")
+        raise AssertionError  # unreachable
+
+    # -- statements --------------------------------------------------------------------
+    def run(self, s: Stmt, mask: np.ndarray) -> None:
+        if not mask.any():
+            return
+        match s:
+            case Seq():
+                for c in s.body:
+                    self.run(c, mask)
+            case Store():
+                self.store(s, mask)
+            case IfThenElse():
+                c = np.broadcast_to(self.value(s.cond, mask), (self.n,))
+                self.run(s.then_case, mask & c)
+                if s.else_case is not None:
+                    self.run(s.else_case, mask & ~c)
+            case LetStmt():
+                self.env[s.var] = self.value(s.value, mask)
+                self.run(s.body, mask)
+                del self.env[s.var]
+            case For():
+                lo = np.broadcast_to(self.value(s.min, mask), (self.n,))[mask]
+                ext = np.broadcast_to(self.value(s.extent, mask), (self.n,))[mask]
+                lo_all = np.broadcast_to(self.value(s.min, mask), (self.n,))
+                hi_all = lo_all + np.broadcast_to(self.value(s.extent, mask), (self.n,))
+                for i in range(int(lo.min()), int((lo + ext).max())):
+                    self.env[s.var] = np.int32(i) if s.var.dtype.bits == 32 else np.int64(i)
+                    self.run(s.body, mask & (lo_all <= i) & (i < hi_all))
+                self.env.pop(s.var, None)
+            case Allocate():
+                rows = self.nblocks if s.scope == "shared" else self.n
+                if s.scope not in ("shared", "local"):
+                    self.fail(f"allocates '{s.buffer.name}' in {s.scope} memory")
+                self.alloc(s.buffer, s.scope, rows)
+                self.run(s.body, mask)
+                del self.mem[s.buffer]
+            case Barrier():
+                per_block = np.bincount(self.block_of[mask], minlength=self.nblocks)
+                active = per_block[per_block > 0]
+                if (active != self.bsize).any():
+                    self.fail("a barrier is reached by only some threads of a block")
+                for m in self.mem.values():
+                    if m.space == "shared":
+                        m.sync()
+            case _:
+                self.fail(f"unknown statement {type(s).__name__}")
+
+    def alloc(self, buf: Tensor, scope: str, rows: int) -> None:
+        d = buf.dtype.numpy
+        fill = np.nan if d.kind == "f" else 0
+        data = np.full((rows, int(buf.shape[0])), fill, d)
+        self.mem[buf] = _Memory(buf.name, data, scope, rows)
+
+
+def simulate(program: DeviceProgram, arrays: Sequence[Any]) -> None:
+    """Run ``program`` on NumPy arrays (the function's arguments in order; outputs are
+    written in place), checking races, bounds and barriers (``SimulationError``)."""
+    func = program.func
+    if len(arrays) != len(func.params):
+        raise TypeError(f"simulate: {func.name} takes {len(func.params)} arguments, "
+                        f"got {len(arrays)}")
+    mem: dict[Tensor, _Memory] = {}
+    scalars: dict[Var, Any] = {}
+    for p, a in zip(func.params, arrays):
+        if isinstance(p, ScalarParam):
+            scalars[p.var] = np.asarray(a, p.var.dtype.numpy)
+            continue
+        assert isinstance(p, BufferParam)
+        arr = np.asarray(a)
+        if arr.dtype != p.tensor.dtype.numpy or arr.shape != tuple(p.tensor.shape):
+            raise ValueError(f"simulate: argument '{p.name}' must be "
+                             f"{p.tensor.dtype.name}{list(p.tensor.shape)}, got "
+                             f"{arr.dtype}{list(arr.shape)}")
+        mem[p.buffer] = _Memory(p.name, arr.reshape(-1), "global")
+    for t in program.temps:
+        d = t.dtype.numpy
+        m = _Memory(t.name, np.full(int(t.shape[0]), np.nan if d.kind == "f" else 0, d),
+                    "global")
+        m.init[:] = False
+        mem[t] = m
+    for kernel in program.kernels:
+        for m in mem.values():
+            m.sync()
+        sim = _Sim(kernel, mem, scalars)
+        for buf in kernel.shared:
+            sim.alloc(buf, "shared", sim.nblocks)
+        sim.run(kernel.body, np.ones(sim.n, bool))
+    for p, a in zip(func.params, arrays):
+        if isinstance(p, BufferParam) and p.is_output and isinstance(a, np.ndarray):
+            a.reshape(-1)[:] = mem[p.buffer].data.reshape(-1)
+
