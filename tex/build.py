@@ -4,6 +4,13 @@
     f(x, w, y)                  # NumPy arrays; outputs written in place
     f.get_source("ll"), f.get_source("asm")
 
+    g = tex.build(s, [X, W, Y], target="cuda -arch=sm_80")   # kernels -> PTX
+    g.get_source("ptx"); g(x, w, y)   # NumPy arrays copied in and out, or CUDA arrays
+
+For ``target="cuda"`` the lowered function is split into kernels (``tex.lower.gpu``),
+compiled to PTX through LLVM's NVPTX backend (``tex.codegen.ptx``) and run by the CUDA
+driver (``tex.runtime.cuda``, loaded on the first call).
+
 Building is cached in-process (``tex.runtime.jit``): the same lowered function with the
 same options returns at once, sharing machine code with the first build.
 """
@@ -24,11 +31,11 @@ from .lower.stmt import LoweredFunc
 from .runtime.jit import CACHE, cache_key, jit_compile
 from .runtime.module import BuiltFunction
 from .runtime.openmp import load_openmp
+from .target import parse_cuda_target
 
-__all__ = ["build", "build_lowered", "TARGETS"]
+__all__ = ["build", "build_lowered", "build_cuda", "TARGETS"]
 
-TARGETS = {"llvm": "llvm", "cpu": "llvm"}
-_LATER = {"cuda", "nvptx", "ptx"}
+TARGETS = {"llvm": "llvm", "cpu": "llvm", "cuda": "cuda", "nvptx": "cuda"}
 
 
 def _target(target: Any) -> str:
@@ -37,16 +44,54 @@ def _target(target: Any) -> str:
                         f"{type(target).__name__} {target!r}")
     key = target.strip().split()[0].lower() if target.strip() else ""
     if key in TARGETS:
+        if TARGETS[key] == "cuda":
+            parse_cuda_target(target)  # options checked early
         return TARGETS[key]
-    if key in _LATER:
-        raise ValueError(f"build: target {target!r} is not available yet in this version of "
-                         "tex; use target='llvm' (the host CPU)")
     raise ValueError(f"build: unknown target {target!r}; known targets: "
-                     f"{', '.join(sorted(TARGETS))}")
+                     f"{', '.join(sorted(TARGETS))} (e.g. 'cuda -arch=sm_90')")
+
+
+def build_cuda(func: LoweredFunc, target: str = "cuda", fastmath: bool = False) -> Any:
+    """Compile a lowered function for an NVIDIA GPU: kernels, PTX, a ``CudaFunction``.
+
+    Raises
+    ------
+    ValueError
+        A stage not bound to GPU threads, a thread block or shared memory over the limits,
+        a math function that needs libdevice when none was found.
+    """
+    from .codegen.ptx import compile_ptx
+    from .lower.gpu import GPULimits, split_kernels
+    from .runtime.cuda import CudaFunction
+
+    cuda = parse_cuda_target(target)
+    legal = legalize(func, "cuda")
+    debug.dump("legalize", legal)
+    limits = GPULimits(max_threads_per_block=cuda.max_threads_per_block,
+                       max_shared_bytes=cuda.max_shared_bytes)
+    program = split_kernels(legal, limits)
+    debug.dump("kernels", program)
+    options = CodegenOptions(fastmath=bool(fastmath))
+    mod = compile_ptx(program, cuda, options)
+    sources = {"ptx": mod.ptx, "ll": mod.llvm_ir_opt, "ll.raw": mod.llvm_ir,
+               "kernels": str(program)}
+    return CudaFunction(program, sources, str(cuda))
+
+
+def _check_bound(sch: Any) -> None:
+    """Every stage computed at the root must be bound to GPU threads (target cuda)."""
+    for st in sch.stages:
+        if st.attach_type == "root" and not st.bindings:
+            raise ValueError(
+                f"build(target='cuda'): stage '{st.name}' is not bound to GPU threads; "
+                f"bind its loops, e.g. bx, tx = s[{st.name}].split(axis, factor=256); "
+                f"s[{st.name}].bind(bx, tex.thread_axis('blockIdx.x')); "
+                f"s[{st.name}].bind(tx, tex.thread_axis('threadIdx.x')); or compute_inline / "
+                "compute_at it, or use tex.schedule.auto_schedule(outputs, target='cuda')")
 
 
 def build_lowered(func: LoweredFunc, target: str = "llvm",
-                  fastmath: bool = False) -> BuiltFunction:
+                  fastmath: bool = False) -> Any:
     """Compile a lowered function: legalize, generate LLVM, optimize, JIT (cached).
 
     Parameters
@@ -67,6 +112,8 @@ def build_lowered(func: LoweredFunc, target: str = "llvm",
     ValueError
         For an unknown target, or a loop the target cannot run (GPU thread loops).
     """
+    if _target(target) == "cuda":
+        return build_cuda(func, target, fastmath)
     target = _target(target)
     openmp = load_openmp() is not None
     options = CodegenOptions(fastmath=bool(fastmath), num_threads=debug.current().num_threads,
@@ -123,7 +170,7 @@ def build(sch: Any, args: Sequence[Tensor | Var] | None = None, target: str = "l
     >>> f = tex.build(s, [A, B], name="double")
     >>> f(a, b)
     """
-    _target(target)
+    kind = _target(target)
     from .lower import lower  # lazily: lower imports the schedule machinery
     from .schedule import Schedule, auto_schedule
 
@@ -135,10 +182,13 @@ def build(sch: Any, args: Sequence[Tensor | Var] | None = None, target: str = "l
                             f"Tensors, got {type(sch).__name__} {sch!r}")
         if args is None:
             args = _default_args(tensors)
-        sch = auto_schedule(tensors, target=_target(target))
+        sch = auto_schedule(tensors, target=target)
     elif args is None:
         raise TypeError("build: a Schedule needs args (the tensors and vars in call order), "
                         "e.g. tex.build(s, [A, B, C])")
+    if kind == "cuda":
+        _check_bound(sch)
+        return build_cuda(lower(sch, list(args), name=name), target, fastmath)
     func = lower(sch, list(args), name=name)
     return build_lowered(func, target, fastmath)
 

@@ -349,7 +349,7 @@ def compile_ptx(program: DeviceProgram, target: CudaTarget | None = None,
         except RuntimeError as err:
             raise InternalError(f"generated NVPTX LLVM IR does not verify: {err}",
                                 text) from None
-        if libdevice is not None and "@__nv_" in text:
+        if libdevice is not None and "__nv_" in text:
             lib = llvm.parse_bitcode(Path(libdevice).read_bytes())
             lib.triple = TRIPLE
             lib.data_layout = mod.data_layout
@@ -366,4 +366,6 @@ def compile_ptx(program: DeviceProgram, target: CudaTarget | None = None,
         ptx = tm.emit_assembly(mod)
     debug.dump("ptx.llvm.opt", opt)
     debug.dump("ptx", ptx)
+    if ".extern .func" in ptx:  # every call must have been resolved and inlined
+        raise InternalError("the PTX calls an external function", ptx)
     return PTXModule(program, target, ptx, text, opt, libdevice)

@@ -18,8 +18,8 @@ the hardware indices. This pass turns each root nest into one kernel (as TVM's
    see each other's writes); root temporaries are device buffers the runtime allocates.
 4. **Barriers.** In every statement sequence, a barrier is inserted before a statement that
    reads a shared buffer written since the last barrier, or writes one read or written since
-   (other threads of the block do the other accesses); a loop whose body writes a shared
-   buffer ends with a barrier (the next iteration overwrites what this one reads).
+   (other threads of the block do the other accesses); a loop whose body writes and reads
+   a shared buffer ends with a barrier (the next iteration overwrites what this one reads).
 5. **Uniform barriers.** A barrier must be reached by every thread of a block. A condition
    that differs between threads of a block and holds a barrier is distributed over the
    statements around the barrier: ``if (c) {A; sync; B}`` -> ``if (c) A; sync; if (c) B``
@@ -309,8 +309,8 @@ def _insert_barriers(s: Stmt, shared: set[Tensor]) -> Stmt:
             pend_w |= w
         return seq(*out)
     if isinstance(s, For):
-        _, w = _accesses(s.body, shared)
-        if w and not _ends_with_barrier(s.body):
+        r, w = _accesses(s.body, shared)
+        if (r & w) and not _ends_with_barrier(s.body):
             return For(s.var, s.min, s.extent, s.kind, seq(s.body, Barrier()), s.thread_tag)
     return s
 

@@ -149,8 +149,11 @@ TARGET_RULES: dict[str, tuple[tuple[Rule, ...], dict[Op, Rule]]] = {
     "llvm": ((_half_via_float32,),
              {Op.SIGMOID: _sigmoid, Op.RSQRT: _rsqrt, Op.ERF: _erf_f32}),
 }
+# NVIDIA GPUs: the same decisions (float16 through float32 as NumPy, erf's rational for
+# float32, sigmoid from exp); the PTX backend calls libdevice for the other functions
+TARGET_RULES["cuda"] = TARGET_RULES["llvm"]
 TARGETS = frozenset(TARGET_RULES)
-_ALIASES = {"cpu": "llvm"}
+_ALIASES = {"cpu": "llvm", "nvptx": "cuda"}
 
 
 def _rule_set(target: str) -> Rule:

@@ -42,7 +42,7 @@ from ..lower.stmt import (
 )
 from ..ir.tensor import Tensor
 
-__all__ = ["simulate", "SimulationError"]
+__all__ = ["simulate", "run_kernel", "SimulationError"]
 
 
 class SimulationError(AssertionError):
@@ -271,13 +271,25 @@ def simulate(program: DeviceProgram, arrays: Sequence[Any]) -> None:
         m.init[:] = False
         mem[t] = m
     for kernel in program.kernels:
-        for m in mem.values():
-            m.sync()
-        sim = _Sim(kernel, mem, scalars)
-        for buf in kernel.shared:
-            sim.alloc(buf, "shared", sim.nblocks)
-        sim.run(kernel.body, np.ones(sim.n, bool))
+        _run(kernel, mem, scalars)
     for p, a in zip(func.params, arrays):
         if isinstance(p, BufferParam) and p.is_output and isinstance(a, np.ndarray):
             a.reshape(-1)[:] = mem[p.buffer].data.reshape(-1)
 
+
+
+def _run(kernel: Kernel, mem: dict[Tensor, _Memory], scalars: dict[Var, Any]) -> None:
+    for m in mem.values():
+        m.sync()
+    sim = _Sim(kernel, mem, scalars)
+    for buf in kernel.shared:
+        sim.alloc(buf, "shared", sim.nblocks)
+    sim.run(kernel.body, np.ones(sim.n, bool))
+
+
+def run_kernel(kernel: Kernel, buffers: dict[Tensor, np.ndarray], scalars: dict[Var, Any]
+               ) -> None:
+    """Run one kernel on flat NumPy buffers (keyed by the kernel's buffer tensors; written in
+    place) and scalar values (keyed by their variables), with the checks of ``simulate``."""
+    mem = {t: _Memory(t.name, a.reshape(-1), "global") for t, a in buffers.items()}
+    _run(kernel, mem, {v: np.asarray(x, v.dtype.numpy) for v, x in scalars.items()})

@@ -37,7 +37,7 @@ from ..arith.rules import Analyzer
 from ..ir.expr import Binary, Expr, IterVar, Reduce, TensorRead, Unary, Var
 from ..ir.tensor import ComputeOp, Tensor
 from ..ir.visit import collect_vars, post_order
-from ..target import CPUInfo, cpu_info
+from ..target import CPUInfo, cpu_info, parse_cuda_target
 from .inline import Inliner
 from .pad import pad_guarded_reads
 from .phase import split_phases
@@ -58,7 +58,8 @@ _INLINE_BUDGET = 24
 
 
 def auto_schedule(outputs: Tensor | Sequence[Tensor], target: str = "llvm") -> Schedule:
-    """A schedule computing ``outputs`` fast on ``target`` (the host CPU for ``"llvm"``).
+    """A schedule computing ``outputs`` fast on ``target`` (the host CPU for ``"llvm"``,
+    an NVIDIA GPU for ``"cuda"``: see ``tex.schedule.auto_gpu``).
 
     Works on any DAG built with ``tex.compute``/``tex.topi``, gradients from
     ``tex.differentiate`` included; the result is an ordinary ``Schedule`` that can be
@@ -81,9 +82,14 @@ def auto_schedule(outputs: Tensor | Sequence[Tensor], target: str = "llvm") -> S
         raise TypeError(f"auto_schedule: target must be a string such as 'llvm', got "
                         f"{type(target).__name__} {target!r}")
     key = target.strip().split()[0].lower() if target.strip() else ""
+    if key in ("cuda", "nvptx"):
+        from .auto_gpu import schedule_cuda  # the GPU rules build on this module's
+        s = create_schedule([t.op for t in outs])
+        schedule_cuda(s, parse_cuda_target(target))
+        return s
     if key not in ("llvm", "cpu"):
         raise ValueError(f"auto_schedule: unknown or unsupported target {target!r}; "
-                         "known: 'llvm' (the host CPU)")
+                         "known: 'llvm' (the host CPU), 'cuda' (NVIDIA GPUs)")
     s = create_schedule([t.op for t in outs])
     _AutoScheduler(s, cpu_info(key)).run()
     return s

@@ -1,0 +1,447 @@
+"""Running PTX on an NVIDIA GPU: the CUDA driver API through ctypes, and ``CudaFunction``.
+
+Nothing here touches a GPU at import. The driver (``libcuda.so.1``, installed with the
+NVIDIA driver on every machine that has a GPU; no CUDA toolkit needed) is loaded and
+initialized on the first call of a built function; without it, or without a device, the
+call raises ``RuntimeError`` naming what is missing. ``get_source("ptx")`` never needs it.
+
+``CudaFunction(*args)`` checks every argument like the CPU ``BuiltFunction`` (count, dtype,
+shape, C-contiguity, writeable outputs that overlap nothing) and accepts, per buffer:
+
+- a ``numpy.ndarray``: copied to the device before the kernels run; outputs are copied back
+  (written in place);
+- an object with ``__cuda_array_interface__`` (CuPy arrays, Numba device arrays, PyTorch
+  CUDA tensors): its device memory is used in place, no copy;
+- an object with ``__dlpack__`` whose ``__dlpack_device__`` is a CUDA device (JAX, and the
+  above): used in place.
+
+Root temporaries live in device memory allocated per call. Kernels run in order on the
+default stream; the call returns after they finished (``cuCtxSynchronize``). A driver error
+becomes ``CudaError`` (a ``RuntimeError``) with the driver's error name
+(``CUDA_ERROR_ILLEGAL_ADDRESS``...).
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import statistics
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..ir.expr import Var
+from ..ir.tensor import Tensor
+from ..lower.gpu import DeviceProgram
+from ..lower.stmt import BufferParam, ScalarParam
+from .module import _CTYPES, _converter, _conversion_hint, _data_pointer, _Spec
+
+__all__ = ["CudaError", "Driver", "get_driver", "CudaFunction"]
+
+
+class CudaError(RuntimeError):
+    """An error reported by the CUDA driver (``name``: e.g. ``CUDA_ERROR_OUT_OF_MEMORY``)."""
+
+    def __init__(self, call: str, code: int, name: str, text: str = "") -> None:
+        super().__init__(f"{call} failed: {name} ({code}){': ' + text if text else ''}")
+        self.call = call
+        self.code = code
+        self.name = name
+
+
+# --------------------------------------------------------------------------------------
+# Driver
+# --------------------------------------------------------------------------------------
+
+_LIBCUDA_NAMES = ("libcuda.so.1", "libcuda.so", "nvcuda.dll", "libcuda.dylib")
+_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
+_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
+_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+
+
+class Driver:
+    """The CUDA driver API subset tex uses, on the primary context of one device."""
+
+    def __init__(self, device: int = 0) -> None:
+        lib = None
+        for name in (*_LIBCUDA_NAMES, ctypes.util.find_library("cuda")):
+            if not name:
+                continue
+            try:
+                lib = ctypes.CDLL(name)
+                break
+            except OSError:
+                continue
+        if lib is None:
+            raise RuntimeError("no CUDA driver: libcuda.so.1 was not found, so this machine "
+                               "cannot run target='cuda' functions (install the NVIDIA driver "
+                               "on a machine with an NVIDIA GPU); get_source('ptx') still works")
+        self.lib = lib
+        self.lock = threading.Lock()
+        self.check("cuInit", lib.cuInit(0))
+        count = ctypes.c_int(0)
+        self.check("cuDeviceGetCount", lib.cuDeviceGetCount(ctypes.byref(count)))
+        if count.value <= device:
+            raise RuntimeError(f"no CUDA device {device}: the driver reports "
+                               f"{count.value} device(s)")
+        dev = ctypes.c_int(0)
+        self.check("cuDeviceGet", lib.cuDeviceGet(ctypes.byref(dev), device))
+        self.device = dev
+        ctx = ctypes.c_void_p()
+        self.check("cuDevicePrimaryCtxRetain",
+                   lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev))
+        self.ctx = ctx
+        self.capability = (self.attribute(_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+                           self.attribute(_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))
+        self.sm_count = self.attribute(_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        name = ctypes.create_string_buffer(256)
+        self.check("cuDeviceGetName", lib.cuDeviceGetName(name, 256, dev))
+        self.name = name.value.decode(errors="replace")
+
+    def check(self, call: str, code: int) -> None:
+        if code == 0:
+            return
+        name = ctypes.c_char_p()
+        text = ctypes.c_char_p()
+        self.lib.cuGetErrorName(code, ctypes.byref(name))
+        self.lib.cuGetErrorString(code, ctypes.byref(text))
+        raise CudaError(call, code, (name.value or b"CUDA_ERROR_UNKNOWN").decode(),
+                        (text.value or b"").decode())
+
+    def attribute(self, attr: int) -> int:
+        v = ctypes.c_int(0)
+        self.check("cuDeviceGetAttribute",
+                   self.lib.cuDeviceGetAttribute(ctypes.byref(v), attr, self.device))
+        return v.value
+
+    def activate(self) -> None:
+        self.check("cuCtxSetCurrent", self.lib.cuCtxSetCurrent(self.ctx))
+
+    def load_module(self, ptx: str) -> Any:
+        self.activate()
+        mod = ctypes.c_void_p()
+        image = ctypes.create_string_buffer(ptx.encode())
+        self.check("cuModuleLoadData", self.lib.cuModuleLoadData(ctypes.byref(mod), image))
+        return mod
+
+    def function(self, module: Any, name: str) -> Any:
+        fn = ctypes.c_void_p()
+        self.check("cuModuleGetFunction",
+                   self.lib.cuModuleGetFunction(ctypes.byref(fn), module, name.encode()))
+        return fn
+
+    def alloc(self, nbytes: int) -> int:
+        ptr = ctypes.c_uint64(0)
+        self.check("cuMemAlloc", self.lib.cuMemAlloc_v2(ctypes.byref(ptr),
+                                                        ctypes.c_size_t(max(nbytes, 1))))
+        return ptr.value
+
+    def free(self, ptr: int) -> None:
+        self.check("cuMemFree", self.lib.cuMemFree_v2(ctypes.c_uint64(ptr)))
+
+    def to_device(self, dst: int, src: int, nbytes: int) -> None:
+        if nbytes:
+            self.check("cuMemcpyHtoD", self.lib.cuMemcpyHtoD_v2(
+                ctypes.c_uint64(dst), ctypes.c_void_p(src), ctypes.c_size_t(nbytes)))
+
+    def to_host(self, dst: int, src: int, nbytes: int) -> None:
+        if nbytes:
+            self.check("cuMemcpyDtoH", self.lib.cuMemcpyDtoH_v2(
+                ctypes.c_void_p(dst), ctypes.c_uint64(src), ctypes.c_size_t(nbytes)))
+
+    def launch(self, fn: Any, grid: Sequence[int], block: Sequence[int],
+               args: Sequence[Any]) -> None:
+        """Launch with ``args``: ctypes values, one per kernel parameter."""
+        ptrs = (ctypes.c_void_p * max(len(args), 1))(
+            *[ctypes.cast(ctypes.byref(a), ctypes.c_void_p) for a in args])
+        self.check("cuLaunchKernel", self.lib.cuLaunchKernel(
+            fn, *[ctypes.c_uint(g) for g in grid], *[ctypes.c_uint(b) for b in block],
+            ctypes.c_uint(0), None, ptrs, None))
+
+    def synchronize(self) -> None:
+        self.check("cuCtxSynchronize", self.lib.cuCtxSynchronize())
+
+
+_DRIVER_LOCK = threading.Lock()
+
+
+@functools.cache
+def _driver() -> Driver:
+    return Driver()
+
+
+def get_driver() -> Driver:
+    """The process's driver on device 0 (initialized on first use).
+
+    Raises
+    ------
+    RuntimeError
+        No driver library, or no device.
+    """
+    with _DRIVER_LOCK:
+        return _driver()
+
+
+# --------------------------------------------------------------------------------------
+# Device arrays from other libraries
+# --------------------------------------------------------------------------------------
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p)]
+
+
+_DL_CUDA = (2, 13)  # kDLCUDA, kDLCUDAManaged
+_DL_KIND = {0: "i", 1: "u", 2: "f", 6: "b"}
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def _contiguous(shape: tuple[int, ...], strides: Sequence[int] | None, itemsize: int,
+                in_bytes: bool) -> bool:
+    if strides is None:
+        return True
+    expect = itemsize if in_bytes else 1
+    for n, s in zip(reversed(shape), reversed(list(strides))):
+        if n != 1 and s != expect:
+            return False
+        expect *= n
+    return True
+
+
+def _device_view(a: Any, spec: _Spec, where: str) -> tuple[int, str] | None:
+    """``(device pointer, how)`` of a CUDA array object, or None if ``a`` is not one."""
+    cai = getattr(a, "__cuda_array_interface__", None)
+    if cai is not None:
+        shape = tuple(int(n) for n in cai["shape"])
+        dtype = np.dtype(cai["typestr"])
+        ptr, readonly = cai["data"]
+        strides = cai.get("strides")
+        _check_view(spec, where, dtype, shape,
+                    _contiguous(shape, strides, dtype.itemsize, True), bool(readonly))
+        return int(ptr or 0), "cuda_array_interface"
+    if hasattr(a, "__dlpack__") and hasattr(a, "__dlpack_device__"):
+        dev_type, _ = a.__dlpack_device__()
+        if int(dev_type) not in _DL_CUDA:
+            return None
+        capsule = a.__dlpack__()
+        managed = _DLManagedTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
+        t = managed.dl_tensor
+        kind = _DL_KIND.get(t.dtype.code)
+        if kind is None or t.dtype.lanes != 1:
+            raise TypeError(f"{where}: DLPack dtype code {t.dtype.code} is not supported")
+        dtype = np.dtype(bool) if kind == "b" else np.dtype(f"{kind}{t.dtype.bits // 8}")
+        shape = tuple(int(t.shape[k]) for k in range(t.ndim))
+        strides = None if not t.strides else [int(t.strides[k]) for k in range(t.ndim)]
+        _check_view(spec, where, dtype, shape,
+                    _contiguous(shape, strides, dtype.itemsize, False), False)
+        # the capsule keeps its producer's memory alive while ``a`` lives (the caller holds
+        # ``a`` for the call); tex does not take ownership, so the capsule is not consumed
+        return int((t.data or 0) + t.byte_offset), "dlpack"
+    return None
+
+
+def _check_view(spec: _Spec, where: str, dtype: np.dtype, shape: tuple[int, ...],
+                contiguous: bool, readonly: bool) -> None:
+    if dtype != spec.dtype:
+        raise TypeError(f"{where} must have dtype {spec.dtype.name}, got {dtype.name}")
+    if shape != spec.shape:
+        raise ValueError(f"{where} must have shape {spec.shape}, got {shape}")
+    if not contiguous:
+        raise ValueError(f"{where} must be C-contiguous (make a contiguous copy on the device)")
+    if spec.is_output and readonly:
+        raise ValueError(f"output {where} is read-only; pass a writeable array")
+
+
+# --------------------------------------------------------------------------------------
+# The built function
+# --------------------------------------------------------------------------------------
+
+class CudaFunction:
+    """A function built for ``target="cuda"``; call it with NumPy arrays or CUDA arrays.
+
+    Attributes
+    ----------
+    name, args, target : as ``BuiltFunction``
+    program : DeviceProgram
+        The kernels and their launch configurations.
+    """
+
+    def __init__(self, program: DeviceProgram, sources: dict[str, str], target: str,
+                 driver: Callable[[], Any] = get_driver) -> None:
+        func = program.func
+        self.name = func.name
+        self.target = target
+        self.program = program
+        self.args: list[Tensor | Var] = [
+            p.tensor if isinstance(p, BufferParam) else p.var for p in func.params]
+        self._sources = sources
+        self._driver_factory = driver
+        self._loaded: tuple[Any, dict[str, Any]] | None = None
+        self._lowered_text = str(func)
+        specs = []
+        for k, p in enumerate(func.params):
+            if isinstance(p, BufferParam):
+                specs.append(_Spec(k, p.tensor.name, True, p.is_output, p.tensor.dtype.numpy,
+                                   tuple(int(n) for n in p.tensor.shape), None))
+            else:
+                d = p.var.dtype
+                specs.append(_Spec(k, p.var.name, False, False, d.numpy, (), _converter(d)))
+        self._specs = tuple(specs)
+
+    # -- calling ---------------------------------------------------------------------------
+    def _load(self) -> tuple[Any, dict[str, Any]]:
+        if self._loaded is None:
+            driver = self._driver_factory()
+            module = driver.load_module(self._sources["ptx"])
+            fns = {k.name: driver.function(module, k.name) for k in self.program.kernels}
+            self._loaded = (driver, fns)
+        return self._loaded
+
+    def _where(self, spec: _Spec) -> str:
+        return f"{self.name}: {spec.where()}"
+
+    def __call__(self, *arrays: Any) -> None:
+        specs = self._specs
+        if len(arrays) != len(specs):
+            raise TypeError(f"{self.name}() takes {len(specs)} arguments "
+                            f"({self._signature()}) but {len(arrays)} were given")
+        # every argument is checked before the driver is touched
+        plan: list[tuple[_Spec, Any, str, int]] = []  # (spec, value, how, pointer)
+        for spec, a in zip(specs, arrays):
+            if not spec.is_buffer:
+                plan.append((spec, spec.convert(a, spec), "scalar", 0))  # type: ignore[misc]
+                continue
+            if isinstance(a, np.ndarray):
+                self._check_host(spec, a)
+                plan.append((spec, a, "host", _data_pointer(a)))
+                continue
+            view = _device_view(a, spec, self._where(spec))
+            if view is None:
+                raise TypeError(f"{self._where(spec)} must be a numpy.ndarray or a CUDA array "
+                                f"(__cuda_array_interface__ or DLPack) of {spec.dtype.name}"
+                                f"{list(spec.shape)}, got {type(a).__module__}."
+                                f"{type(a).__qualname__}{_conversion_hint(a)}")
+            plan.append((spec, a, view[1], view[0]))
+        self._check_overlap(plan)
+        driver, fns = self._load()
+        with driver.lock:
+            driver.activate()
+            self._run(driver, fns, plan)
+
+    def _run(self, driver: Any, fns: dict[str, Any], plan: list[tuple[_Spec, Any, str, int]]
+             ) -> None:
+        func = self.program.func
+        owned: list[int] = []
+        try:
+            values: dict[Any, Any] = {}
+            copies: list[tuple[np.ndarray, int]] = []
+            for p, (spec, a, how, ptr) in zip(func.params, plan):
+                if how == "scalar":
+                    values[p.var] = _CTYPES[p.var.dtype.name](a)  # type: ignore[union-attr]
+                    continue
+                if how == "host":
+                    dev = driver.alloc(a.nbytes)
+                    owned.append(dev)
+                    if not spec.is_output:
+                        driver.to_device(dev, ptr, a.nbytes)
+                    else:
+                        copies.append((a, dev))
+                    ptr = dev
+                values[p.buffer] = ctypes.c_uint64(ptr)  # type: ignore[union-attr]
+            for t in self.program.temps:
+                dev = driver.alloc(t.size * t.dtype.itemsize)
+                owned.append(dev)
+                values[t] = ctypes.c_uint64(dev)
+            for k in self.program.kernels:
+                args = [values[p.buffer if isinstance(p, BufferParam) else p.var]
+                        for p in k.params]
+                driver.launch(fns[k.name], k.grid, k.block, args)
+            driver.synchronize()
+            for a, dev in copies:
+                driver.to_host(_data_pointer(a), dev, a.nbytes)
+        finally:
+            for dev in owned:
+                driver.free(dev)
+
+    def _check_host(self, spec: _Spec, a: np.ndarray) -> None:
+        where = self._where(spec)
+        if a.dtype != spec.dtype:
+            raise TypeError(f"{where} must have dtype {spec.dtype.name}, got {a.dtype.name} "
+                            f"(convert with .astype('{spec.dtype.name}'))")
+        if a.shape != spec.shape:
+            raise ValueError(f"{where} must have shape {spec.shape}, got {a.shape}")
+        if not a.flags.c_contiguous:
+            raise ValueError(f"{where} must be C-contiguous (pass numpy.ascontiguousarray(x))")
+        if spec.is_output and not a.flags.writeable:
+            raise ValueError(f"output {where} is read-only; pass a writeable array")
+
+    def _check_overlap(self, plan: list[tuple[_Spec, Any, str, int]]) -> None:
+        spans = [(ptr, ptr + int(np.prod(spec.shape)) * spec.dtype.itemsize, spec, how)
+                 for spec, _, how, ptr in plan if how != "scalar"]
+        for lo, hi, spec, how in spans:
+            if not spec.is_output or lo == hi:
+                continue
+            for lo2, hi2, other, how2 in spans:
+                same_space = (how == "host") == (how2 == "host")
+                if other is not spec and same_space and lo < hi2 and lo2 < hi:
+                    raise ValueError(
+                        f"{self.name}: output {spec.where()} shares memory with "
+                        f"{other.where()}; outputs must not overlap other arguments")
+
+    def _signature(self) -> str:
+        return ", ".join(
+            f"{'out ' if s.is_output else ''}{s.name}: {s.dtype.name}{list(s.shape)}"
+            if s.is_buffer else f"{s.name}: {s.dtype.name}" for s in self._specs)
+
+    # -- inspection -----------------------------------------------------------------------
+    def get_source(self, fmt: str = "ptx") -> str:
+        """The generated code: "ptx", "ll"/"llvm" (optimized NVPTX LLVM IR), "ll.raw" (as
+        emitted) or "kernels" (the lowered kernels with their launch configurations)."""
+        key = {"ll": "ll", "llvm": "ll", "ll.opt": "ll", "ll.raw": "ll.raw",
+               "llvm.raw": "ll.raw", "ptx": "ptx", "kernels": "kernels"}.get(fmt)
+        if key is None:
+            raise ValueError(f"get_source: unknown format {fmt!r} for a CUDA function; "
+                             "expected 'ptx', 'll', 'll.raw' or 'kernels'")
+        return self._sources[key]
+
+    def benchmark(self, *args: Any, number: int = 10, repeat: int = 5) -> float:
+        """Median seconds per call (transfers of NumPy arguments included; pass CUDA
+        arrays to time the kernels alone)."""
+        if number < 1 or repeat < 1:
+            raise ValueError(f"benchmark: number and repeat must be >= 1, got {number}, "
+                             f"{repeat}")
+        self(*args)
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            for _ in range(number):
+                self(*args)
+            times.append((time.perf_counter() - t0) / number)
+        return statistics.median(times)
+
+    @property
+    def lowered(self) -> str:
+        """The loop nest this function was compiled from (printed)."""
+        return self._lowered_text
+
+    def __repr__(self) -> str:
+        return f"CudaFunction({self.name}({self._signature()}), target='{self.target}')"
