@@ -79,9 +79,10 @@ def build_cuda(func: LoweredFunc, target: str = "cuda", fastmath: bool = False) 
 
 
 def _check_bound(sch: Any) -> None:
-    """Every stage computed at the root must be bound to GPU threads (target cuda)."""
+    """Every stage computed at the root must be bound to GPU threads (target cuda); a 0-d
+    stage without a reduction is one thread's work."""
     for st in sch.stages:
-        if st.attach_type == "root" and not st.bindings:
+        if st.attach_type == "root" and not st.bindings and (st.op.axis or st.op.reduce_axis):
             raise ValueError(
                 f"build(target='cuda'): stage '{st.name}' is not bound to GPU threads; "
                 f"bind its loops, e.g. bx, tx = s[{st.name}].split(axis, factor=256); "

@@ -7,6 +7,7 @@ the hardware indices. This pass turns each root nest into one kernel (as TVM's
 
 1. **Launch configuration.** The grid and block dimensions are the largest extent bound to
    each tag in the nest; a loop with a smaller extent is guarded (``if (threadIdx.x < n)``).
+   A nest without loops (a 0-d value) is one thread's work.
    Limits are checked: at most 1024 threads per block (1024, 1024, 64 per dimension), grid
    dimensions up to (2**31 - 1, 65535, 65535).
 2. **Hardware indices.** A thread-bound loop is replaced by its body with the loop variable
@@ -162,7 +163,7 @@ def _kernel(func: LoweredFunc, part: Stmt, name: str, temps: Sequence[Tensor],
             limits: GPULimits) -> Kernel:
     loops = [s for s in walk_stmts(part) if isinstance(s, For) and s.kind is ForKind.THREAD]
     what = ", ".join(f"'{n}'" for n in _stored_names(part)[-1:]) or "a loop nest"
-    if not loops:
+    if not loops and any(isinstance(x, For) for x in walk_stmts(part)):
         raise ValueError(
             f"build(target='cuda'): the stage computing {what} is not bound to GPU threads; "
             f"bind its loops, e.g. bx, tx = s[T].split(T.op.axis[0], factor=256); "

@@ -320,11 +320,27 @@ class CudaFunction:
         return f"{self.name}: {spec.where()}"
 
     def __call__(self, *arrays: Any) -> None:
+        plan = self._plan(arrays)
+        driver, fns = self._load()
+        with driver.lock:
+            driver.activate()
+            self._run(driver, fns, plan)
+
+    def simulate(self, *arrays: Any) -> None:
+        """Run on the CPU (``tex.runtime.gpusim``): every thread of every block in
+        lockstep, with checks for races, out-of-bounds accesses and divergent barriers.
+        Takes NumPy arrays like a call; for testing schedules without a GPU (slow)."""
+        from .gpusim import SimulatedDriver
+        plan = self._plan(arrays)
+        driver = SimulatedDriver(self.program)
+        self._run(driver, {k.name: k.name for k in self.program.kernels}, plan)
+
+    def _plan(self, arrays: Sequence[Any]) -> list[tuple[_Spec, Any, str, int]]:
+        """Every argument checked (before the driver is touched): (spec, value, how, ptr)."""
         specs = self._specs
         if len(arrays) != len(specs):
             raise TypeError(f"{self.name}() takes {len(specs)} arguments "
                             f"({self._signature()}) but {len(arrays)} were given")
-        # every argument is checked before the driver is touched
         plan: list[tuple[_Spec, Any, str, int]] = []  # (spec, value, how, pointer)
         for spec, a in zip(specs, arrays):
             if not spec.is_buffer:
@@ -342,10 +358,7 @@ class CudaFunction:
                                 f"{type(a).__qualname__}{_conversion_hint(a)}")
             plan.append((spec, a, view[1], view[0]))
         self._check_overlap(plan)
-        driver, fns = self._load()
-        with driver.lock:
-            driver.activate()
-            self._run(driver, fns, plan)
+        return plan
 
     def _run(self, driver: Any, fns: dict[str, Any], plan: list[tuple[_Spec, Any, str, int]]
              ) -> None:

@@ -42,7 +42,7 @@ from ..lower.stmt import (
 )
 from ..ir.tensor import Tensor
 
-__all__ = ["simulate", "run_kernel", "SimulationError"]
+__all__ = ["simulate", "run_kernel", "SimulationError", "SimulatedDriver"]
 
 
 class SimulationError(AssertionError):
@@ -293,3 +293,73 @@ def run_kernel(kernel: Kernel, buffers: dict[Tensor, np.ndarray], scalars: dict[
     place) and scalar values (keyed by their variables), with the checks of ``simulate``."""
     mem = {t: _Memory(t.name, a.reshape(-1), "global") for t, a in buffers.items()}
     _run(kernel, mem, {v: np.asarray(x, v.dtype.numpy) for v, x in scalars.items()})
+
+
+class SimulatedDriver:
+    """The CUDA driver interface ``CudaFunction`` uses, on host memory, launching kernels
+    in this simulator: ``f.simulate(*arrays)`` runs a CUDA function without a GPU, through
+    the same argument handling as a real call."""
+
+    def __init__(self, program: DeviceProgram) -> None:
+        import threading
+        self.program = program
+        self.kernels = {k.name: k for k in program.kernels}
+        self.memory: dict[int, np.ndarray] = {}
+        self.next = 1 << 20
+        self.lock = threading.Lock()
+        self.launched: list[str] = []
+
+    def activate(self) -> None:
+        return None
+
+    def load_module(self, ptx: str) -> str:
+        if ".entry" not in ptx:
+            raise SimulationError("the module has no kernel entry")
+        return "module"
+
+    def function(self, module: str, name: str) -> str:
+        if name not in self.kernels:
+            raise SimulationError(f"no kernel named {name}")
+        return name
+
+    def alloc(self, nbytes: int) -> int:
+        ptr = self.next
+        self.next += -(-max(nbytes, 1) // 256) * 256 + 256
+        self.memory[ptr] = np.zeros(max(nbytes, 1), np.uint8)
+        return ptr
+
+    def free(self, ptr: int) -> None:
+        del self.memory[ptr]
+
+    def to_device(self, dst: int, src: int, nbytes: int) -> None:
+        import ctypes
+        self.memory[dst][:nbytes] = np.frombuffer((ctypes.c_char * nbytes).from_address(src),
+                                                  np.uint8)
+
+    def to_host(self, dst: int, src: int, nbytes: int) -> None:
+        import ctypes
+        np.frombuffer((ctypes.c_char * nbytes).from_address(dst), np.uint8)[:] = \
+            self.memory[src][:nbytes]
+
+    def launch(self, fn: str, grid: Sequence[int], block: Sequence[int],
+               args: Sequence[Any]) -> None:
+        kernel = self.kernels[fn]
+        if tuple(grid) != kernel.grid or tuple(block) != kernel.block:
+            raise SimulationError(f"{fn} launched with grid {tuple(grid)}, block "
+                                  f"{tuple(block)}; compiled for {kernel.grid}, {kernel.block}")
+        buffers: dict[Tensor, np.ndarray] = {}
+        scalars: dict[Var, Any] = {}
+        for p, a in zip(kernel.params, args):
+            if isinstance(p, BufferParam):
+                raw = self.memory.get(a.value)
+                if raw is None:
+                    raise SimulationError(f"{fn}: parameter {p.name} is not a device pointer")
+                n = int(p.buffer.shape[0])
+                buffers[p.buffer] = raw.view(p.buffer.dtype.numpy)[:n]
+            else:
+                scalars[p.var] = a.value
+        run_kernel(kernel, buffers, scalars)
+        self.launched.append(fn)
+
+    def synchronize(self) -> None:
+        return None
