@@ -6,7 +6,9 @@ the hardware indices. This pass turns each root nest into one kernel (as TVM's
 ``SplitHostDevice`` with ``thread_extent`` attributes):
 
 1. **Launch configuration.** The grid and block dimensions are the largest extent bound to
-   each tag in the nest; a loop with a smaller extent is guarded (``if (threadIdx.x < n)``).
+   each tag in the nest; a loop with a smaller extent is guarded (``if (threadIdx.x < n)``)
+   around its own statements, not around other stages' nests bound to the same index (the
+   copy of a shared tile is fetched by all threads).
    A nest without loops (a 0-d value) is one thread's work.
    Limits are checked: at most 1024 threads per block (1024, 1024, 64 per dimension), grid
    dimensions up to (2**31 - 1, 65535, 65535).
@@ -222,20 +224,38 @@ def _kernel(func: LoweredFunc, part: Stmt, name: str, temps: Sequence[Tensor],
 
 def _bind_indices(s: Stmt, hw: dict[str, Var], extent: dict[str, int]) -> Stmt:
     """Thread loops replaced by their hardware index; SIMD and parallel loops serial."""
-    kids = [_bind_indices(c, hw, extent) for c in stmt_children(s)]
-    s = with_stmt_children(s, kids)
-    if not isinstance(s, For):
-        return s
-    if s.kind is ForKind.THREAD:
+    if isinstance(s, For) and s.kind is ForKind.THREAD:
         index = hw[s.thread_tag]
-        body = map_exprs(s.body, lambda e: substitute(e, {s.var: index}))
+        body = s.body
         n = int(s.extent.value)  # type: ignore[attr-defined]
         if n < extent[s.thread_tag]:
-            body = IfThenElse(index < n, body)
-        return body
-    if s.kind in (ForKind.VECTORIZED, ForKind.PARALLEL):
+            body = _guard_own(index < n, body, s.thread_tag)
+        body = map_exprs(body, lambda e: substitute(e, {s.var: index}))
+        return _bind_indices(body, hw, extent)
+    kids = [_bind_indices(c, hw, extent) for c in stmt_children(s)]
+    s = with_stmt_children(s, kids)
+    if isinstance(s, For) and s.kind in (ForKind.VECTORIZED, ForKind.PARALLEL):
         return For(s.var, s.min, s.extent, ForKind.SERIAL, s.body)
     return s
+
+
+def _guard_own(cond: Expr, s: Stmt, tag: str) -> Stmt:
+    """``if (cond) s``, except around the nests of other stages bound to the same thread
+    index (a shared tile's copy): those run on their own extent, with every thread."""
+    if not any(isinstance(x, For) and x.kind is ForKind.THREAD and x.thread_tag == tag
+               for x in walk_stmts(s)):
+        return IfThenElse(cond, s)
+    match s:
+        case For() if s.kind is ForKind.THREAD and s.thread_tag == tag:
+            return s
+        case Seq():
+            return seq(*(_guard_own(cond, c, tag) for c in s.body))
+        case IfThenElse():
+            return IfThenElse(s.cond, _guard_own(cond, s.then_case, tag),
+                              None if s.else_case is None else
+                              _guard_own(cond, s.else_case, tag))
+    kids = stmt_children(s)
+    return with_stmt_children(s, [_guard_own(cond, c, tag) for c in kids])
 
 
 def _hoist_shared(s: Stmt, what: str) -> tuple[Stmt, list[Tensor]]:
