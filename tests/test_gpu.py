@@ -337,3 +337,72 @@ def test_without_libdevice(monkeypatch: pytest.MonkeyPatch, rng: np.random.Gener
     C = tex.compute((40,), lambda i: tex.sin(A[i]), name="C")
     with pytest.raises(ValueError, match="sin on float32 needs CUDA's libdevice"):
         tex.build([C], target="cuda")
+
+
+def test_rfactor_then_bind_two_level_sum(rng: np.random.Generator) -> None:
+    A = tex.placeholder((5000,), name="A")
+    k = tex.reduce_axis((0, 5000), name="k")
+    S = tex.compute((), lambda: tex.sum(A[k] * A[k], axis=k), name="S")
+    s = tex.create_schedule(S.op)
+    ko, _ = s[S].split(k, nparts=16)
+    SF = s.rfactor(S, ko)
+    s[SF].bind(s[SF].op.axis[0], tex.thread_axis("blockIdx.x"))
+    _, t = s[SF].split(s[SF].op.reduce_axis[0], factor=128)
+    s[SF].bind(t, tex.thread_axis("threadIdx.x"))
+    s[S].bind(s[S].op.reduce_axis[0], tex.thread_axis("threadIdx.x"))
+    f = run_cuda([S], [A], {A: rng.standard_normal(5000).astype(np.float32)}, s=s)
+    assert [(k.grid, k.block) for k in f.program.kernels] == [
+        ((16, 1, 1), (128, 1, 1)), ((1, 1, 1), (16, 1, 1))]
+
+
+def test_auto_schedule_long_reduction_uses_many_blocks(rng: np.random.Generator) -> None:
+    A = tex.placeholder((300, 400), name="A")
+    L = tex.topi.sum(A * A)
+    f = run_cuda([L], [A], {A: rng.standard_normal((300, 400)).astype(np.float32)})
+    assert [k.grid[0] for k in f.program.kernels] == [117, 1]
+
+
+def test_reduction_across_blocks_is_refused() -> None:
+    A = tex.placeholder((64,), name="A")
+    k = tex.reduce_axis((0, 64), name="k")
+    S = tex.compute((1,), lambda i: tex.sum(A[k], axis=k), name="S")
+    s = tex.create_schedule(S.op)
+    s[S].bind(k, tex.thread_axis("blockIdx.x"))
+    with pytest.raises(ValueError, match="blocks cannot combine their results"):
+        tex.build(s, [A, S], target="cuda")
+
+
+def test_tile_copy_uses_all_threads_when_the_stage_uses_fewer(
+        rng: np.random.Generator) -> None:
+    """The output's threadIdx.x extent (12) is below the block's (16, set by the shared
+    copies): the guard must not stop threads 12..15 from fetching their part."""
+    M, N, K = 32, 48, 16
+    X = tex.placeholder((M, K), name="X")
+    W = tex.placeholder((K, N), name="W")
+    k = tex.reduce_axis((0, K), name="k")
+    Y = tex.compute((M, N), lambda i, j: tex.sum(X[i, k] * W[k, j], axis=k), name="Y")
+    s = tex.create_schedule(Y.op)
+    YL = s.cache_write(Y, "local")
+    i, j = Y.op.axis
+    by, yi = s[Y].split(i, factor=32)
+    ty, vy = s[Y].split(yi, factor=2)
+    bx, xi = s[Y].split(j, factor=48)
+    tx, vx = s[Y].split(xi, factor=4)
+    s[Y].reorder(by, bx, ty, tx, vy, vx)
+    for ax, tag in ((by, "blockIdx.y"), (bx, "blockIdx.x"), (ty, "threadIdx.y"),
+                    (tx, "threadIdx.x")):
+        s[Y].bind(ax, tex.thread_axis(tag))
+    s[YL].compute_at(s[Y], tx)
+    ko, ki = s[YL].split(s[YL].op.reduce_axis[0], factor=8)
+    s[YL].reorder(ko, ki, *s[YL].op.axis)
+    for T in (X, W):
+        TS = s.cache_read(T, "shared", [YL])
+        s[TS].compute_at(s[YL], ko)
+        rest, fx = s[TS].split(s[TS].fuse(*s[TS].op.axis), factor=16)
+        _, fy = s[TS].split(rest, factor=16)
+        s[TS].bind(fy, tex.thread_axis("threadIdx.y"))
+        s[TS].bind(fx, tex.thread_axis("threadIdx.x"))
+    feed = {X: rng.standard_normal((M, K)).astype(np.float32),
+            W: rng.standard_normal((K, N)).astype(np.float32)}
+    f = run_cuda([Y], [X, W], feed, s=s)
+    assert f.program.kernels[0].block == (16, 16, 1)

@@ -42,8 +42,8 @@ from ..debug import InternalError
 from ..dtype import int32
 from ..ir import fold
 from ..ir.expr import Const, Expr, TensorRead, Var
-from ..ir.visit import post_order, substitute
 from ..ir.tensor import Tensor
+from ..ir.visit import post_order, substitute
 from .stmt import (
     Allocate,
     Barrier,

@@ -36,8 +36,8 @@ import numpy as np
 from ..ir.expr import Var
 from ..ir.tensor import Tensor
 from ..lower.gpu import DeviceProgram
-from ..lower.stmt import BufferParam, ScalarParam
-from .module import _CTYPES, _converter, _conversion_hint, _data_pointer, _Spec
+from ..lower.stmt import BufferParam
+from .module import _CTYPES, _conversion_hint, _converter, _data_pointer, _Spec
 
 __all__ = ["CudaError", "Driver", "get_driver", "CudaFunction"]
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..ir.expr import Binary, Cast, Compare, Const, Expr, Op, Select, TensorRead, Unary, Var
 from ..ir.semantics import NUMPY_BINARY, NUMPY_UNARY, numpy_cast
+from ..ir.tensor import Tensor
 from ..lower.gpu import DeviceProgram, Kernel
 from ..lower.stmt import (
     Allocate,
@@ -40,7 +41,6 @@ from ..lower.stmt import (
     Stmt,
     Store,
 )
-from ..ir.tensor import Tensor
 
 __all__ = ["simulate", "run_kernel", "SimulationError", "SimulatedDriver"]
 

@@ -16,8 +16,12 @@ consumers), every remaining stage becomes one kernel, by the first rule that app
 3. **Per-thread reduction** (at least 2048 outputs): one output per thread, the reduction
    serial in a register.
 4. **Cross-thread reduction** (few outputs: softmax's row max and sum, layernorm's mean,
-   a loss, weight gradients with few elements): one block per output, the fused reduction
-   axes split over 256 threads (fewer for short reductions), combined in shared memory.
+   weight gradients with few elements): one block per output, the fused reduction axes
+   split over 256 threads (fewer for short reductions), combined in shared memory.
+5. **Two-level reduction** (fewer outputs than multiprocessors, at least 65536 terms: a
+   loss over a large tensor): the reduction is ``rfactor``-ed into up to 4 partial results
+   per multiprocessor, each a cross-thread reduction in its own block; a second kernel
+   combines them.
 
 Bad fits are refused before they are made: a shared tile that would not be affine or
 would exceed the shared-memory budget is not cached (the input is read from global
@@ -42,6 +46,7 @@ _THREADS = 256  # threads per block of element-wise and per-thread kernels
 _TILE_THREADS = 16  # threads per side of a tiled reduction's block
 _KT = 8  # reduction step of a tiled reduction
 _PER_THREAD_MIN = 2048  # outputs from which one thread per output fills the GPU
+_TWO_LEVEL_MIN = 1 << 16  # reductions this long to few outputs use many blocks
 
 
 def _bind(st: Stage, iv: IterVar, tag: str) -> None:
@@ -75,10 +80,25 @@ class _GPUScheduler(_AutoScheduler):
         size = math.prod(iv.dom.extent for iv in op.axis)
         if self.tiled(st):
             return
-        if size >= _PER_THREAD_MIN or not op.reduce_axis:
+        if size >= _PER_THREAD_MIN:
             self.per_thread(st)
             return
+        n_red = math.prod(iv.dom.extent for iv in op.reduce_axis)
+        if size < self.cuda.sm_count and n_red >= _TWO_LEVEL_MIN and op.num_outputs == 1:
+            self.two_level(st)
+            return
         self.cross_thread(st)
+
+    # -- 5. a long reduction to few outputs: partial results over many blocks -----------
+    def two_level(self, st: Stage) -> None:
+        op = st.op
+        red = list(op.reduce_axis)
+        k = st.fuse(*red) if len(red) > 1 else red[0]
+        parts = min(4 * self.cuda.sm_count, k.dom.extent // 1024)
+        ko, _ = st.split(k, nparts=parts)
+        partial = self.s.rfactor(op.output(0), ko)
+        self.cross_thread(self.s[partial])
+        self.cross_thread(self.s[op.output(0)])
 
     # -- 1. element-wise ------------------------------------------------------------------
     def flat(self, st: Stage, axes: Sequence[IterVar]) -> tuple[IterVar, IterVar]:
