@@ -96,6 +96,7 @@ from ..lower.stmt import (
     Stmt,
     Store,
     stmt_children,
+    stmt_exprs,
     walk_stmts,
 )
 from ..target import CPUInfo, register_probe, with_caches
@@ -484,18 +485,6 @@ def _dup_factor(index: Expr, var: Var, lets: dict[Var, Expr]) -> int | None:
     return None
 
 
-def _exprs_of(s: Stmt) -> tuple[Expr, ...]:
-    match s:
-        case For():
-            return (s.min, s.extent)
-        case Store():
-            return (s.index, s.value)
-        case IfThenElse():
-            return (s.cond,)
-        case LetStmt():
-            return (s.value,)
-    return ()
-
 
 def _vector_plan(loop: For, max_lanes: int) -> str | None:
     """Why ``loop`` cannot be vectorized, or None when it can.
@@ -517,7 +506,7 @@ def _vector_plan(loop: For, max_lanes: int) -> str | None:
     stack: list[tuple[Stmt, bool]] = [(loop.body, False)]
     while stack:
         s, in_loop = stack.pop()
-        for e in _exprs_of(s):
+        for e in stmt_exprs(s):
             for node in post_order(e):
                 if isinstance(node, TensorRead):
                     reads.setdefault(node.tensor, set()).add(node.indices[0])
@@ -792,6 +781,10 @@ class _FunctionEmitter:
             raise InternalError(f"op '{op.value}' reached the LLVM backend; "
                                 "tex.lower.legalize should have rewritten it", self.m.func)
         return emitter(self, d, x)
+
+    def fmod(self, a: ir.Value, b: ir.Value, d: DType) -> ir.Value:
+        """C's fmod (the remainder with the sign of ``a``)."""
+        return self.b.frem(a, b, flags=self.m.fm)
 
     def float_intrinsic(self, name: str, x: ir.Value, *more: ir.Value) -> ir.Value:
         fn = self.m.intrinsic(name, x.type, [x.type] * (1 + len(more)), [x.type])
@@ -1190,7 +1183,7 @@ class _FunctionEmitter:
         for st in walk_stmts(s.body):
             if isinstance(st, Store):
                 used_bufs.setdefault(st.buffer, None)
-            for e in _exprs_of(st):
+            for e in stmt_exprs(st):
                 for node in post_order(e):
                     if isinstance(node, Var):
                         used_vars.setdefault(node, None)
@@ -1415,7 +1408,7 @@ def _f_floormod(f: _FunctionEmitter, d: DType, a: ir.Value, b: ir.Value) -> ir.V
     # numpy.mod: r = fmod(a, b); r != 0 and sign(r) != sign(b) -> r + b; r == 0 -> copysign(0, b)
     bb, fm = f.b, f.m.fm
     zero = _const(a.type, 0.0)
-    r = bb.frem(a, b, flags=fm)
+    r = f.fmod(a, b, d)
     wrong = bb.and_(bb.fcmp_ordered("!=", r, zero, flags=fm),
                     bb.xor(bb.fcmp_ordered("<", b, zero, flags=fm),
                            bb.fcmp_ordered("<", r, zero, flags=fm)))

@@ -63,7 +63,7 @@ from .llvm import (
 from .vecmath import VECMATH, vecmath_function
 
 __all__ = ["PTXModule", "compile_ptx", "emit_ptx_llvm", "find_libdevice", "find_ptxas",
-           "assemble", "TRIPLE"]
+           "assemble", "TRIPLE", "LIBDEVICE_UNARY"]
 
 TRIPLE = "nvptx64-nvidia-cuda"
 MAX_LOCAL_BYTES = 64 * 1024  # per-thread local buffers larger than this are refused
@@ -77,7 +77,6 @@ LIBDEVICE_UNARY: dict[Op, str] = {
     Op.EXP: "exp", Op.LOG: "log", Op.LOG2: "log2", Op.LOG10: "log10", Op.SIN: "sin",
     Op.COS: "cos", Op.TAN: "tan", Op.TANH: "tanh", Op.ERF: "erf",
 }
-LIBDEVICE_BINARY: dict[Op, str] = {Op.POW: "pow", Op.FLOORMOD: "fmod"}
 _SREG = {"threadIdx": "tid", "blockIdx": "ctaid"}
 
 
@@ -255,21 +254,12 @@ class _PTXFunctionEmitter(_FunctionEmitter):
         return self.libdevice_call(name, e.dtype, [x], e.op.value)
 
     def binary(self, e: Binary, a: ir.Value, b: ir.Value) -> ir.Value:
-        name = LIBDEVICE_BINARY.get(e.op)
-        if name is None or not e.a.dtype.is_float:
-            return super().binary(e, a, b)
-        if e.op is Op.FLOORMOD:
-            # numpy.mod from C fmod: r != 0 and sign(r) != sign(b) -> r + b; 0 takes b's sign
-            r = self.libdevice_call(name, e.a.dtype, [a, b], "float %")
-            bb, fm = self.b, self.m.fm
-            zero = ir.Constant(a.type, 0.0)
-            wrong = bb.and_(bb.fcmp_ordered("!=", r, zero, flags=fm),
-                            bb.xor(bb.fcmp_ordered("<", b, zero, flags=fm),
-                                   bb.fcmp_ordered("<", r, zero, flags=fm)))
-            fixed = bb.select(wrong, bb.fadd(r, b, flags=fm), r)
-            signed_zero = self.float_intrinsic("llvm.copysign", zero, b)
-            return bb.select(bb.fcmp_ordered("==", r, zero, flags=fm), signed_zero, fixed)
-        return self.libdevice_call(name, e.a.dtype, [a, b], e.op.value)
+        if e.op is Op.POW and e.a.dtype.is_float:
+            return self.libdevice_call("pow", e.a.dtype, [a, b], "pow")
+        return super().binary(e, a, b)
+
+    def fmod(self, a: ir.Value, b: ir.Value, d: DType) -> ir.Value:
+        return self.libdevice_call("fmod", d, [a, b], "float %")
 
 
 # --------------------------------------------------------------------------------------

@@ -61,6 +61,7 @@ from .stmt import (
     map_exprs,
     seq,
     stmt_children,
+    stmt_exprs,
     walk_stmts,
     with_stmt_children,
 )
@@ -285,17 +286,7 @@ def _accesses(s: Stmt, shared: set[Tensor]) -> tuple[set[Tensor], set[Tensor]]:
     for x in walk_stmts(s):
         if isinstance(x, Store) and x.buffer in shared:
             writes.add(x.buffer)
-        exprs: tuple[Expr, ...] = ()
-        match x:
-            case Store():
-                exprs = (x.index, x.value)
-            case IfThenElse():
-                exprs = (x.cond,)
-            case LetStmt():
-                exprs = (x.value,)
-            case For():
-                exprs = (x.min, x.extent)
-        for e in exprs:
+        for e in stmt_exprs(x):
             for n in post_order(e):
                 if isinstance(n, TensorRead) and n.tensor in shared:
                     reads.add(n.tensor)
@@ -406,20 +397,9 @@ def _used(s: Stmt) -> set[Expr]:
     """Buffers and variables the statement refers to."""
     found: set[Expr] = set()
     for x in walk_stmts(s):
-        exprs: tuple[Expr, ...] = ()
-        match x:
-            case Store():
-                found.add(x.buffer)  # type: ignore[arg-type]
-                exprs = (x.index, x.value)
-            case IfThenElse():
-                exprs = (x.cond,)
-            case LetStmt():
-                exprs = (x.value,)
-            case For():
-                exprs = (x.min, x.extent)
-            case Allocate():
-                found.add(x.buffer)  # type: ignore[arg-type]
-        for e in exprs:
+        if isinstance(x, (Store, Allocate)):
+            found.add(x.buffer)  # type: ignore[arg-type]
+        for e in stmt_exprs(x):
             for n in post_order(e):
                 if isinstance(n, TensorRead):
                     found.add(n.tensor)  # type: ignore[arg-type]

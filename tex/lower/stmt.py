@@ -31,7 +31,7 @@ from ..ir.tensor import PlaceholderOp, Tensor
 __all__ = [
     "ForKind", "Stmt", "For", "Store", "Allocate", "IfThenElse", "LetStmt", "Seq", "Barrier",
     "BufferParam", "ScalarParam", "Param", "LoweredFunc", "make_buffer", "seq",
-    "stmt_children", "with_stmt_children", "walk_stmts", "map_exprs",
+    "stmt_children", "stmt_exprs", "with_stmt_children", "walk_stmts", "map_exprs",
 ]
 
 
@@ -190,6 +190,20 @@ def stmt_children(s: Stmt) -> tuple[Stmt, ...]:
             return (t,) if e is None else (t, e)
         case Seq(body=b):
             return b
+    return ()
+
+
+def stmt_exprs(s: Stmt) -> tuple[Expr, ...]:
+    """The expressions ``s`` holds directly (not those of its child statements)."""
+    match s:
+        case For():
+            return (s.min, s.extent)
+        case Store():
+            return (s.index, s.value)
+        case IfThenElse():
+            return (s.cond,)
+        case LetStmt():
+            return (s.value,)
     return ()
 
 

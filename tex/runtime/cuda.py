@@ -25,9 +25,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
-import statistics
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -37,7 +35,7 @@ from ..ir.expr import Var
 from ..ir.tensor import Tensor
 from ..lower.gpu import DeviceProgram
 from ..lower.stmt import BufferParam
-from .module import _CTYPES, _conversion_hint, _converter, _data_pointer, _Spec
+from .module import _CTYPES, _conversion_hint, _converter, _data_pointer, _Spec, time_calls
 
 __all__ = ["CudaError", "Driver", "get_driver", "CudaFunction"]
 
@@ -439,17 +437,7 @@ class CudaFunction:
     def benchmark(self, *args: Any, number: int = 10, repeat: int = 5) -> float:
         """Median seconds per call (transfers of NumPy arguments included; pass CUDA
         arrays to time the kernels alone)."""
-        if number < 1 or repeat < 1:
-            raise ValueError(f"benchmark: number and repeat must be >= 1, got {number}, "
-                             f"{repeat}")
-        self(*args)
-        times = []
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            for _ in range(number):
-                self(*args)
-            times.append((time.perf_counter() - t0) / number)
-        return statistics.median(times)
+        return time_calls(self, args, number, repeat)
 
     @property
     def lowered(self) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import ctypes
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -251,17 +251,7 @@ class BuiltFunction:
     def benchmark(self, *args: Any, number: int = 10, repeat: int = 5) -> float:
         """Median seconds per call over ``repeat`` timings of ``number`` calls each
         (after one warm-up call)."""
-        if number < 1 or repeat < 1:
-            raise ValueError(f"benchmark: number and repeat must be >= 1, got {number}, "
-                             f"{repeat}")
-        self(*args)
-        times = []
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            for _ in range(number):
-                self(*args)
-            times.append((time.perf_counter() - t0) / number)
-        return statistics.median(times)
+        return time_calls(self, args, number, repeat)
 
     @property
     def lowered(self) -> str:
@@ -270,6 +260,22 @@ class BuiltFunction:
 
     def __repr__(self) -> str:
         return f"BuiltFunction({self.name}({self._signature()}), target='{self.target}')"
+
+
+def time_calls(fn: Callable[..., Any], args: Sequence[Any], number: int, repeat: int
+               ) -> float:
+    """Median seconds per call of ``fn(*args)`` over ``repeat`` timings of ``number`` calls
+    (after one warm-up call)."""
+    if number < 1 or repeat < 1:
+        raise ValueError(f"benchmark: number and repeat must be >= 1, got {number}, {repeat}")
+    fn(*args)
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn(*args)
+        times.append((time.perf_counter() - t0) / number)
+    return statistics.median(times)
 
 
 def _conversion_hint(a: Any) -> str:
