@@ -78,19 +78,6 @@ def build_cuda(func: LoweredFunc, target: str = "cuda", fastmath: bool = False) 
     return CudaFunction(program, sources, str(cuda))
 
 
-def _check_bound(sch: Any) -> None:
-    """Every stage computed at the root must be bound to GPU threads (target cuda); a 0-d
-    stage without a reduction is one thread's work."""
-    for st in sch.stages:
-        if st.attach_type == "root" and not st.bindings and (st.op.axis or st.op.reduce_axis):
-            raise ValueError(
-                f"build(target='cuda'): stage '{st.name}' is not bound to GPU threads; "
-                f"bind its loops, e.g. bx, tx = s[{st.name}].split(axis, factor=256); "
-                f"s[{st.name}].bind(bx, tex.thread_axis('blockIdx.x')); "
-                f"s[{st.name}].bind(tx, tex.thread_axis('threadIdx.x')); or compute_inline / "
-                "compute_at it, or use tex.schedule.auto_schedule(outputs, target='cuda')")
-
-
 def build_lowered(func: LoweredFunc, target: str = "llvm",
                   fastmath: bool = False) -> Any:
     """Compile a lowered function: legalize, generate LLVM, optimize, JIT (cached).
@@ -188,7 +175,6 @@ def build(sch: Any, args: Sequence[Tensor | Var] | None = None, target: str = "l
         raise TypeError("build: a Schedule needs args (the tensors and vars in call order), "
                         "e.g. tex.build(s, [A, B, C])")
     if kind == "cuda":
-        _check_bound(sch)
         return build_cuda(lower(sch, list(args), name=name), target, fastmath)
     func = lower(sch, list(args), name=name)
     return build_lowered(func, target, fastmath)

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..dtype import DType, boolean
@@ -54,7 +54,7 @@ from ..ir.expr import (
     Unary,
     Var,
 )
-from ..ir.visit import RuleSet, fixed_point_rewrite
+from ..ir.visit import RuleSet, fixed_point_rewrite, post_order
 from .bounds import Bounds, DomainLike, Interval, evaluate_bottom_up
 
 __all__ = ["Analyzer", "LinearForm", "Constraint", "FAMILIES", "rule_sets", "ruleset",
@@ -277,6 +277,47 @@ class Analyzer:
         if g == 1:
             return self.rebuild(lf), 1
         return self.rebuild(_div_exact(lf, g)), g
+
+    def affine_range(self, e: Expr, ranging: Mapping[Var, int]) -> tuple[Expr, int] | None:
+        """``(lo, extent)`` of the integer ``e`` as each variable of ``ranging`` takes the
+        values ``[0, n)``: ``lo`` uses the other variables (fixed); None when ``e`` is not
+        affine in the ranging variables."""
+        if not e.dtype.is_int:
+            return None
+        lf = self.linear(self.rewrite(e))
+        lo_terms: dict[Expr, int] = {}
+        low, span = 0, 0
+        for atom, c in lf.terms.items():
+            if isinstance(atom, Var) and atom in ranging:
+                reach = c * (ranging[atom] - 1)
+                low += min(reach, 0)
+                span += abs(reach)
+                continue
+            if any(isinstance(n, Var) and n in ranging for n in post_order(atom)):
+                return None
+            lo_terms[atom] = c
+        base = type(lf)(lo_terms, lf.const + low, lf.dtype)
+        return self.rebuild(base), span + 1
+
+    @staticmethod
+    def union_range(ranges: Sequence[tuple[Expr, int] | None]) -> tuple[Expr, int] | None:
+        """The smallest range holding all ``(lo, extent)`` ranges whose lows differ by
+        constants; None when that cannot be shown (or a range is None)."""
+        if not ranges or any(r is None for r in ranges):
+            return None
+        an = Analyzer()
+        lo0, _ = ranges[0]  # type: ignore[misc]
+        shifts: list[tuple[int, int]] = []
+        for r in ranges:
+            assert r is not None
+            diff = an.rewrite(r[0] - lo0)
+            if not isinstance(diff, Const):
+                return None
+            shifts.append((int(diff.value), r[1]))
+        low = min(s for s, _ in shifts)
+        high = max(s + n for s, n in shifts)
+        lo = an.rewrite(lo0 + low) if low else lo0
+        return lo, high - low
 
     def rebuild(self, lf: LinearForm) -> Expr:
         """The canonical expression of a linear form (see the module docstring).

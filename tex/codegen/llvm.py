@@ -284,13 +284,11 @@ class CompiledModule:
 class _ModuleEmitter:
     """Owns the llvmlite module and what its functions share."""
 
-    def __init__(self, func: LoweredFunc, options: CodegenOptions, host: HostTarget) -> None:
+    def __init__(self, func: LoweredFunc, options: CodegenOptions, module: ir.Module,
+                 max_lanes: int) -> None:
         self.func = func
         self.options = options
-        self.host = host
-        self.ir = ir.Module(name=func.name)
-        self.ir.triple = host.triple
-        self.ir.data_layout = host.data_layout
+        self.ir = module
         self.par_count = 0
         self.status: ir.GlobalVariable | None = None
         self.notes: list[str] = []
@@ -300,7 +298,7 @@ class _ModuleEmitter:
         # flags of float add/sub/mul: contraction into FMAs (fast implies it)
         self.fm_arith: tuple[str, ...] = self.fm or (("contract",) if options.contract
                                                      else ())
-        self.max_lanes = max(4, 2 * host.vector_bits // 32)
+        self.max_lanes = max_lanes  # widest vector of a vectorized loop
 
     def declare(self, name: str, ret: ir.Type, args: Sequence[ir.Type]) -> ir.Function:
         """The function ``name`` (declared on first use)."""
@@ -1459,7 +1457,11 @@ def emit_llvm(func: LoweredFunc, options: CodegenOptions | None = None) -> tuple
     """LLVM IR text (unoptimized) for a legalized ``func``; also the vectorization notes and
     whether the module has a malloc status flag."""
     options = options or CodegenOptions()
-    m = _ModuleEmitter(func, options, host_target())
+    host = host_target()
+    module = ir.Module(name=func.name)
+    module.triple = host.triple
+    module.data_layout = host.data_layout
+    m = _ModuleEmitter(func, options, module, max(4, 2 * host.vector_bits // 32))
     arg_types = [(_PTR if isinstance(p, BufferParam) else _abi_ir_type(p.var.dtype))
                  for p in func.params]
     fn = ir.Function(m.ir, ir.FunctionType(_VOID, arg_types), func.name)

@@ -45,7 +45,7 @@ from .. import debug
 from ..arith import Analyzer, Interval
 from ..debug import InternalError
 from ..dtype import DType
-from ..ir.expr import Binary, Expr, Op, TensorRead, Unary
+from ..ir.expr import Binary, Op, TensorRead, Unary
 from ..lower.gpu import DeviceProgram, Kernel
 from ..lower.lower import loop_domains
 from ..lower.stmt import Allocate, Barrier, BufferParam, For, ForKind, Stmt
@@ -156,19 +156,8 @@ class _PTXModuleEmitter(_ModuleEmitter):
 
     def __init__(self, kernel: Kernel, options: CodegenOptions, module: ir.Module,
                  libdevice: bool) -> None:
-        self.func = kernel.as_func()
+        super().__init__(kernel.as_func(), options, module, max_lanes=1)
         self.kernel = kernel
-        self.options = options
-        self.host = None  # type: ignore[assignment]
-        self.ir = module
-        self.par_count = 0
-        self.status = None
-        self.notes: list[str] = []
-        self._hazard: dict[Expr, bool] = {}
-        self._domains: Analyzer | None = None
-        self.fm = ("fast",) if options.fastmath else ()
-        self.fm_arith = self.fm or (("contract",) if options.contract else ())
-        self.max_lanes = 1
         self.libdevice = libdevice
 
     def in_bounds(self, read: TensorRead) -> bool:

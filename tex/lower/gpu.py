@@ -168,11 +168,11 @@ def _kernel(func: LoweredFunc, part: Stmt, name: str, temps: Sequence[Tensor],
     what = ", ".join(f"'{n}'" for n in _stored_names(part)[-1:]) or "a loop nest"
     if not loops and any(isinstance(x, For) for x in walk_stmts(part)):
         raise ValueError(
-            f"build(target='cuda'): the stage computing {what} is not bound to GPU threads; "
-            f"bind its loops, e.g. bx, tx = s[T].split(T.op.axis[0], factor=256); "
+            f"build(target='cuda'): stage {what} is not bound to GPU threads; bind its "
+            "loops, e.g. bx, tx = s[T].split(T.op.axis[0], factor=256); "
             "s[T].bind(bx, tex.thread_axis('blockIdx.x')); "
-            "s[T].bind(tx, tex.thread_axis('threadIdx.x')), "
-            "or use tex.schedule.auto_schedule(outputs, target='cuda')")
+            "s[T].bind(tx, tex.thread_axis('threadIdx.x')); or compute_inline / compute_at "
+            "it, or use tex.schedule.auto_schedule(outputs, target='cuda')")
     extent: dict[str, int] = {}
     for lp in loops:
         if not isinstance(lp.extent, Const) or not isinstance(lp.min, Const) or \

@@ -327,15 +327,9 @@ class _Lowerer:
         src = {rhs: read(s) for rhs, s in zip(combiner.rhs, red.source)}
         new_values = [substitute(res, {**cur, **src}) for res in combiner.result]
         slots = [(t, r.value_index) for t, r in zip(outputs, body) if isinstance(r, Reduce)]
-        if len(slots) == 1:
-            t, vi = slots[0]
-            update: Stmt = Store(env[t].buffer, store_index(t), new_values[vi])
-        else:
-            tmps = [Var(f"{t.name}.next", new_values[vi].dtype) for t, vi in slots]
-            update = seq(*(Store(env[t].buffer, store_index(t), tmp)
-                           for (t, _), tmp in zip(slots, tmps)))
-            for (_, vi), tmp in reversed(list(zip(slots, tmps))):
-                update = LetStmt(tmp, new_values[vi], update)
+        update = _store_all([(env[t].buffer, store_index(t)) for t, _ in slots],
+                            [new_values[vi] for _, vi in slots],
+                            [f"{t.name}.next" for t, _ in slots])
         cond = read(red.condition)
         lane_vars = {lv.var for lv in levels if lv.kind is ForKind.VECTORIZED}
         if len(slots) == 1 and lane_vars:
@@ -417,7 +411,7 @@ class _Lowerer:
         los: list[Expr] = []
         exts: list[int] = []
         for d, n_d in enumerate(child.op.shape):
-            region = _union([_range_of(an, r.indices[d], ranging) for r in reads])
+            region = Analyzer.union_range([an.affine_range(r.indices[d], ranging) for r in reads])
             if region is None or region[1] >= n_d:
                 los.append(_i32(0))
                 exts.append(n_d)
@@ -491,13 +485,7 @@ class _Lowerer:
             mapping: dict[Var, Expr] = dict(zip(combiner.lhs, lhs))
             mapping.update(rhs if rhs is not None else {})
             values = [substitute(r, mapping) for r in combiner.result]
-            if n_values == 1:
-                return Store(targets[0][0], targets[0][1], values[0])
-            tmps = [Var(f"{st.name}.next{j}", d) for j, d in enumerate(dtypes)]
-            out: Stmt = seq(*(Store(b, ix, tmp) for (b, ix), tmp in zip(targets, tmps)))
-            for tmp, v in reversed(list(zip(tmps, values))):
-                out = LetStmt(tmp, v, out)
-            return out
+            return _store_all(targets, values, [f"{st.name}.next{j}" for j in range(n_values)])
 
         update = combined(acc, src, [(a, _i32(0)) for a in accs])
         cond = read(red.condition)
@@ -575,45 +563,17 @@ class _Lowerer:
         return rewrite(e, fn)
 
 
-def _range_of(an: Analyzer, e: Expr, ranging: Mapping[Var, int]) -> tuple[Expr, int] | None:
-    """``(lo, extent)`` of ``e`` as the ranging variables vary, or None if not affine in
-    them (lo may use the other, fixed, variables)."""
-    if not e.dtype.is_int:
-        return None
-    lf = an.linear(an.rewrite(e))
-    lo_terms: dict[Expr, int] = {}
-    low, span = 0, 0
-    for atom, c in lf.terms.items():
-        if isinstance(atom, Var) and atom in ranging:
-            reach = c * (ranging[atom] - 1)
-            low += min(reach, 0)
-            span += abs(reach)
-            continue
-        if any(isinstance(n, Var) and n in ranging for n in post_order(atom)):
-            return None
-        lo_terms[atom] = c
-    base = type(lf)(lo_terms, lf.const + low, lf.dtype)
-    return an.rebuild(base), span + 1
-
-
-def _union(ranges: Sequence[tuple[Expr, int] | None]) -> tuple[Expr, int] | None:
-    """The smallest range holding all ``(lo, extent)`` ranges whose lows differ by
-    constants; None when that cannot be shown."""
-    if not ranges or any(r is None for r in ranges):
-        return None
-    an = Analyzer()
-    lo0, _ = ranges[0]  # type: ignore[misc]
-    shifts: list[tuple[int, int]] = []
-    for r in ranges:
-        assert r is not None
-        diff = an.rewrite(r[0] - lo0)
-        if not isinstance(diff, Const):
-            return None
-        shifts.append((int(diff.value), r[1]))
-    low = min(s for s, _ in shifts)
-    high = max(s + n for s, n in shifts)
-    lo = an.rewrite(lo0 + low) if low else lo0
-    return lo, high - low
+def _store_all(targets: Sequence[tuple[Tensor, Expr]], values: Sequence[Expr],
+               names: Sequence[str]) -> Stmt:
+    """``buf[ix] = value`` for each target; several at once through let-bound temporaries,
+    so every value is computed from the old contents (a multi-value combiner's update)."""
+    if len(targets) == 1:
+        return Store(targets[0][0], targets[0][1], values[0])
+    tmps = [Var(n, v.dtype) for n, v in zip(names, values)]
+    out: Stmt = seq(*(Store(b, ix, tmp) for (b, ix), tmp in zip(targets, tmps)))
+    for tmp, v in reversed(list(zip(tmps, values))):
+        out = LetStmt(tmp, v, out)
+    return out
 
 
 def _wrap_guards(guards: Sequence[Expr], body: Stmt) -> Stmt:

@@ -35,7 +35,16 @@ from ..ir.expr import Var
 from ..ir.tensor import Tensor
 from ..lower.gpu import DeviceProgram
 from ..lower.stmt import BufferParam
-from .module import _CTYPES, _conversion_hint, _converter, _data_pointer, _Spec, time_calls
+from .module import (
+    _CTYPES,
+    _conversion_hint,
+    _data_pointer,
+    _Spec,
+    arg_specs,
+    check_host_array,
+    check_overlap,
+    time_calls,
+)
 
 __all__ = ["CudaError", "Driver", "get_driver", "CudaFunction"]
 
@@ -295,15 +304,7 @@ class CudaFunction:
         self._driver_factory = driver
         self._loaded: tuple[Any, dict[str, Any]] | None = None
         self._lowered_text = str(func)
-        specs = []
-        for k, p in enumerate(func.params):
-            if isinstance(p, BufferParam):
-                specs.append(_Spec(k, p.tensor.name, True, p.is_output, p.tensor.dtype.numpy,
-                                   tuple(int(n) for n in p.tensor.shape), None))
-            else:
-                d = p.var.dtype
-                specs.append(_Spec(k, p.var.name, False, False, d.numpy, (), _converter(d)))
-        self._specs = tuple(specs)
+        self._specs = arg_specs(func.params)
 
     # -- calling ---------------------------------------------------------------------------
     def _load(self) -> tuple[Any, dict[str, Any]]:
@@ -345,7 +346,7 @@ class CudaFunction:
                 plan.append((spec, spec.convert(a, spec), "scalar", 0))  # type: ignore[misc]
                 continue
             if isinstance(a, np.ndarray):
-                self._check_host(spec, a)
+                check_host_array(self.name, spec, a)
                 plan.append((spec, a, "host", _data_pointer(a)))
                 continue
             view = _device_view(a, spec, self._where(spec))
@@ -393,30 +394,14 @@ class CudaFunction:
             for dev in owned:
                 driver.free(dev)
 
-    def _check_host(self, spec: _Spec, a: np.ndarray) -> None:
-        where = self._where(spec)
-        if a.dtype != spec.dtype:
-            raise TypeError(f"{where} must have dtype {spec.dtype.name}, got {a.dtype.name} "
-                            f"(convert with .astype('{spec.dtype.name}'))")
-        if a.shape != spec.shape:
-            raise ValueError(f"{where} must have shape {spec.shape}, got {a.shape}")
-        if not a.flags.c_contiguous:
-            raise ValueError(f"{where} must be C-contiguous (pass numpy.ascontiguousarray(x))")
-        if spec.is_output and not a.flags.writeable:
-            raise ValueError(f"output {where} is read-only; pass a writeable array")
-
     def _check_overlap(self, plan: list[tuple[_Spec, Any, str, int]]) -> None:
-        spans = [(ptr, ptr + int(np.prod(spec.shape)) * spec.dtype.itemsize, spec, how)
-                 for spec, _, how, ptr in plan if how != "scalar"]
-        for lo, hi, spec, how in spans:
-            if not spec.is_output or lo == hi:
-                continue
-            for lo2, hi2, other, how2 in spans:
-                same_space = (how == "host") == (how2 == "host")
-                if other is not spec and same_space and lo < hi2 and lo2 < hi:
-                    raise ValueError(
-                        f"{self.name}: output {spec.where()} shares memory with "
-                        f"{other.where()}; outputs must not overlap other arguments")
+        """Outputs overlap no other argument in the same memory (host or device)."""
+        for on_host in (True, False):
+            spans = [(ptr, ptr + int(np.prod(spec.shape)) * spec.dtype.itemsize, spec.position)
+                     for spec, _, how, ptr in plan
+                     if how != "scalar" and (how == "host") == on_host]
+            if len(spans) > 1:
+                check_overlap(self.name, self._specs, spans)
 
     def _signature(self) -> str:
         return ", ".join(

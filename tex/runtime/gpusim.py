@@ -20,6 +20,8 @@ a few NumPy operations per statement and loop iteration over ``grid x block`` th
 """
 from __future__ import annotations
 
+import ctypes
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -301,7 +303,6 @@ class SimulatedDriver:
     the same argument handling as a real call."""
 
     def __init__(self, program: DeviceProgram) -> None:
-        import threading
         self.program = program
         self.kernels = {k.name: k for k in program.kernels}
         self.memory: dict[int, np.ndarray] = {}
@@ -332,12 +333,10 @@ class SimulatedDriver:
         del self.memory[ptr]
 
     def to_device(self, dst: int, src: int, nbytes: int) -> None:
-        import ctypes
         self.memory[dst][:nbytes] = np.frombuffer((ctypes.c_char * nbytes).from_address(src),
                                                   np.uint8)
 
     def to_host(self, dst: int, src: int, nbytes: int) -> None:
-        import ctypes
         np.frombuffer((ctypes.c_char * nbytes).from_address(dst), np.uint8)[:] = \
             self.memory[src][:nbytes]
 

@@ -31,7 +31,7 @@ import numpy as np
 from ..dtype import DType
 from ..ir.expr import Var
 from ..ir.tensor import Tensor
-from ..lower.stmt import BufferParam, LoweredFunc
+from ..lower.stmt import BufferParam, LoweredFunc, ScalarParam
 from .jit import Kernel
 
 __all__ = ["BuiltFunction", "SOURCE_FORMATS"]
@@ -129,6 +129,53 @@ def _converter(d: DType) -> Callable[[Any, _Spec], Any]:
     return _float_converter(d) if d.is_float else _int_converter(d)
 
 
+def arg_specs(params: Sequence[BufferParam | ScalarParam]) -> tuple[_Spec, ...]:
+    """What each argument of a function with these parameters must be."""
+    specs: list[_Spec] = []
+    for k, p in enumerate(params):
+        if isinstance(p, BufferParam):
+            specs.append(_Spec(k, p.tensor.name, True, p.is_output, p.tensor.dtype.numpy,
+                               tuple(int(n) for n in p.tensor.shape), None))
+        else:
+            d = p.var.dtype
+            specs.append(_Spec(k, p.var.name, False, False, d.numpy, (), _converter(d)))
+    return tuple(specs)
+
+
+def check_host_array(fname: str, spec: _Spec, a: np.ndarray) -> None:
+    """``a`` (an ndarray) has the dtype and shape of ``spec``, is C-contiguous and, for an
+    output, writeable; else ``TypeError``/``ValueError`` naming the argument."""
+    if a.dtype != spec.dtype:
+        found = a.dtype.name if a.dtype.name != spec.dtype.name else \
+            f"{a.dtype.name} in non-native byte order"
+        raise TypeError(f"{fname}: {spec.where()} must have dtype {spec.dtype.name}, "
+                        f"got {found} (convert with .astype('{spec.dtype.name}'))")
+    if a.shape != spec.shape:
+        raise ValueError(f"{fname}: {spec.where()} must have shape {spec.shape}, "
+                         f"got {a.shape}")
+    flags = a.flags
+    if not flags.c_contiguous:
+        raise ValueError(f"{fname}: {spec.where()} must be C-contiguous "
+                         "(pass numpy.ascontiguousarray(x))")
+    if spec.is_output and not flags.writeable:
+        raise ValueError(f"{fname}: output {spec.where()} is read-only; pass a "
+                         "writeable array")
+
+
+def check_overlap(fname: str, specs: Sequence[_Spec], spans: list[tuple[int, int, int]]
+                  ) -> None:
+    """No output's ``[lo, hi)`` span (``(lo, hi, position)``) overlaps another argument's."""
+    for lo, hi, k in spans:
+        if not specs[k].is_output:
+            continue
+        for lo2, hi2, j in spans:
+            if j != k and lo < hi2 and lo2 < hi:
+                a, b = specs[k], specs[j]
+                raise ValueError(
+                    f"{fname}: output {a.where()} shares memory with {b.where()}; "
+                    "outputs must not overlap other arguments (pass a copy)")
+
+
 class BuiltFunction:
     """A compiled function; call it with NumPy arrays (outputs are written in place).
 
@@ -149,19 +196,10 @@ class BuiltFunction:
             p.tensor if isinstance(p, BufferParam) else p.var for p in func.params]
         self._kernel = kernel
         self._lowered_text = str(func)
-        specs: list[_Spec] = []
-        ctypes_args: list[Any] = []
-        for k, p in enumerate(func.params):
-            if isinstance(p, BufferParam):
-                specs.append(_Spec(k, p.tensor.name, True, p.is_output, p.tensor.dtype.numpy,
-                                   tuple(int(n) for n in p.tensor.shape), None))
-                ctypes_args.append(ctypes.c_void_p)
-            else:
-                d = p.var.dtype
-                specs.append(_Spec(k, p.var.name, False, False, d.numpy, (), _converter(d)))
-                ctypes_args.append(_CTYPES[d.name])
-        self._specs = tuple(specs)
-        self._outputs = tuple(s.position for s in specs if s.is_output)
+        self._specs = arg_specs(func.params)
+        ctypes_args = [ctypes.c_void_p if isinstance(p, BufferParam)
+                       else _CTYPES[p.var.dtype.name] for p in func.params]
+        self._outputs = tuple(s.position for s in self._specs if s.is_output)
         self._cfunc = ctypes.CFUNCTYPE(None, *ctypes_args)(kernel.address)
         self._status = (ctypes.c_int32.from_address(kernel.status_address)
                         if kernel.status_address else None)
@@ -183,45 +221,19 @@ class BuiltFunction:
                                 f"{spec.dtype.name}{list(spec.shape)}, got "
                                 f"{type(a).__module__}.{type(a).__qualname__}"
                                 f"{_conversion_hint(a)}")
-            if a.dtype != spec.dtype:
-                found = a.dtype.name if a.dtype.name != spec.dtype.name else \
-                    f"{a.dtype.name} in non-native byte order"
-                raise TypeError(f"{self.name}: {spec.where()} must have dtype {spec.dtype.name}, "
-                                f"got {found} (convert with .astype('{spec.dtype.name}'))")
-            if a.shape != spec.shape:
-                raise ValueError(f"{self.name}: {spec.where()} must have shape {spec.shape}, "
-                                 f"got {a.shape}")
-            flags = a.flags
-            if not flags.c_contiguous:
-                raise ValueError(f"{self.name}: {spec.where()} must be C-contiguous "
-                                 "(pass numpy.ascontiguousarray(x))")
-            if spec.is_output and not flags.writeable:
-                raise ValueError(f"{self.name}: output {spec.where()} is read-only; pass a "
-                                 "writeable array")
+            check_host_array(self.name, spec, a)
             ptr = _data_pointer(a)
             cargs.append(ptr)
             if a.nbytes:
                 spans.append((ptr, ptr + a.nbytes, spec.position))
         if self._outputs and len(spans) > 1:
-            self._check_overlap(spans)
+            check_overlap(self.name, self._specs, spans)
         self._cfunc(*cargs)
         status = self._status
         if status is not None and status.value:
             status.value = 0
             raise MemoryError(f"{self.name}: a temporary buffer could not be allocated; "
                               "the outputs are incomplete")
-
-    def _check_overlap(self, spans: list[tuple[int, int, int]]) -> None:
-        outputs = self._outputs
-        for lo, hi, k in spans:
-            if k not in outputs:
-                continue
-            for lo2, hi2, j in spans:
-                if j != k and lo < hi2 and lo2 < hi:
-                    a, b = self._specs[k], self._specs[j]
-                    raise ValueError(
-                        f"{self.name}: output {a.where()} shares memory with {b.where()}; "
-                        "outputs must not overlap other arguments (pass a copy)")
 
     def _signature(self) -> str:
         parts = []

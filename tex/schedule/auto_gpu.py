@@ -33,7 +33,7 @@ import math
 from collections.abc import Sequence
 
 from ..arith import Analyzer
-from ..ir.expr import Expr, IterVar, Reduce, TensorRead, Var
+from ..ir.expr import IterVar, Reduce, TensorRead, Var
 from ..ir.tensor import ComputeOp, Tensor
 from ..ir.visit import post_order
 from ..target import CudaTarget, cpu_info
@@ -46,6 +46,7 @@ _THREADS = 256  # threads per block of element-wise and per-thread kernels
 _TILE_THREADS = 16  # threads per side of a tiled reduction's block
 _KT = 8  # reduction step of a tiled reduction
 _PER_THREAD_MIN = 2048  # outputs from which one thread per output fills the GPU
+_MAX_GRID_Z = 65535  # CUDA's limit on gridDim.z
 _TWO_LEVEL_MIN = 1 << 16  # reductions this long to few outputs use many blocks
 
 
@@ -142,7 +143,7 @@ class _GPUScheduler(_AutoScheduler):
         ni, nj = i_ax.dom.extent, j_ax.dom.extent
         outer = op.axis[:-2]
         n_outer = math.prod(iv.dom.extent for iv in outer)
-        if ni < 8 or nj < 8 or n_outer > self.cuda_limits_z():
+        if ni < 8 or nj < 8 or n_outer > _MAX_GRID_Z:
             return False
         if math.prod(iv.dom.extent for iv in op.reduce_axis) < 8:
             return False
@@ -192,9 +193,6 @@ class _GPUScheduler(_AutoScheduler):
             _bind(copy, fx, "threadIdx.x")
         return True
 
-    def cuda_limits_z(self) -> int:
-        return 65535
-
     def shared_regions(self, op: ComputeOp, tile: dict[Var, int]
                        ) -> list[tuple[Tensor, int | None]]:
         """Each tensor ``op`` reads directly, with the bytes of its region while the vars
@@ -212,40 +210,20 @@ class _GPUScheduler(_AutoScheduler):
             if isinstance(n, TensorRead) and n.indices:
                 seen.setdefault(n.tensor, []).append(n)
         for t, reads in seen.items():
-            size = None
-            spans = []
+            spans: list[int] | None = []
             for d, n_d in enumerate(t.shape):
-                lo_hi = [self.span(r.indices[d], ranging) for r in reads]
-                if any(s is None for s in lo_hi):
+                # the box lowering will allocate: the union of the reads' ranges
+                union = Analyzer.union_range(
+                    [self.analyzer.affine_range(r.indices[d], ranging) for r in reads])
+                if union is None:
                     spans = None
                     break
-                lows = [s[0] for s in lo_hi]  # type: ignore[index]
-                highs = [s[1] for s in lo_hi]  # type: ignore[index]
-                spans.append(min(n_d, max(highs) - min(lows) + 1))
-            if spans is not None:
+                spans.append(min(n_d, union[1]))
+            size = None
+            if spans is not None and math.prod(spans) >= 2:
                 size = math.prod(spans) * t.dtype.itemsize
-                if math.prod(spans) < 2:
-                    size = None
             out.append((t, size))
         return out
-
-    def span(self, e: Expr, ranging: dict[Var, int]) -> tuple[int, int] | None:
-        """``(lo, hi)`` offsets of ``e`` as the ranging vars vary (others fixed at 0); None
-        when ``e`` is not affine in them."""
-        try:
-            lf = self.analyzer.linear(e)
-        except Exception:  # noqa: BLE001 - non-integer index
-            return None
-        lo = hi = 0
-        for atom, c in lf.terms.items():
-            if isinstance(atom, Var) and atom in ranging:
-                reach = c * (ranging[atom] - 1)
-                lo += min(reach, 0)
-                hi += max(reach, 0)
-            elif any(isinstance(n, Var) and n in ranging for n in post_order(atom)):
-                return None
-        return lo, hi
-
 
 def schedule_cuda(s: Schedule, cuda: CudaTarget) -> None:
     """Bind every root stage of ``s`` to GPU threads (the rules of this module)."""
