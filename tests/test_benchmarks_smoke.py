@@ -57,3 +57,20 @@ def test_run_quick(tmp_path: Path) -> None:
     for name in ("dense", "conv2d"):
         assert "compile_s_hand" in rows[name]
         assert {"tex_hand_fwd", "tex_hand_grad"} <= set(rows[name]["checked"])
+
+
+def test_gpu_simulated(tmp_path: Path) -> None:
+    """benchmarks/gpu.py --simulate builds every workload's CUDA forward and gradient
+    (auto-scheduled) at tiny shapes and checks them on the GPU simulator against NumPy."""
+    import json
+
+    out = tmp_path / "gpu.json"
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/gpu.py", "--simulate", "--output", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    rows = {r["name"]: r for r in json.loads(out.read_text())["workloads"]}
+    assert set(rows) == set(WORKLOADS)
+    for name, r in rows.items():
+        assert r["checked"] == ["tex_fwd", "tex_grad"], (name, r)
+        assert r["kernels"]["fwd"] >= 1 and r["kernels"]["grad"] >= 1

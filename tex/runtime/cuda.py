@@ -1,9 +1,12 @@
-"""Running PTX on an NVIDIA GPU: the CUDA driver API through ctypes, and ``CudaFunction``.
+"""Running PTX on an NVIDIA GPU: the CUDA driver API, and ``CudaFunction``.
 
-Nothing here touches a GPU at import. The driver (``libcuda.so.1``, installed with the
-NVIDIA driver on every machine that has a GPU; no CUDA toolkit needed) is loaded and
-initialized on the first call of a built function; without it, or without a device, the
-call raises ``RuntimeError`` naming what is missing. ``get_source("ptx")`` never needs it.
+The driver API is reached through NVIDIA's ``cuda-python`` bindings when they are installed
+(``pip install tex[cuda]``), else through ctypes on ``libcuda.so.1`` (installed with the
+NVIDIA driver on every machine that has a GPU; no CUDA toolkit needed);
+``TEX_CUDA_BINDING=ctypes|cuda-python`` forces one. Nothing here touches a GPU at import:
+the driver is loaded and initialized on the first call of a built function; without it, or
+without a device, the call raises ``RuntimeError`` naming what is missing.
+``get_source("ptx")`` never needs it.
 
 ``CudaFunction(*args)`` checks every argument like the CPU ``BuiltFunction`` (count, dtype,
 shape, C-contiguity, writeable outputs that overlap nothing) and accepts, per buffer:
@@ -25,6 +28,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -46,7 +50,8 @@ from .module import (
     time_calls,
 )
 
-__all__ = ["CudaError", "Driver", "get_driver", "CudaFunction"]
+__all__ = ["CudaError", "Driver", "CudaPythonDriver", "open_driver", "get_driver",
+           "CudaFunction"]
 
 
 class CudaError(RuntimeError):
@@ -67,12 +72,34 @@ _LIBCUDA_NAMES = ("libcuda.so.1", "libcuda.so", "nvcuda.dll", "libcuda.dylib")
 _CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
 _CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
 _CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+_NO_DRIVER = ("no CUDA driver: libcuda.so.1 was not found, so this machine cannot run "
+              "target='cuda' functions (install the NVIDIA driver on a machine with an NVIDIA "
+              "GPU); get_source('ptx') still works")
 
 
 class Driver:
-    """The CUDA driver API subset tex uses, on the primary context of one device."""
+    """The CUDA driver API subset tex uses, on the primary context of one device, through
+    ctypes on ``libcuda``. ``CudaPythonDriver`` is the same over NVIDIA's bindings."""
+
+    binding = "ctypes"
 
     def __init__(self, device: int = 0) -> None:
+        self.lock = threading.Lock()
+        self._open()
+        self._init()
+        count = self._device_count()
+        if count <= device:
+            raise RuntimeError(f"no CUDA device {device}: the driver reports "
+                               f"{count} device(s)")
+        self.device = self._device_get(device)
+        self.ctx = self._primary_context()
+        self.capability = (self.attribute(_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+                           self.attribute(_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))
+        self.sm_count = self.attribute(_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        self.name = self._device_name()
+
+    # -- set-up (one implementation per binding) -----------------------------------------
+    def _open(self) -> None:
         lib = None
         for name in (*_LIBCUDA_NAMES, ctypes.util.find_library("cuda")):
             if not name:
@@ -83,32 +110,36 @@ class Driver:
             except OSError:
                 continue
         if lib is None:
-            raise RuntimeError("no CUDA driver: libcuda.so.1 was not found, so this machine "
-                               "cannot run target='cuda' functions (install the NVIDIA driver "
-                               "on a machine with an NVIDIA GPU); get_source('ptx') still works")
+            raise RuntimeError(_NO_DRIVER)
         self.lib = lib
-        self.lock = threading.Lock()
-        self.check("cuInit", lib.cuInit(0))
+
+    def _init(self) -> None:
+        self.check("cuInit", self.lib.cuInit(0))
+
+    def _device_count(self) -> int:
         count = ctypes.c_int(0)
-        self.check("cuDeviceGetCount", lib.cuDeviceGetCount(ctypes.byref(count)))
-        if count.value <= device:
-            raise RuntimeError(f"no CUDA device {device}: the driver reports "
-                               f"{count.value} device(s)")
+        self.check("cuDeviceGetCount", self.lib.cuDeviceGetCount(ctypes.byref(count)))
+        return count.value
+
+    def _device_get(self, ordinal: int) -> Any:
         dev = ctypes.c_int(0)
-        self.check("cuDeviceGet", lib.cuDeviceGet(ctypes.byref(dev), device))
-        self.device = dev
+        self.check("cuDeviceGet", self.lib.cuDeviceGet(ctypes.byref(dev), ordinal))
+        return dev
+
+    def _primary_context(self) -> Any:
         ctx = ctypes.c_void_p()
         self.check("cuDevicePrimaryCtxRetain",
-                   lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev))
-        self.ctx = ctx
-        self.capability = (self.attribute(_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
-                           self.attribute(_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))
-        self.sm_count = self.attribute(_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-        name = ctypes.create_string_buffer(256)
-        self.check("cuDeviceGetName", lib.cuDeviceGetName(name, 256, dev))
-        self.name = name.value.decode(errors="replace")
+                   self.lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), self.device))
+        return ctx
 
+    def _device_name(self) -> str:
+        name = ctypes.create_string_buffer(256)
+        self.check("cuDeviceGetName", self.lib.cuDeviceGetName(name, 256, self.device))
+        return name.value.decode(errors="replace")
+
+    # -- the calls -------------------------------------------------------------------------
     def check(self, call: str, code: int) -> None:
+        """Raise ``CudaError`` (with the driver's error name) unless ``code`` is success."""
         if code == 0:
             return
         name = ctypes.c_char_p()
@@ -162,8 +193,7 @@ class Driver:
     def launch(self, fn: Any, grid: Sequence[int], block: Sequence[int],
                args: Sequence[Any]) -> None:
         """Launch with ``args``: ctypes values, one per kernel parameter."""
-        ptrs = (ctypes.c_void_p * max(len(args), 1))(
-            *[ctypes.cast(ctypes.byref(a), ctypes.c_void_p) for a in args])
+        ptrs = _param_array(args)
         self.check("cuLaunchKernel", self.lib.cuLaunchKernel(
             fn, *[ctypes.c_uint(g) for g in grid], *[ctypes.c_uint(b) for b in block],
             ctypes.c_uint(0), None, ptrs, None))
@@ -172,12 +202,145 @@ class Driver:
         self.check("cuCtxSynchronize", self.lib.cuCtxSynchronize())
 
 
+def _param_array(args: Sequence[Any]) -> ctypes.Array[ctypes.c_void_p]:
+    """The ``void**`` of kernel parameters: one pointer to each ctypes value."""
+    return (ctypes.c_void_p * max(len(args), 1))(
+        *[ctypes.cast(ctypes.byref(a), ctypes.c_void_p) for a in args])
+
+
+class CudaPythonDriver(Driver):
+    """``Driver`` over NVIDIA's ``cuda-python`` bindings (``cuda.bindings.driver``, or
+    ``cuda.cuda`` before 12.6), used when they are installed: they find the driver library
+    the way NVIDIA supports, and their calls return ``(CUresult, value...)`` tuples."""
+
+    binding = "cuda-python"
+
+    def __init__(self, api: Any, device: int = 0) -> None:
+        self.api = api
+        super().__init__(device)
+
+    def _open(self) -> None:
+        pass  # the bindings load libcuda themselves, at the first call
+
+    def _call(self, call: str, *args: Any) -> Any:
+        """``api.<call>(*args)``: its values after the status (one, a tuple or None)."""
+        try:
+            out = getattr(self.api, call)(*args)
+        except (OSError, RuntimeError) as err:  # the bindings' "library not found"
+            if call == "cuInit":
+                raise RuntimeError(f"{_NO_DRIVER} ({type(err).__name__}: {err})") from None
+            raise
+        status, values = (out[0], out[1:]) if isinstance(out, tuple) else (out, ())
+        self.check(call, status)
+        return values[0] if len(values) == 1 else (values or None)
+
+    def check(self, call: str, code: Any) -> None:
+        if int(code) == 0:
+            return
+        name = text = b""
+        try:
+            err, name = self.api.cuGetErrorName(code)
+            err, text = self.api.cuGetErrorString(code)
+        except Exception:  # noqa: BLE001 - the error itself is what matters
+            pass
+        name = name.decode() if isinstance(name, bytes) else str(name or "")
+        text = text.decode() if isinstance(text, bytes) else str(text or "")
+        raise CudaError(call, int(code), name or "CUDA_ERROR_UNKNOWN", text)
+
+    def _init(self) -> None:
+        self._call("cuInit", 0)
+
+    def _device_count(self) -> int:
+        return int(self._call("cuDeviceGetCount"))
+
+    def _device_get(self, ordinal: int) -> Any:
+        return self._call("cuDeviceGet", ordinal)
+
+    def _primary_context(self) -> Any:
+        return self._call("cuDevicePrimaryCtxRetain", self.device)
+
+    def _device_name(self) -> str:
+        name = self._call("cuDeviceGetName", 256, self.device)
+        raw = bytes(name).split(b"\0", 1)[0]
+        return raw.decode(errors="replace")
+
+    def attribute(self, attr: int) -> int:
+        return int(self._call("cuDeviceGetAttribute",
+                              self.api.CUdevice_attribute(attr), self.device))
+
+    def activate(self) -> None:
+        self._call("cuCtxSetCurrent", self.ctx)
+
+    def load_module(self, ptx: str) -> Any:
+        self.activate()
+        return self._call("cuModuleLoadData", ptx.encode() + b"\0")
+
+    def function(self, module: Any, name: str) -> Any:
+        return self._call("cuModuleGetFunction", module, name.encode())
+
+    def alloc(self, nbytes: int) -> int:
+        return int(self._call("cuMemAlloc", max(nbytes, 1)))
+
+    def free(self, ptr: int) -> None:
+        self._call("cuMemFree", ptr)
+
+    def to_device(self, dst: int, src: int, nbytes: int) -> None:
+        if nbytes:
+            self._call("cuMemcpyHtoD", dst, src, nbytes)
+
+    def to_host(self, dst: int, src: int, nbytes: int) -> None:
+        if nbytes:
+            self._call("cuMemcpyDtoH", dst, src, nbytes)
+
+    def launch(self, fn: Any, grid: Sequence[int], block: Sequence[int],
+               args: Sequence[Any]) -> None:
+        ptrs = _param_array(args)  # the bindings take a void** as an address
+        self._call("cuLaunchKernel", fn, *grid, *block, 0, 0, ctypes.addressof(ptrs), 0)
+
+    def synchronize(self) -> None:
+        self._call("cuCtxSynchronize")
+
+
+def _cuda_python() -> Any | None:
+    """NVIDIA's driver bindings module when installed, else None."""
+    try:
+        from cuda.bindings import driver as api  # cuda-python >= 12.6
+        return api
+    except ImportError:
+        pass
+    try:
+        from cuda import cuda as api  # older cuda-python
+        return api
+    except ImportError:
+        return None
+
+
+def open_driver(device: int = 0, binding: str | None = None) -> Driver:
+    """A driver on ``device``: through ``cuda-python`` when installed, else ctypes.
+
+    ``binding`` (default ``$TEX_CUDA_BINDING`` or ``"auto"``) forces ``"cuda-python"`` or
+    ``"ctypes"``.
+    """
+    choice = (binding or os.environ.get("TEX_CUDA_BINDING") or "auto").strip().lower()
+    if choice not in ("auto", "cuda-python", "ctypes"):
+        raise ValueError(f"TEX_CUDA_BINDING={choice!r}: expected 'auto', 'cuda-python' or "
+                         "'ctypes'")
+    if choice != "ctypes":
+        api = _cuda_python()
+        if api is not None:
+            return CudaPythonDriver(api, device)
+        if choice == "cuda-python":
+            raise RuntimeError("TEX_CUDA_BINDING=cuda-python but NVIDIA's cuda-python is "
+                               "not installed (pip install cuda-python)")
+    return Driver(device)
+
+
 _DRIVER_LOCK = threading.Lock()
 
 
 @functools.cache
 def _driver() -> Driver:
-    return Driver()
+    return open_driver()
 
 
 def get_driver() -> Driver:
