@@ -19,7 +19,7 @@ PKG = ROOT / "tex"
 
 ROWS: list[tuple[str, ...]] = [
     ("tex.dtype", "tex.debug", "tex.target"),
-    ("tex.ir",),
+    ("tex.ir", "tex.viz"),
     ("tex.arith",),
     ("tex.te",),
     ("tex.topi",),
@@ -28,7 +28,9 @@ ROWS: list[tuple[str, ...]] = [
     ("tex.codegen",),
     ("tex.runtime",),
     ("tex.build",),
+    ("tex.program",),
     ("tex.testing",),
+    ("tex.contrib",),
 ]
 ROW_OF: dict[str, int] = {owner: r for r, owners in enumerate(ROWS) for owner in owners}
 
@@ -36,8 +38,13 @@ ROW_OF: dict[str, int] = {owner: r for r, owners in enumerate(ROWS) for owner in
 FORBIDDEN_PAIRS: dict[str, set[str]] = {
     "tex.autodiff": {"tex.schedule"},
     "tex.schedule": {"tex.autodiff"},
-    "tex.testing": {"tex.schedule", "tex.lower", "tex.codegen", "tex.runtime", "tex.build"},
+    "tex.testing": {"tex.schedule", "tex.lower", "tex.codegen", "tex.runtime", "tex.build",
+                    "tex.program"},
 }
+# The one sanctioned upward reference: API.md places ``grad_program`` in ``tex.autodiff``, but
+# it compiles, so it lives in ``tex.program`` (below build); ``tex/autodiff/__init__.py``
+# reaches it only inside its module ``__getattr__`` (PEP 562), at first use, never at import.
+LAZY_FACADES: dict[str, set[str]] = {"tex.autodiff": {"tex.program"}}
 ALLOWED: dict[str, set[str]] = {
     owner: {o for o, r in ROW_OF.items() if r <= ROW_OF[owner]} - FORBIDDEN_PAIRS.get(owner, set())
     for owner in ROW_OF
@@ -64,6 +71,7 @@ class ImportEdge:
     source: str  # the import statement as written (unparsed)
     target: str  # absolute dotted name; for `from m import a` this is "m.a" ("m" for `*`)
     absolute: bool  # False for relative imports (never third-party)
+    lazy: bool = False  # inside a module-level ``def __getattr__`` (runs at first use)
 
 
 def _require_package() -> list[Path]:
@@ -94,6 +102,17 @@ class _ImportCollector(ast.NodeVisitor):
 
     def __init__(self) -> None:
         self.nodes: list[ast.Import | ast.ImportFrom] = []
+        self.lazy: set[int] = set()  # ids of the nodes inside a module-level __getattr__
+        self.depth = 0
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        lazy = self.depth == 0 and node.name == "__getattr__"
+        before = len(self.nodes)
+        self.depth += 1
+        self.generic_visit(node)
+        self.depth -= 1
+        if lazy:
+            self.lazy.update(id(n) for n in self.nodes[before:])
 
     def visit_If(self, node: ast.If) -> None:
         if _is_type_checking(node.test):
@@ -130,7 +149,8 @@ def imports_of(path: Path, source: str | None = None, root: Path = ROOT) -> list
         text = ast.unparse(node)
         if isinstance(node, ast.Import):
             for alias in node.names:
-                edges.append(ImportEdge(rel, node.lineno, text, alias.name, True))
+                edges.append(ImportEdge(rel, node.lineno, text, alias.name, True,
+                                        id(node) in collector.lazy))
             continue
         if node.level:
             parts = package.split(".") if package else []
@@ -145,7 +165,8 @@ def imports_of(path: Path, source: str | None = None, root: Path = ROOT) -> list
             base = node.module or ""
         for alias in node.names:
             target = base if alias.name == "*" else f"{base}.{alias.name}"
-            edges.append(ImportEdge(rel, node.lineno, text, target, node.level == 0))
+            edges.append(ImportEdge(rel, node.lineno, text, target, node.level == 0,
+                                    id(node) in collector.lazy))
     return edges
 
 
@@ -177,6 +198,8 @@ def layer_violations(edges: list[ImportEdge], importer: str) -> list[str]:
             continue
         where = f"{e.file}:{e.line}: `{e.source}`"
         dst_owner = owner_of(e.target)
+        if e.lazy and importer == src_owner and dst_owner in LAZY_FACADES.get(src_owner, ()):
+            continue  # the package's own lazy facade (see LAZY_FACADES)
         if dst_owner is None:
             errors.append(
                 f"{where} imports {e.target}, which has no row in the layout table "
@@ -345,3 +368,26 @@ def test_checker_reports_file_line_and_import(tmp_path: Path) -> None:
     assert layer_violations(ok, "tex.codegen.llvm") == [] and third_party_violations(ok) == []
     driver = _edges(tmp_path, "tex/__init__.py", "from .build import build\nimport sympy\n")
     assert layer_violations(driver, "tex") == [] and len(third_party_violations(driver)) == 1
+
+
+def test_checker_allows_only_the_declared_lazy_facade(tmp_path: Path) -> None:
+    """``tex.autodiff``'s ``__init__`` may reach ``tex.program`` inside ``__getattr__``, and
+    nowhere else: not at module level, not from another module, not another target."""
+    facade = (
+        "def __getattr__(name):\n"
+        "    from ..program import grad_program\n"
+        "    return grad_program\n"
+    )
+    edges = _edges(tmp_path, "tex/autodiff/__init__.py", facade)
+    assert [e.lazy for e in edges] == [True]
+    assert layer_violations(edges, "tex.autodiff") == []
+    eager = _edges(tmp_path, "tex/autodiff/__init__.py", "from ..program import grad_program\n")
+    assert len(layer_violations(eager, "tex.autodiff")) == 1
+    other_module = _edges(tmp_path, "tex/autodiff/reverse.py", facade)
+    assert len(layer_violations(other_module, "tex.autodiff.reverse")) == 1
+    other_target = facade.replace("..program", "..build")
+    assert len(layer_violations(_edges(tmp_path, "tex/autodiff/__init__.py", other_target),
+                                "tex.autodiff")) == 1
+    nested = "def f():\n    def __getattr__(name):\n        from ..program import g\n"
+    assert len(layer_violations(_edges(tmp_path, "tex/autodiff/__init__.py", nested),
+                                "tex.autodiff")) == 1

@@ -1,130 +1,165 @@
 """The end-to-end demonstration behind ``python -m tex demo``.
 
-It defines the dense layer of API.md with a bias and a loss, prints the tensors and the
-DAG, evaluates the program with the NumPy reference interpreter and checks it against plain
-NumPy; then differentiates the loss, checks the gradients against finite differences,
-schedules forward and gradients by hand, prints the gradient's loop nest, builds both with
-LLVM, checks them against NumPy and times them next to NumPy.
+A dense layer ``Y = X W^T + B`` under a softmax cross-entropy loss, on the default CPU:
+define it, differentiate the loss, print the gradient expressions, check them against
+finite differences, auto-schedule the gradient and print its loop nest, build forward and
+gradient with LLVM, check them against NumPy's hand-written gradients, time them next to
+NumPy, and write a picture of the forward+backward DAG (SVG when Graphviz's ``dot`` is
+installed, DOT text otherwise). Each long step prints a progress line with its time.
 """
 from __future__ import annotations
 
 import os
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 import tex
 from tex import topi
 
+BATCH, D_IN, CLASSES = 64, 256, 10
+STEPS = 8
 
-def build_dense(n: int = 32, d_in: int = 100, d_out: int = 10, dtype: str = "float32"):
-    """The dense layer of API.md: Y = X W^T + B and the loss L = sum(Y)."""
+
+def build_model(n: int = BATCH, d_in: int = D_IN, classes: int = CLASSES,
+                dtype: str = "float32") -> dict[str, tex.Tensor]:
+    """The dense layer and its loss: ``Y = X W^T + B``, ``L = cross_entropy(Y, T)``."""
     X = tex.placeholder((n, d_in), dtype, name="X")
-    W = tex.placeholder((d_out, d_in), dtype, name="W")
-    B = tex.placeholder((d_out,), dtype, name="B")
+    W = tex.placeholder((classes, d_in), dtype, name="W")
+    B = tex.placeholder((classes,), dtype, name="B")
+    T = tex.placeholder((n, classes), dtype, name="T")  # one-hot targets
     k = tex.reduce_axis((0, d_in), name="k")
-    T = tex.compute((n, d_out), lambda i, j: tex.sum(X[i, k] * W[j, k], axis=k), name="T")
-    Y = topi.add(T, B)
-    L = topi.sum(Y)
-    return X, W, B, T, Y, L
+    XW = tex.compute((n, classes), lambda i, j: tex.sum(X[i, k] * W[j, k], axis=k), name="XW")
+    Y = tex.compute((n, classes), lambda i, j: XW[i, j] + B[j], name="Y")
+    L = topi.nn.cross_entropy_with_logits(Y, T)
+    return {"X": X, "W": W, "B": B, "T": T, "Y": Y, "L": L}
 
 
-def run_demo(seed: int = 0, dot_path: str | None = None) -> int:
+class _Progress:
+    """``[step/total] what ... done in 0.12 s`` lines, so a slow step is visible."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.n = total, 0
+
+    @contextmanager
+    def step(self, what: str) -> Iterator[None]:
+        self.n += 1
+        print(f"\n[{self.n}/{self.total}] {what} ...", flush=True)
+        t = time.perf_counter()
+        yield
+        print(f"[{self.n}/{self.total}] done in {time.perf_counter() - t:.2f} s", flush=True)
+
+
+def numpy_reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, t: np.ndarray
+                    ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    """Loss and the hand-written gradients: ``dY = (softmax(Y) - T) / n``."""
+    y = x @ w.T + b
+    z = y - y.max(axis=1, keepdims=True)
+    p = np.exp(z)
+    p /= p.sum(axis=1, keepdims=True)
+    loss = float(-(t * (z - np.log(np.exp(z).sum(axis=1, keepdims=True)))).sum() / len(x))
+    dy = (p - t) / len(x)
+    return loss, dy.T @ x, dy.sum(axis=0), y
+
+
+def run_demo(seed: int = 0, out_path: str | None = None) -> int:
     """Run the demonstration; returns 0 when every check passes, 1 otherwise."""
     t0 = time.perf_counter()
-    X, W, B, T, Y, L = build_dense()
-    print("== the program (producers first) ==")
+    progress = _Progress(6)
+    m = build_model()
+    X, W, B, T, Y, L = (m[k] for k in ("X", "W", "B", "T", "Y", "L"))
+    print(f"== a dense layer ({BATCH}x{D_IN} -> {CLASSES} classes) and its "
+          "softmax cross-entropy loss ==")
     print(tex.ir.format_program(L))
 
-    g = tex.graph(L)
-    print(f"\n== the DAG: {g.number_of_nodes()} operations, {g.number_of_edges()} edges ==")
-    for producer, consumer in g.edges:
-        print(f"  {g.nodes[producer]['name']:>8} -> {g.nodes[consumer]['name']}")
-    if dot_path is None:
-        fd, dot_path = tempfile.mkstemp(prefix="tex-demo-", suffix=".dot")
-        os.close(fd)
-    with open(dot_path, "w", encoding="utf-8") as f:
-        f.write(tex.to_dot(L, name="dense"))
-    print(f"  Graphviz DOT written to {dot_path}")
+    with progress.step("tex.differentiate(L, [W, B])"):
+        dW, dB = tex.differentiate(L, [W, B])
+        print(tex.ir.format_program(dW, dB))
+        print(f"  iterations: forward {tex.autodiff.iteration_count(L):,}, "
+              f"gradients {tex.autodiff.iteration_count(dW, dB):,}")
+
+    with progress.step("check_grad: gradients against finite differences (float64 twin)"):
+        small = build_model(n=4, d_in=6, classes=3, dtype="float64")
+        rng = np.random.default_rng(seed)
+        feed = {small[k]: rng.standard_normal(small[k].shape) for k in ("X", "W", "B")}
+        feed[small["T"]] = np.eye(3)[rng.integers(0, 3, 4)]
+        tex.testing.check_grad(small["L"], [small["W"], small["B"]], data=feed)
+        print("  OK")
+
+    outs = [L, dW, dB]
+    args = [X, W, B, T, *outs]
+    with progress.step("auto_schedule and lower the gradient"):
+        s = tex.schedule.auto_schedule(outs, target="llvm")
+        print(tex.lower(s, args, name="dense_ce_grad"))
+
+    with progress.step("build forward and gradient with LLVM"):
+        grad = tex.build(s, args, name="dense_ce_grad")
+        fwd = tex.build(tex.schedule.auto_schedule([Y], target="llvm"), [X, W, B, Y],
+                        name="dense_fwd")
 
     rng = np.random.default_rng(seed)
     x = rng.standard_normal(X.shape).astype(np.float32)
-    w = rng.standard_normal(W.shape).astype(np.float32)
+    w = (rng.standard_normal(W.shape) / np.sqrt(D_IN)).astype(np.float32)
     b = rng.standard_normal(B.shape).astype(np.float32)
-    print("\n== evaluating with the NumPy reference interpreter ==")
-    y, loss = tex.testing.evaluate([Y, L], {X: x, W: w, B: b})
-    y_ref = x.astype(np.float64) @ w.astype(np.float64).T + b
-    err_y = float(np.max(np.abs(y - y_ref)))
-    err_l = abs(float(loss) - float(y_ref.sum()))
-    ok = err_y < 1e-3 and err_l < 1e-2 * max(1.0, abs(float(y_ref.sum())))
-    print(f"  Y: shape {y.shape}, max |tex - numpy| = {err_y:.2e}")
-    print(f"  L = {float(loss):.6f} (numpy {float(y_ref.sum()):.6f}), |diff| = {err_l:.2e}")
-    ok = _compiled_gradients(X, W, B, Y, L, x, w, b) and ok
+    t = np.eye(CLASSES, dtype=np.float32)[rng.integers(0, CLASSES, BATCH)]
+    y = np.empty(Y.shape, np.float32)
+    loss = np.empty((), np.float32)
+    dw, db = np.empty(W.shape, np.float32), np.empty(B.shape, np.float32)
+    ok = True
+    with progress.step("run and check against NumPy's hand-written gradients"):
+        fwd(x, w, b, y)
+        grad(x, w, b, t, loss, dw, db)
+        ref_loss, ref_dw, ref_db, ref_y = numpy_reference(*(a.astype(np.float64)
+                                                            for a in (x, w, b, t)))
+        for name, got, want in (("Y", y, ref_y), ("L", loss, ref_loss), ("dW", dw, ref_dw),
+                                ("dB", db, ref_db)):
+            want = np.asarray(want)
+            err = float(np.max(np.abs(got - want)))
+            good = err <= 1e-4 * max(1.0, float(np.max(np.abs(want))))
+            ok = ok and good
+            print(f"  {name:>2}: max |tex - numpy| = {err:.1e}  {'ok' if good else 'MISMATCH'}")
+        # a few SGD steps with the compiled gradient: the loss goes down
+        losses = []
+        for _ in range(STEPS):
+            grad(x, w, b, t, loss, dw, db)
+            losses.append(float(loss))
+            w -= 0.5 * dw
+            b -= 0.5 * db
+        print(f"  {STEPS} SGD steps: loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+        ok = ok and losses[-1] < losses[0]
+
+    with progress.step("time per call (median), next to NumPy"):
+        t_fwd = fwd.benchmark(x, w, b, y, number=200, repeat=5)
+        t_grad = grad.benchmark(x, w, b, t, loss, dw, db, number=200, repeat=5)
+        x64 = [a.astype(np.float32) for a in (x, w, b, t)]
+        t_np_fwd = _median_time(lambda: x64[0] @ x64[1].T + x64[2])
+        t_np_grad = _median_time(lambda: numpy_reference(*x64))
+        print(f"  forward           : tex {t_fwd * 1e6:8.1f} us   numpy {t_np_fwd * 1e6:8.1f} us")
+        print(f"  loss + gradients  : tex {t_grad * 1e6:8.1f} us   numpy "
+              f"{t_np_grad * 1e6:8.1f} us")
+
+    picture = _save_picture(outs, out_path)
+    print(f"\nthe forward+backward DAG: {picture}"
+          + ("" if picture.suffix != ".dot" else
+             "  (DOT text: install Graphviz for SVG, or run dot -Tsvg on it)"))
     print(f"\n{'OK' if ok else 'MISMATCH'}: demo finished in {time.perf_counter() - t0:.2f} s")
     return 0 if ok else 1
 
 
-def _schedule_gradients(dX: tex.Tensor, dW: tex.Tensor, dB: tex.Tensor) -> tex.schedule.Schedule:
-    """A hand schedule: vectorize the contiguous axis of each gradient, reductions outside."""
-    s = tex.create_schedule([dX.op, dW.op, dB.op])
-    for t in (dX, dW):
-        p, q = t.op.axis
-        qo, qi = s[t].split(q, factor=8)
-        s[t].reorder(p, qo, *t.op.reduce_axis, qi)
-        s[t].vectorize(qi)
-    po, pi = s[dB].split(dB.op.axis[0], factor=8)
-    s[dB].reorder(po, *dB.op.reduce_axis, pi)
-    s[dB].vectorize(pi)
-    return s
+def _save_picture(tensors: list[tex.Tensor], out_path: str | None) -> Path:
+    if out_path is None:
+        fd, out_path = tempfile.mkstemp(prefix="tex-demo-", suffix=".svg")
+        os.close(fd)
+        os.unlink(out_path)  # save() may write the .dot next to it instead
+    return tex.viz.save(tensors, out_path, name="dense_cross_entropy")
 
 
-def _compiled_gradients(X: tex.Tensor, W: tex.Tensor, B: tex.Tensor, Y: tex.Tensor,
-                        L: tex.Tensor, x: np.ndarray, w: np.ndarray, b: np.ndarray) -> bool:
-    """Differentiate, check, schedule, lower, build, run and time the dense gradients."""
-    print("\n== tex.differentiate(L, [X, W, B]) ==")
-    t = time.perf_counter()
-    dX, dW, dB = tex.differentiate(L, [X, W, B])
-    print(f"  ({(time.perf_counter() - t) * 1e3:.1f} ms)")
-    print(tex.ir.format_program(dX, dW, dB))
-    print("\n== check_grad: gradients against finite differences ==")
-    X64, W64, B64, _, _, L64 = build_dense(dtype="float64")  # the same layer in float64
-    tex.testing.check_grad(L64, [X64, W64, B64])
-    print("  the float64 twin of the layer: OK")
-
-    print("\n== the gradient loop nest, scheduled by hand ==")
-    sg = _schedule_gradients(dX, dW, dB)
-    print(tex.lower(sg, [W, X, dX, dW, dB], name="dense_grad"))
-    t = time.perf_counter()
-    grad = tex.build(sg, [W, X, dX, dW, dB], name="dense_grad")
-    sf = tex.create_schedule(Y.op)
-    forward = tex.build(sf, [X, W, B, Y], name="dense_fwd")
-    print(f"  built forward and gradient with LLVM in {time.perf_counter() - t:.2f} s")
-
-    y = np.empty(Y.shape, np.float32)
-    dx, dw, db = (np.empty(t.shape, np.float32) for t in (dX, dW, dB))
-    forward(x, w, b, y)
-    grad(w, x, dx, dw, db)
-    ones = np.ones(Y.shape, np.float32)  # dL/dY for L = sum(Y)
-    refs = {"Y": x @ w.T + b, "dX": ones @ w, "dW": ones.T @ x, "dB": ones.sum(axis=0)}
-    ok = True
-    for name, got in (("Y", y), ("dX", dx), ("dW", dw), ("dB", db)):
-        err = float(np.max(np.abs(got - refs[name])))
-        good = err <= 1e-3 * max(1.0, float(np.max(np.abs(refs[name]))))
-        ok = ok and good
-        print(f"  {name}: max |tex - numpy| = {err:.2e} {'ok' if good else 'MISMATCH'}")
-
-    print("\n== time per call (median) ==")
-    t_fwd = forward.benchmark(x, w, b, y, number=200, repeat=5)
-    t_grad = grad.benchmark(w, x, dx, dw, db, number=200, repeat=5)
-    t_np_fwd = _median_time(lambda: x @ w.T + b)
-    t_np_grad = _median_time(lambda: (ones @ w, ones.T @ x, ones.sum(axis=0)))
-    print(f"  forward : tex {t_fwd * 1e6:8.1f} us   numpy {t_np_fwd * 1e6:8.1f} us")
-    print(f"  backward: tex {t_grad * 1e6:8.1f} us   numpy {t_np_grad * 1e6:8.1f} us")
-    return ok
-
-
-def _median_time(fn, number: int = 200, repeat: int = 5) -> float:
+def _median_time(fn: Callable[[], Any], number: int = 200, repeat: int = 5) -> float:
     times = []
     for _ in range(repeat):
         t = time.perf_counter()

@@ -11,7 +11,7 @@ from .printer import format_op
 from .tensor import ComputeOp, PlaceholderOp, Tensor
 from .visit import topo_sort_ops
 
-__all__ = ["graph", "to_dot"]
+__all__ = ["graph", "to_dot", "DOT_STYLES"]
 
 
 def _check(tensors: tuple[Tensor, ...], fn: str) -> None:
@@ -46,26 +46,46 @@ def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
+# node styles by kind: inputs, forward computes, gradient computes (tag "gradient", set by
+# tex.differentiate), and the tensors asked for (a bold border on top of their kind)
+DOT_STYLES: dict[str, str] = {
+    "placeholder": 'shape=ellipse, style=filled, fillcolor="#dbe9f6", color="#4a7ab5"',
+    "compute": 'shape=box, style="rounded,filled", fillcolor="#f4f4f4", color="#666666"',
+    "gradient": 'shape=box, style="rounded,filled", fillcolor="#fde3c8", color="#c2692a"',
+}
+
+
+def _kind(op: object) -> str:
+    if isinstance(op, PlaceholderOp):
+        return "placeholder"
+    return "gradient" if getattr(op, "tag", "") == "gradient" else "compute"
+
+
 def to_dot(*tensors: Tensor, name: str = "tex") -> str:
-    """Graphviz DOT text of the DAG: placeholders as ellipses, computes as boxes whose
-    label is the defining equation; deterministic node ids (n0, n1, ... in topological order).
+    """Graphviz DOT text of the DAG, deterministic (node ids n0, n1, ... in topological
+    order). Placeholders are blue ellipses, computes grey boxes labelled with their defining
+    equation, gradient tensors (made by ``tex.differentiate``) orange boxes; the tensors
+    given have a bold border; each edge is labelled with the shape of the tensor it carries.
+    ``tex.viz.save`` renders it.
     """
     _check(tensors, "to_dot")
     ops = topo_sort_ops(tensors)
     ids = {op: f"n{i}" for i, op in enumerate(ops)}
+    roots = {t.op for t in tensors}
     lines = [f"digraph {_quote(name)} {{", "  rankdir=TB;",
-             '  node [fontname="monospace", fontsize=10];']
+             '  node [fontname="monospace", fontsize=10];',
+             '  edge [fontname="monospace", fontsize=9, color="#555555"];']
     for op in ops:
         if isinstance(op, PlaceholderOp):
             label = f"{op.name}\n{op.dtype.name}{list(op.shape)}"
-            lines.append(f"  {ids[op]} [shape=ellipse, label={_quote(label)}];")
         else:
             shapes = ", ".join(f"{t.dtype.name}{list(t.shape)}" for t in op.outputs)
             label = f"{format_op(op)}\n{shapes}"
-            lines.append(f"  {ids[op]} [shape=box, label={_quote(label)}];")
+        bold = ", penwidth=2.5" if op in roots else ""
+        lines.append(f"  {ids[op]} [{DOT_STYLES[_kind(op)]}{bold}, label={_quote(label)}];")
     for op in ops:
         if isinstance(op, ComputeOp):
-            for t in op.input_tensors:
-                lines.append(f"  {ids[t.op]} -> {ids[op]};")
+            for t in dict.fromkeys(op.input_tensors):
+                lines.append(f"  {ids[t.op]} -> {ids[op]} [label={_quote(str(list(t.shape)))}];")
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -10,6 +10,7 @@ internal invariants.
 """
 from __future__ import annotations
 
+import html
 import itertools
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -283,6 +284,12 @@ class Tensor:
 
     def __repr__(self) -> str:
         return f"Tensor(name={self.name!r}, shape={self.shape}, dtype={self.dtype.name})"
+
+    def _repr_html_(self) -> str:
+        """Jupyter: the tensor's equation, shape and dtype (``tex.viz.DAG`` draws the DAG)."""
+        from .printer import format_tensor
+        return (f"<pre>{html.escape(format_tensor(self))}</pre>"
+                f"<small>{self.dtype.name}{list(self.shape)}</small>")
 
     def __reduce__(self) -> Any:
         raise TypeError("tex tensors cannot be pickled")
