@@ -1,5 +1,5 @@
 """tex: a compiler for differentiable tensor expressions."""
-from . import autodiff, build, debug, dtype, ir, lower, schedule, te, testing, topi, viz
+from . import autodiff, build, contrib, debug, dtype, ir, lower, schedule, te, testing, topi, viz
 from .autodiff import differentiate
 from .ir import Tensor, graph, to_dot
 from .ir.expr import Expr, IterVar

@@ -1,0 +1,24 @@
+"""Bridges between tex and other frameworks.
+
+Each bridge is a module of its own that imports its framework when it is imported, never
+before: ``import tex`` and ``import tex.contrib`` import no third-party framework.
+
+- ``tex.contrib.torch``: ``function(outputs, inputs)`` turns tex tensors into a callable on
+  PyTorch tensors, differentiable by ``torch.autograd`` (needs ``pip install torch``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+__all__: list[str] = []
+_BRIDGES = ("torch",)
+
+
+def __getattr__(name: str) -> ModuleType:
+    """``tex.contrib.torch`` after a bare ``import tex``: the bridge is imported (and with it
+    its framework) at first use, not with the package."""
+    if name in _BRIDGES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
