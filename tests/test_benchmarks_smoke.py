@@ -74,3 +74,15 @@ def test_gpu_simulated(tmp_path: Path) -> None:
     for name, r in rows.items():
         assert r["checked"] == ["tex_fwd", "tex_grad"], (name, r)
         assert r["kernels"]["fwd"] >= 1 and r["kernels"]["grad"] >= 1
+
+
+def test_tape_quick(tmp_path: Path) -> None:
+    """benchmarks/tape.py --quick builds grad_program with every tape policy on layernorm and
+    softmax at tiny shapes and checks the gradients."""
+    out = tmp_path / "tape.json"
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/tape.py", "--quick", "--output", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    assert "| layernorm | auto |" in proc.stdout and "| softmax | none |" in proc.stdout
+    assert out.exists()
