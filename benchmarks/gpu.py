@@ -208,20 +208,15 @@ def table(rows: list[dict[str, Any]], device: str) -> str:
              "| tex/torch fwd | tex/torch grad | tex kernels (fwd, grad) |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        ms = r.get("ms", {})
-
-        def cell(k: str) -> str:
-            return f"{ms[k]:.3f}" if k in ms else "-"
-
-        def ratio(k: str) -> str:
-            if f"tex_{k}" in ms and f"torch_{k}" in ms:
-                return f"{ms[f'tex_{k}'] / ms[f'torch_{k}']:.2f}"
-            return "-"
-
+        ms: dict[str, float] = r.get("ms", {})
+        cell = {k: f"{v:.3f}" for k, v in ms.items()}.get
+        ratio = {k: f"{ms[f'tex_{k}'] / ms[f'torch_{k}']:.2f}" for k in ("fwd", "grad")
+                 if f"tex_{k}" in ms and f"torch_{k}" in ms}.get
         kern = r.get("kernels", {})
-        lines.append(f"| {r['name']} | {cell('tex_fwd')} | {cell('tex_grad')} | "
-                     f"{cell('torch_fwd')} | {cell('torch_grad')} | {ratio('fwd')} | "
-                     f"{ratio('grad')} | {kern.get('fwd', '-')}, {kern.get('grad', '-')} |"
+        lines.append(f"| {r['name']} | {cell('tex_fwd', '-')} | {cell('tex_grad', '-')} | "
+                     f"{cell('torch_fwd', '-')} | {cell('torch_grad', '-')} | "
+                     f"{ratio('fwd', '-')} | {ratio('grad', '-')} | "
+                     f"{kern.get('fwd', '-')}, {kern.get('grad', '-')} |"
                      + (f" ERROR: {r['error']}" if "error" in r else ""))
     return "\n".join(lines)
 

@@ -326,7 +326,8 @@ def test_tiled_matmul_on_device(rng: np.random.Generator) -> None:
 
 
 def test_without_libdevice(monkeypatch: pytest.MonkeyPatch, rng: np.random.Generator) -> None:
-    """float32 exp/log/tanh/erf/sigmoid have own implementations; sin needs libdevice."""
+    """float32 math has own implementations (tex.codegen.vecmath, whose accuracy
+    test_vecmath checks): no libdevice call, no external function; float64 needs libdevice."""
     import tex.codegen.ptx as ptx
     monkeypatch.setattr(ptx, "find_libdevice", lambda: None)
     A = tex.placeholder((40,), name="A")
@@ -334,9 +335,28 @@ def test_without_libdevice(monkeypatch: pytest.MonkeyPatch, rng: np.random.Gener
                     + tex.tanh(A[i]) + tex.erf(A[i]) + tex.sigmoid(A[i]), name="B")
     f = run_cuda([B], [A], {A: rng.standard_normal(40).astype(np.float32)})
     assert "__nv_" not in f.get_source("ptx")
-    C = tex.compute((40,), lambda i: tex.sin(A[i]), name="C")
-    with pytest.raises(ValueError, match="sin on float32 needs CUDA's libdevice"):
-        tex.build([C], target="cuda")
+    # sin, cos, tan, log2, log10, pow and float % (fmod under numpy.mod's sign fix)
+    E = tex.placeholder((40,), name="E")
+    fns = {"sin": lambda i: tex.sin(A[i] * 100.0), "cos": lambda i: tex.cos(A[i]),
+           "tan": lambda i: tex.tan(A[i]), "log2": lambda i: tex.log2(tex.abs(A[i]) + 0.1),
+           "log10": lambda i: tex.log10(tex.abs(A[i]) * 1e3),
+           "pow": lambda i: (tex.abs(A[i]) + 0.5) ** E[i], "mod": lambda i: A[i] * 50.0 % E[i]}
+    outs = [tex.compute((40,), fn, name=name) for name, fn in fns.items()]
+    feed = {A: rng.standard_normal(40).astype(np.float32),
+            E: (rng.uniform(0.5, 3.0, 40) * rng.choice([-1.0, 1.0], 40)).astype(np.float32)}
+    f = run_cuda(outs, [A, E], feed)  # assembled by ptxas when installed, simulated
+    text = f.get_source("ptx")
+    assert "__nv_" not in text and ".extern" not in text and "call" not in text
+    raw = f.get_source("ll.raw")
+    for op in ("sin", "cos", "tan", "log2", "log10", "pow", "fmod"):
+        assert f'@"tex.{op}.f32"(' in raw, op  # the fallback (inlined into the kernel)
+    # float64 still needs libdevice
+    A64 = tex.placeholder((40,), "float64", name="A64")
+    for fn, what in ((lambda i: tex.sin(A64[i]), "sin"), (lambda i: A64[i] ** A64[i], "pow"),
+                     (lambda i: A64[i] % 3.0, "float %")):
+        C = tex.compute((40,), fn, name="C")
+        with pytest.raises(ValueError, match=f"{what} on float64 needs CUDA's libdevice"):
+            tex.build([C], target="cuda")
 
 
 def test_rfactor_then_bind_two_level_sum(rng: np.random.Generator) -> None:

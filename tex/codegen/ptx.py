@@ -17,10 +17,13 @@ differs on a GPU:
   (``TEX_LIBDEVICE``, ``$CUDA_HOME``/``$CUDA_PATH``, ``/usr/local/cuda``, or next to
   ``nvcc``); the bitcode is linked into the module, everything but the kernels made
   internal, and LLVM's O3 pipeline (which runs ``NVVMReflect``) keeps only what is used.
-  Without libdevice, float32 ``exp``, ``log`` and ``tanh`` use ``tex.codegen.vecmath``
-  (2-3 ulp), ``erf`` and ``sigmoid`` are legalized as on the CPU, and the other
-  transcendental functions (``sin``, ``cos``, ``tan``, ``log2``, ``log10``, ``pow``, float
-  ``%``, and float64 ``exp``/``log``/``tanh``) raise ``ValueError`` naming the function.
+  Without libdevice, float32 math uses ``tex.codegen.vecmath``: ``exp``, ``log`` (2 ulp) and
+  ``tanh`` (3 ulp) as on the CPU; ``sin``, ``cos``, ``tan`` (whole float32 range: Cody-Waite
+  reduction below 2^17, Payne-Hanek above) and ``pow`` computed in float64 and rounded
+  once (0.5 ulp measured, sin/cos/tan over every float32), ``log2`` and ``log10`` within
+  1.14 ulp; float ``%`` exactly, as C's ``fmodf``. ``erf`` and ``sigmoid`` are legalized
+  as on the CPU. The float64 functions (``exp`` ... ``pow``, ``erf``, float64 ``%``) still
+  raise ``ValueError`` naming the function.
 - ``sqrt`` is ``llvm.sqrt`` (``sqrt.rn``, correctly rounded), ``floor``/``ceil``/``trunc``/
   ``round`` and ``abs`` are LLVM intrinsics NVPTX lowers to single instructions.
 
@@ -60,7 +63,7 @@ from .llvm import (
     _storage_type,
     bind_params,
 )
-from .vecmath import VECMATH, vecmath_function
+from .vecmath import FALLBACK, VECMATH, fallback_function, vecmath_function
 
 __all__ = ["PTXModule", "compile_ptx", "emit_ptx_llvm", "find_libdevice", "find_ptxas",
            "assemble", "TRIPLE", "LIBDEVICE_UNARY"]
@@ -238,16 +241,24 @@ class _PTXFunctionEmitter(_FunctionEmitter):
         name = LIBDEVICE_UNARY.get(e.op)
         if name is None or not e.dtype.is_float:
             return super().unary(e, x)
-        if not self.m.libdevice and e.dtype.bits == 32 and e.op.value in VECMATH:
-            return self.b.call(vecmath_function(self.m.ir, e.op.value, x.type), [x])
+        if not self.m.libdevice and e.dtype.bits == 32:
+            op = e.op.value
+            if op in VECMATH:
+                return self.b.call(vecmath_function(self.m.ir, op, x.type), [x])
+            if op in FALLBACK:
+                return self.b.call(fallback_function(self.m.ir, op, x.type), [x])
         return self.libdevice_call(name, e.dtype, [x], e.op.value)
 
     def binary(self, e: Binary, a: ir.Value, b: ir.Value) -> ir.Value:
         if e.op is Op.POW and e.a.dtype.is_float:
+            if not self.m.libdevice and e.a.dtype.bits == 32:
+                return self.b.call(fallback_function(self.m.ir, "pow", a.type), [a, b])
             return self.libdevice_call("pow", e.a.dtype, [a, b], "pow")
         return super().binary(e, a, b)
 
     def fmod(self, a: ir.Value, b: ir.Value, d: DType) -> ir.Value:
+        if not self.m.libdevice and d.bits == 32:
+            return self.b.call(fallback_function(self.m.ir, "fmod", a.type), [a, b])
         return self.libdevice_call("fmod", d, [a, b], "float %")
 
 
