@@ -321,22 +321,24 @@ def _trig_finish(e: _Emit, x: ir.Value, out: ir.Value, negate: ir.Value | None,
     return b.select(bad, e.c(float("nan")), out)
 
 
-def _sin_body(e: _Emit, x: ir.Value) -> ir.Value:
+def _sin_cos(e: _Emit, x: ir.Value, cosine: bool) -> ir.Value:
+    """sin(x), or cos(x) = sin(x + pi/2): the same code one quadrant on."""
     b = e.b
     r, q = _trig_reduce(e, e.intrinsic("llvm.fabs", x))
+    if cosine:
+        q = b.add(q, e.ci(1))
     s, c = _sin_cos_f64(e.like(ir.DoubleType()), r)
     odd_q = b.icmp_signed("!=", b.and_(q, e.ci(1)), e.ci(0))
     negate = b.icmp_signed("!=", b.and_(q, e.ci(2)), e.ci(0))
-    return _trig_finish(e, x, b.select(odd_q, c, s), negate, odd=True)
+    return _trig_finish(e, x, b.select(odd_q, c, s), negate, odd=not cosine)
+
+
+def _sin_body(e: _Emit, x: ir.Value) -> ir.Value:
+    return _sin_cos(e, x, cosine=False)
 
 
 def _cos_body(e: _Emit, x: ir.Value) -> ir.Value:
-    b = e.b
-    r, q = _trig_reduce(e, e.intrinsic("llvm.fabs", x))
-    s, c = _sin_cos_f64(e.like(ir.DoubleType()), r)
-    odd_q = b.icmp_signed("!=", b.and_(q, e.ci(1)), e.ci(0))
-    negate = b.icmp_signed("!=", b.and_(b.add(q, e.ci(1)), e.ci(2)), e.ci(0))
-    return _trig_finish(e, x, b.select(odd_q, s, c), negate, odd=False)
+    return _sin_cos(e, x, cosine=True)
 
 
 def _tan_body(e: _Emit, x: ir.Value) -> ir.Value:
