@@ -18,6 +18,9 @@ Exit status 1 when a numerical check fails or a workload cannot be differentiate
 """
 from __future__ import annotations
 
+from bench_env import HERE, ROOT  # first: the threading environment and sys.path
+
+# isort: split
 import argparse
 import gc
 import statistics
@@ -28,18 +31,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from workloads import WORKLOADS, Workload, random_arrays, write_results
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-for p in (str(ROOT), str(HERE)):  # the working tree's tex, and workloads.py beside us
-    if p not in sys.path:
-        sys.path.insert(0, p)
-
-from workloads import WORKLOADS, Workload, random_arrays, write_results  # noqa: E402
-
-import tex  # noqa: E402
-import tex.testing  # noqa: E402
-from tex.autodiff import iteration_count  # noqa: E402
+import tex
+import tex.testing
+from tex.autodiff import iteration_count
 
 DEFAULT_OUTPUT = HERE / "results" / "differentiate.json"
 RTOL = 1e-3

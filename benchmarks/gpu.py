@@ -23,6 +23,9 @@ check fails, 2 when no GPU is available (without ``--simulate``).
 """
 from __future__ import annotations
 
+from bench_env import HERE, mean_call_time  # first: the threading environment and sys.path
+
+# isort: split
 import argparse
 import statistics
 import sys
@@ -32,22 +35,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import frameworks
 import numpy as np
+import schedules
+from workloads import WORKLOADS, Workload, random_arrays, write_results
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-for p in (str(ROOT), str(HERE)):
-    if p not in sys.path:
-        sys.path.insert(0, p)
-
-import frameworks  # noqa: E402
-import schedules  # noqa: E402
-from workloads import WORKLOADS, Workload, random_arrays, write_results  # noqa: E402
-
-import tex  # noqa: E402
-from tex.codegen.ptx import assemble  # noqa: E402
-from tex.runtime.cuda import CudaFunction, get_driver  # noqa: E402
-from tex.schedule import auto_schedule  # noqa: E402
+import tex
+from tex.codegen.ptx import assemble
+from tex.runtime.cuda import CudaFunction, get_driver
+from tex.schedule import auto_schedule
 
 RTOL, ATOL = 2e-3, 2e-4
 
@@ -162,7 +158,7 @@ def bench_one(name: str, args: argparse.Namespace, torch: Any | None) -> dict[st
         fn()
     for _ in range(args.repeat):
         for k, fn in variants.items():
-            times[k].append(_time(fn, sync, args.min_time))
+            times[k].append(mean_call_time(fn, args.min_time, after=sync))
     row["ms"] = {k: statistics.median(v) * 1e3 for k, v in times.items()}
     return row
 
@@ -188,18 +184,6 @@ def torch_variants(torch: Any, w: Workload, dev: dict[str, Any], ref_fwd: np.nda
     for n, got, want in zip(["loss", *wrt], grad(), ref_grad):
         _close(f"{w.name} torch {n}", got, want)
     return {"torch_fwd": fwd, "torch_grad": grad}
-
-
-def _time(fn: Callable[[], Any], sync: Callable[[], Any], min_time: float) -> float:
-    """Seconds per call (each call synchronized) over at least ``min_time``."""
-    n, start = 0, time.perf_counter()
-    while True:
-        fn()
-        sync()
-        n += 1
-        elapsed = time.perf_counter() - start
-        if elapsed >= min_time:
-            return elapsed / n
 
 
 def table(rows: list[dict[str, Any]], device: str) -> str:

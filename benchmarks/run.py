@@ -44,39 +44,30 @@ recorded). ``TEX_NUM_THREADS`` sets tex's thread count (default: all cores).
 """
 from __future__ import annotations
 
+from bench_env import HERE, mean_call_time  # first: the threading environment and sys.path
+
+# isort: split
+
+import argparse
 import os
+import statistics
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-# OpenBLAS workers spin after each call and steal the core tex runs on next (WORKLOADS.md)
-os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "1")
-# and libgomp's idle threads spin for a while after each parallel loop of tex's (and torch's)
-os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+import frameworks
+import numpy as np
+import peak
+import schedules
+from workloads import WORKLOADS, Workload, random_arrays, write_results
 
-import argparse  # noqa: E402
-import statistics  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-import traceback  # noqa: E402
-from collections.abc import Callable, Sequence  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-for p in (str(ROOT), str(HERE)):
-    if p not in sys.path:
-        sys.path.insert(0, p)
-
-import frameworks  # noqa: E402
-import peak  # noqa: E402
-import schedules  # noqa: E402
-from workloads import WORKLOADS, Workload, random_arrays, write_results  # noqa: E402
-
-import tex  # noqa: E402
-from tex.runtime import jit  # noqa: E402
-from tex.schedule import auto_schedule, create_schedule  # noqa: E402
+import tex
+from tex.runtime import jit
+from tex.schedule import auto_schedule, create_schedule
 
 DEFAULT_OUTPUT = HERE / "results" / "run.json"
 RTOL, ATOL = 2e-3, 2e-3
@@ -117,14 +108,7 @@ class Variant:
 
     def time_once(self, min_time: float) -> None:
         """Run at least once and for ``min_time`` seconds; record the mean time per call."""
-        n, start = 0, time.perf_counter()
-        while True:
-            self.fn()
-            n += 1
-            elapsed = time.perf_counter() - start
-            if elapsed >= min_time:
-                break
-        self.times.append(elapsed / n)
+        self.times.append(mean_call_time(self.fn, min_time))
 
     @property
     def median(self) -> float:

@@ -25,32 +25,24 @@ check fails.
 """
 from __future__ import annotations
 
+from bench_env import HERE, ROOT, mean_call_time  # first: the threading environment and sys.path
+
+# isort: split
+
+import argparse
 import os
+import statistics
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
-# as in run.py: OpenBLAS and libgomp workers spinning after a call steal tex's cores
-os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "1")
-os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+import numpy as np
+from workloads import WORKLOADS, Workload, random_arrays, write_results
 
-import argparse  # noqa: E402
-import statistics  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-import traceback  # noqa: E402
-from collections.abc import Callable  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-for p in (str(ROOT), str(HERE)):
-    if p not in sys.path:
-        sys.path.insert(0, p)
-
-from workloads import WORKLOADS, Workload, random_arrays, write_results  # noqa: E402
-
-import tex  # noqa: E402
+import tex
 
 DEFAULT_OUTPUT = HERE / "results" / "tape.json"
 NAMES = ("layernorm", "softmax")
@@ -72,14 +64,7 @@ class Timed:
         self.times: list[float] = []
 
     def run(self, min_time: float) -> None:
-        n, start = 0, time.perf_counter()
-        while True:
-            self.fn()
-            n += 1
-            elapsed = time.perf_counter() - start
-            if elapsed >= min_time:
-                break
-        self.times.append(elapsed / n)
+        self.times.append(mean_call_time(self.fn, min_time))
 
     @property
     def median(self) -> float:

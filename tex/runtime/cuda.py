@@ -25,6 +25,7 @@ becomes ``CudaError`` (a ``RuntimeError``) with the driver's error name
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import functools
@@ -220,7 +221,7 @@ class CudaPythonDriver(Driver):
         super().__init__(device)
 
     def _open(self) -> None:
-        pass  # the bindings load libcuda themselves, at the first call
+        return None  # the bindings load libcuda themselves, at the first call
 
     def _call(self, call: str, *args: Any) -> Any:
         """``api.<call>(*args)``: its values after the status (one, a tuple or None)."""
@@ -238,11 +239,10 @@ class CudaPythonDriver(Driver):
         if int(code) == 0:
             return
         name = text = b""
-        try:
-            err, name = self.api.cuGetErrorName(code)
-            err, text = self.api.cuGetErrorString(code)
-        except Exception:  # noqa: BLE001 - the error itself is what matters
-            pass
+        # a failing name lookup must not hide the error itself
+        with contextlib.suppress(Exception):
+            _, name = self.api.cuGetErrorName(code)
+            _, text = self.api.cuGetErrorString(code)
         name = name.decode() if isinstance(name, bytes) else str(name or "")
         text = text.decode() if isinstance(text, bytes) else str(text or "")
         raise CudaError(call, int(code), name or "CUDA_ERROR_UNKNOWN", text)
@@ -305,14 +305,12 @@ def _cuda_python() -> Any | None:
     """NVIDIA's driver bindings module when installed, else None."""
     try:
         from cuda.bindings import driver as api  # cuda-python >= 12.6
-        return api
     except ImportError:
-        pass
-    try:
-        from cuda import cuda as api  # older cuda-python
-        return api
-    except ImportError:
-        return None
+        try:
+            from cuda import cuda as api  # older cuda-python
+        except ImportError:
+            return None
+    return api
 
 
 def open_driver(device: int = 0, binding: str | None = None) -> Driver:

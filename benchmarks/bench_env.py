@@ -1,0 +1,40 @@
+"""Set-up and timing shared by the benchmark scripts; each imports it before anything else.
+
+- The threading environment, before NumPy or torch load their runtimes: OpenBLAS workers
+  spin after each call and steal the core tex runs on next (WORKLOADS.md), and libgomp's
+  idle threads spin for a while after each parallel loop of tex's (and torch's).
+- ``sys.path``: the working tree's ``tex`` (``ROOT``) and the modules beside the scripts
+  (``HERE``: workloads.py, frameworks.py, ...), whatever the current directory.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "1")
+os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+for _p in (str(ROOT), str(HERE)):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+
+def mean_call_time(fn: Callable[[], Any], min_time: float,
+                   after: Callable[[], Any] | None = None) -> float:
+    """Seconds per call of ``fn`` (followed by ``after``, e.g. a device synchronization),
+    run at least once and for at least ``min_time`` seconds."""
+    n, start = 0, time.perf_counter()
+    while True:
+        fn()
+        if after is not None:
+            after()
+        n += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_time:
+            return elapsed / n
