@@ -174,9 +174,9 @@ def build(sch: Any, args: Sequence[Tensor | Var] | None = None, target: str = "l
     elif args is None:
         raise TypeError("build: a Schedule needs args (the tensors and vars in call order), "
                         "e.g. tex.build(s, [A, B, C])")
-    if kind == "cuda":
-        return build_cuda(lower(sch, list(args), name=name), target, fastmath)
-    func = lower(sch, list(args), name=name)
+    if kind == "cuda":  # lower checks args (a list of tensors and vars, or one of them)
+        return build_cuda(lower(sch, args, name=name), target, fastmath)
+    func = lower(sch, args, name=name)
     return build_lowered(func, target, fastmath)
 
 

@@ -95,6 +95,8 @@ def as_dtype(value: Any, what: str = "dtype") -> DType:
     """Normalize a dtype name, NumPy dtype or DType; raise ValueError for unknown ones."""
     if isinstance(value, DType):
         return value
+    if value is None:  # np.dtype(None) would silently mean float64
+        raise TypeError(f"{what}: expected a dtype name such as 'float32', got None")
     if value is bool:
         return boolean
     if value is float:

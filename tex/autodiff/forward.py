@@ -43,6 +43,10 @@ def jvp(out: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Tenso
         inputs = [inputs]
     if isinstance(tangents, Tensor):
         tangents = [tangents]
+    for what, seq in (("inputs", inputs), ("tangents", tangents)):
+        if not isinstance(seq, (list, tuple)):
+            raise TypeError(f"jvp: {what} must be a Tensor or a list of Tensors, got "
+                            f"{type(seq).__name__} {seq!r}")
     for what, t in [("out", out), *((f"inputs[{i}]", x) for i, x in enumerate(inputs)),
                     *((f"tangents[{i}]", x) for i, x in enumerate(tangents))]:
         if not isinstance(t, Tensor):
@@ -57,6 +61,9 @@ def jvp(out: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Tenso
         if t.shape != x.shape:
             raise ValueError(f"jvp: tangent '{t.name}' has shape {t.shape}, input "
                              f"'{x.name}' has shape {x.shape}")
+        if x.dtype.is_float and not t.dtype.is_float:
+            raise TypeError(f"jvp: tangent '{t.name}' has dtype {t.dtype}; the tangent of the "
+                            f"float input '{x.name}' must be a float tensor")
         if x.dtype.is_float:
             tan[x] = t
     for op in topo_sort_ops([out]):

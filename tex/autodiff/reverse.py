@@ -13,14 +13,16 @@ hand-written gradient would (forward tensors are never touched).
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..debug import dump, should_dump
+from ..dtype import int32
 from ..ir import fold
-from ..ir.expr import Cast, Const, Expr, Op, Reduce, Select, TensorRead
+from ..ir.expr import Cast, Const, Expr, IterVar, Op, Range, Reduce, Select, TensorRead, Var
 from ..ir.printer import format_program
 from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
+from ..ir.verify import check_compute_body
 from ..ir.visit import post_order, rewrite, substitute, topo_sort_ops
 from .vjp import DiffBuildingBlock, _ident, _is_cheap, identity_head, make_compute, zero_tensor
 
@@ -134,12 +136,19 @@ def differentiate(output: Tensor, inputs: Sequence[Tensor] | Tensor | None = Non
     if not output.dtype.is_float:
         raise TypeError(f"differentiate: output '{output.name}' has dtype {output.dtype}; "
                         "only float tensors can be differentiated")
+    if fdiff is not None and not callable(fdiff):
+        raise TypeError(f"differentiate: fdiff must be a callable fdiff(out, inp, head), got "
+                        f"{type(fdiff).__name__} {fdiff!r}")
+    if override is not None and not isinstance(override, Mapping):
+        raise TypeError(f"differentiate: override must be a dict {{tensor: (deps, fn)}}, got "
+                        f"{type(override).__name__} {override!r}")
     override = dict(override or {})
     for t, entry in override.items():
         _check_tensor(t, "an override key")
-        if not (isinstance(entry, (tuple, list)) and len(entry) == 2 and callable(entry[1])):
-            raise TypeError(f"differentiate: override of '{t.name}' must be (deps, fn), got "
-                            f"{entry!r}")
+        if not (isinstance(entry, (tuple, list)) and len(entry) == 2 and callable(entry[1])
+                and isinstance(entry[0], (tuple, list))):
+            raise TypeError(f"differentiate: override of '{t.name}' must be (deps, fn) with "
+                            f"deps a list of tensors, got {entry!r}")
         for d in entry[0]:
             _check_tensor(d, f"a dependency in the override of '{t.name}'")
     order = _topo(output, override)
@@ -148,6 +157,9 @@ def differentiate(output: Tensor, inputs: Sequence[Tensor] | Tensor | None = Non
         single = False
     else:
         single = isinstance(inputs, Tensor)
+        if not single and not isinstance(inputs, Iterable):
+            raise TypeError(f"differentiate: inputs must be a tex Tensor or a list of them, "
+                            f"got {type(inputs).__name__} {inputs!r}")
         wanted = [inputs] if single else list(inputs)  # type: ignore[list-item]
         for i, t in enumerate(wanted):
             _check_tensor(t, f"inputs[{i}]")
@@ -195,7 +207,11 @@ def differentiate(output: Tensor, inputs: Sequence[Tensor] | Tensor | None = Non
             continue
         if t in override:
             odeps, fn = override[t]
-            got = list(fn(t, list(odeps), adj))
+            got = fn(t, list(odeps), adj)
+            if isinstance(got, Tensor) or not isinstance(got, Iterable):
+                raise TypeError(f"differentiate: the override of '{t.name}' must return a list "
+                                f"of adjoints (one per dependency), got {type(got).__name__}")
+            got = list(got)
             if len(got) != len(odeps):
                 raise ValueError(f"differentiate: the override of '{t.name}' returned "
                                  f"{len(got)} adjoints for {len(odeps)} dependencies")
@@ -384,13 +400,15 @@ def tidy(result: list[Tensor], adjoints: dict[Tensor, Tensor],
         if _is_cheap(t) or (len(us) == 1 and _elementwise(us[0])):
             inline.add(t)
     new: dict[Tensor, Tensor] = {}
+    rebuilt: dict[ComputeOp, ComputeOp] = {}  # one new op for all outputs of a tuple op
     for t in order:
         op: ComputeOp = t.op  # type: ignore[assignment]
         if not any(d in inline or d in new for d in op.input_tensors):
             new[t] = t
             continue
-        body = op.body[0]
-        new[t] = _rebuild(t, _inline_reads(body, inline, new))
+        if op not in rebuilt:
+            rebuilt[op] = _rebuild(op, [_inline_reads(b, inline, new) for b in op.body])
+        new[t] = rebuilt[op].output(t.value_index)
     remap = lambda x: new.get(x, x)  # noqa: E731
     return DifferentiationResult(
         [remap(t) for t in result],
@@ -415,11 +433,14 @@ def _inline_reads(body: Expr, inline: set[Tensor], new: dict[Tensor, Tensor]) ->
     return rewrite(body, fn)
 
 
-def _rebuild(t: Tensor, body: Expr) -> Tensor:
-    op: ComputeOp = t.op  # type: ignore[assignment]
-    if body is op.body[0]:
-        return t
-    axis = list(op.axis)
-    # the new op gets its own axes (IterVars belong to one op)
-    return make_compute(op.name, t.shape, lambda v: substitute(
-        body, {iv.var: x for iv, x in zip(axis, v)}), [iv.var.name for iv in axis], op.tag)
+def _rebuild(op: ComputeOp, bodies: list[Expr]) -> ComputeOp:
+    """``op`` with new bodies (``op`` itself when none changed), on fresh axes (IterVars
+    belong to one op); every output of a tuple op is rebuilt together."""
+    if all(b is o for b, o in zip(bodies, op.body)):
+        return op
+    axis = [IterVar(Var(iv.var.name, int32, kind="axis"), Range(0, iv.dom.extent))
+            for iv in op.axis]
+    m = {old.var: new.var for old, new in zip(op.axis, axis)}
+    bodies = [substitute(b, m) for b in bodies]
+    check_compute_body(op.name, axis, bodies)
+    return ComputeOp(op.name, axis, bodies, tag=op.tag)

@@ -179,7 +179,7 @@ class ExprOp:
 
     def astype(self, dtype: Any) -> Expr:
         """This expression converted to ``dtype``."""
-        return fold.cast(as_dtype(dtype), self)
+        return fold.cast(dtype, self)  # checks dtype, naming astype in errors
 
     def equal(self, other: Any) -> Expr:
         """Build ``self == other`` explicitly (same as the ``==`` operator)."""

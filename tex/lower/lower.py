@@ -30,7 +30,7 @@ conditions it proves, and removal of empty statements.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -855,9 +855,10 @@ PASSES: list[tuple[str, Callable[[LoweredFunc], LoweredFunc]]] = [
 def _check_args(args: Any) -> list[Tensor | Var]:
     if isinstance(args, (Tensor, Var)):
         args = [args]
-    if not isinstance(args, (list, tuple)):
+    if isinstance(args, (str, bytes)) or not isinstance(args, Iterable):
         raise TypeError(f"lower: args must be a list of tensors (and tex.var scalars), got "
                         f"{type(args).__name__}")
+    args = list(args)
     out: list[Tensor | Var] = []
     for pos, a in enumerate(args):
         if not isinstance(a, (Tensor, Var)):
@@ -898,15 +899,19 @@ def lower(sch: Schedule | Tensor | Sequence[Tensor], args: Sequence[Tensor | Var
         an inlined tensor listed as an output, a free variable not passed).
     """
     if not isinstance(sch, Schedule):
-        tensors = [sch] if isinstance(sch, Tensor) else list(sch)
-        if not all(isinstance(t, Tensor) for t in tensors):
-            raise TypeError("lower: expected a Schedule or a list of Tensors")
+        iterable = isinstance(sch, Iterable) and not isinstance(sch, (str, bytes))
+        tensors = [sch] if isinstance(sch, Tensor) else list(sch) if iterable else None
+        if tensors is None or not all(isinstance(t, Tensor) for t in tensors):
+            raise TypeError(f"lower: expected a Schedule or a list of Tensors, got "
+                            f"{type(sch).__name__} {sch!r}")
         if args is None:
             args = [*placeholders_of(tensors), *tensors]
         sch = create_schedule([t.op for t in tensors])
     if args is None:
         raise TypeError("lower: args is required with a Schedule (the argument list)")
-    if not isinstance(name, str) or not name.isidentifier():
+    if not isinstance(name, str):
+        raise TypeError(f"lower: name must be a string, got {type(name).__name__} {name!r}")
+    if not name.isidentifier():
         raise ValueError(f"lower: name must be an identifier, got {name!r}")
     arg_list = _check_args(args)
     names = _Names()

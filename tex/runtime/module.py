@@ -278,6 +278,10 @@ def time_calls(fn: Callable[..., Any], args: Sequence[Any], number: int, repeat:
                ) -> float:
     """Median seconds per call of ``fn(*args)`` over ``repeat`` timings of ``number`` calls
     (after one warm-up call)."""
+    for what, value in (("number", number), ("repeat", repeat)):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"benchmark: {what} must be an int >= 1, got "
+                            f"{type(value).__name__} {value!r}")
     if number < 1 or repeat < 1:
         raise ValueError(f"benchmark: number and repeat must be >= 1, got {number}, {repeat}")
     fn(*args)

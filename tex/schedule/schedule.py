@@ -26,6 +26,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..ir.expr import IterVar, Range, Reduce, TensorRead, Var
 from ..ir.tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 from ..ir.visit import rewrite, substitute, topo_sort_ops
@@ -87,6 +89,19 @@ def thread_axis(tag: str) -> ThreadAxis:
 
 # annotation kinds of a leaf variable
 SERIAL, PARALLEL, VECTORIZE, UNROLL, THREAD = "serial", "parallel", "vectorize", "unroll", "thread"
+
+
+SCOPES = ("global", "shared", "local")
+
+
+def _check_scope(scope: Any, what: str) -> str:
+    """``scope`` if it is one of ``SCOPES``, else a TypeError/ValueError naming ``what``."""
+    if not isinstance(scope, str):
+        raise TypeError(f"{what}: scope must be a string ({', '.join(SCOPES)}), got "
+                        f"{type(scope).__name__} {scope!r}")
+    if scope not in SCOPES:
+        raise ValueError(f"{what}: unknown scope {scope!r}; expected one of {', '.join(SCOPES)}")
+    return scope
 
 
 def _new_iter_var(name: str, extent: int, kind: str) -> IterVar:
@@ -159,9 +174,12 @@ class Stage:
                              "one of factor= and nparts=")
         value = factor if factor is not None else nparts
         what = "factor" if factor is not None else "nparts"
-        if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
             raise TypeError(f"split of '{parent.name}' in stage '{self.name}': {what} must be a "
                             f"positive int, got {type(value).__name__} {value!r}")
+        value = int(value)
+        if factor is not None:
+            factor = value
         if value <= 0:
             raise ValueError(f"split of '{parent.name}' in stage '{self.name}': {what} must be "
                              f"positive, got {value}")
@@ -333,9 +351,7 @@ class Stage:
     # -- reductions ------------------------------------------------------------------------
     def set_scope(self, scope: str) -> None:
         """Memory scope of this stage's buffer: "global", "shared" or "local"."""
-        if scope not in ("global", "shared", "local"):
-            raise ValueError(f"set_scope on stage '{self.name}': unknown scope {scope!r}")
-        self.scope = scope
+        self.scope = _check_scope(scope, f"set_scope on stage '{self.name}'")
 
 
 class Schedule:
@@ -435,8 +451,12 @@ class Schedule:
         Returns the new tensor (schedule it like any other, e.g. compute_at)."""
         if not isinstance(tensor, Tensor):
             raise TypeError(f"cache_read: expected a Tensor, got {type(tensor).__name__}")
+        _check_scope(scope, f"cache_read of '{tensor.name}'")
         if isinstance(readers, (Tensor, Operation)):
             readers = [readers]
+        if not isinstance(readers, (list, tuple)):
+            raise TypeError(f"cache_read of '{tensor.name}': readers must be a list of the "
+                            f"tensors that read it, got {type(readers).__name__} {readers!r}")
         reader_stages = [self[r] for r in readers]
         for st in reader_stages:
             if tensor not in st.op.input_tensors:
@@ -459,6 +479,7 @@ class Schedule:
         ``s[tensor]``); the returned tensor's stage owns the computation, with fresh spatial
         axes and the original reduction axes."""
         stage = self[tensor]
+        _check_scope(scope, f"cache_write of '{stage.name}'")
         if stage.relations or stage.attach_type == "inline":
             raise ValueError(f"cache_write: stage '{stage.name}' is already split, fused or "
                              "inlined; call cache_write before other primitives")

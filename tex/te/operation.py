@@ -20,6 +20,9 @@ from ..ir.verify import check_compute_body
 __all__ = ["placeholder", "compute", "reduce_axis", "var", "const", "check_shape"]
 
 
+_INT32_MAX = 2**31 - 1  # index variables and loop counters are int32
+
+
 def _int_value(value: Any) -> int | None:
     if isinstance(value, (bool, np.bool_)):
         return None
@@ -46,6 +49,10 @@ def check_shape(shape: Any, what: str) -> tuple[int, ...]:
         if value <= 0:
             raise ValueError(f"{what}: dimension {d} of shape {tuple(shape)} is {value}; "
                              "extents must be positive")
+        if value > _INT32_MAX:
+            raise ValueError(f"{what}: dimension {d} of shape {tuple(shape)} is {value}; "
+                             f"extents must fit in int32 (at most {_INT32_MAX}), the dtype "
+                             "of index variables")
         dims.append(value)
     return tuple(dims)
 
@@ -105,6 +112,9 @@ def reduce_axis(dom: Any, name: str = "rv") -> IterVar:
         raise TypeError(f"reduce_axis '{name}': expected a (lo, hi) pair, got {dom!r}")
     if hi <= lo:
         raise ValueError(f"reduce_axis '{name}': empty range [{lo}, {hi}); need lo < hi")
+    if lo < -_INT32_MAX - 1 or hi - lo > _INT32_MAX or hi > _INT32_MAX + 1:
+        raise ValueError(f"reduce_axis '{name}': range [{lo}, {hi}) does not fit in int32, "
+                         "the dtype of index variables")
     return IterVar(Var(name, "int32", kind="reduce"), Range(lo, hi - lo))
 
 

@@ -7,6 +7,7 @@ as in TVM. Tuple reducers (argmax) take and return tuples: one ``Reduce`` per sl
 from __future__ import annotations
 
 import builtins
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -58,8 +59,10 @@ def _axes(axis: Any, name: str) -> tuple[IterVar, ...]:
 def _is_axis_arg(value: Any) -> bool:
     if isinstance(value, IterVar) or (isinstance(value, Var) and value.kind == "reduce"):
         return True  # a reduce Var is rejected with a hint by _axes
-    return isinstance(value, (list, tuple)) and bool(value) and builtins.all(
-        isinstance(v, (IterVar, Var)) for v in value)
+    # a list holding any IterVar is an axis list too (_axes rejects its other entries)
+    return isinstance(value, (list, tuple)) and bool(value) and (
+        builtins.any(isinstance(v, IterVar) for v in value)
+        or builtins.all(isinstance(v, (IterVar, Var)) for v in value))
 
 
 def _condition(where: Any, name: str) -> Expr:
@@ -148,9 +151,23 @@ class Reducer:
         return _make_combiner(self.name, self._fcombine, self._fidentity, dtypes)
 
 
+def _check_arity(fn: Callable[..., Any], count: int, name: str, what: str, takes: str) -> None:
+    """A TypeError naming the reducer when ``fn`` cannot be called with ``count`` args."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # no signature to check (a builtin): let the call speak
+    try:
+        sig.bind(*([None] * count))
+    except TypeError:
+        raise TypeError(f"comm_reducer '{name}': {what} must take {takes}, but its "
+                        f"signature is {sig}") from None
+
+
 def _make_combiner(name: str, fcombine: Callable[..., Any], fidentity: Callable[..., Any] | None,
                    dtypes: Sequence[DType]) -> CommReducer:
     n = len(dtypes)
+    _check_arity(fcombine, 2, name, "fcombine", "two arguments (x, y)")
     suffix = (lambda i: "") if n == 1 else (lambda i: str(i))
     lhs = [Var(f"x{suffix(i)}", d) for i, d in enumerate(dtypes)]
     rhs = [Var(f"y{suffix(i)}", d) for i, d in enumerate(dtypes)]
@@ -161,6 +178,8 @@ def _make_combiner(name: str, fcombine: Callable[..., Any], fidentity: Callable[
                          f"for {n} slots")
     if fidentity is None:
         raise ValueError(f"comm_reducer '{name}': fidentity is required")
+    _check_arity(fidentity, n, name, "fidentity",
+                 f"{n} dtype name{'s' if n > 1 else ''} (one per reduced value)")
     raw_id = fidentity(*(d.name for d in dtypes))
     ids = list(raw_id) if isinstance(raw_id, (tuple, list)) else [raw_id]
     if len(ids) != n:

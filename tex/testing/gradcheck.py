@@ -82,9 +82,9 @@ def check_grad(out: Tensor, inputs: Tensor | Sequence[Tensor],
         may be index tensors; pass data for them when that range is wrong), random bools.
         Pass data where random values leave the function's domain (``log``, ``sqrt``) or sit
         on a kink (``max``, ``abs``).
-    head : np.ndarray, optional
-        The output gradient, of ``out.shape`` (cast to ``out``'s dtype). Default: seeded
-        standard normal.
+    head : np.ndarray or placeholder Tensor, optional
+        The output gradient, of ``out.shape`` (cast to ``out``'s dtype); a placeholder
+        stands for its array in ``data``. Default: seeded standard normal.
     rtol, atol : float
         Relative and absolute tolerance.
     eps : float, optional
@@ -129,11 +129,19 @@ def check_grad(out: Tensor, inputs: Tensor | Sequence[Tensor],
         raise ValueError(f"check_grad: eps must be a positive float, got {eps!r}")
     if not isinstance(max_points, int) or max_points < 0:
         raise ValueError(f"check_grad: max_points must be an int >= 0, got {max_points!r}")
+    for what, tol in (("rtol", rtol), ("atol", atol)):
+        if isinstance(tol, (bool, np.bool_)) or not isinstance(tol, (int, float, np.number)):
+            raise TypeError(f"check_grad: {what} must be a number, got {type(tol).__name__} "
+                            f"{tol!r}")
+        if not (math.isfinite(tol) and tol >= 0):
+            raise ValueError(f"check_grad: {what} must be finite and >= 0, got {tol!r}")
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
         raise TypeError(f"check_grad: data must be a mapping {{placeholder: ndarray}}, got "
                         f"{type(data).__name__}")
+    if isinstance(head, Tensor):
+        head = _head_from_data(head, data)
 
     rng = np.random.default_rng(seed)
     head_arr = _make_head(out, head, rng)
@@ -215,6 +223,18 @@ def _check_inputs(inputs: Any) -> list[Tensor]:
             raise TypeError(f"check_grad: cannot differentiate with respect to {kind} tensor "
                             f"'{inp.name}' (dtype {inp.dtype}); pass it in data instead")
     return inputs
+
+
+def _head_from_data(head: Tensor, data: Mapping[Any, Any]) -> Any:
+    """The array of a placeholder head, looked up in ``data`` (by tensor or name)."""
+    if not isinstance(head.op, PlaceholderOp):
+        raise TypeError(f"check_grad: head must be a numpy.ndarray or a placeholder whose "
+                        f"array is in data, got {_describe(head)}")
+    for key in (head, head.name):
+        if key in data:
+            return data[key]
+    raise ValueError(f"check_grad: head is the placeholder '{head.name}' but data has no "
+                     f"array for it; add {{{head.name}: ndarray}} to data")
 
 
 def _make_head(out: Tensor, head: Any, rng: np.random.Generator) -> np.ndarray:

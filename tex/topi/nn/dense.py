@@ -7,7 +7,7 @@ from ... import te
 from ...ir.expr import Expr
 from ...ir.tensor import Tensor
 from ..utils import broadcast_indices, broadcast_shape
-from .transform import check_ndim, check_same_dtype, out_dtype_of
+from .transform import check_bool, check_ndim, check_same_dtype, out_dtype_of
 
 __all__ = ["batch_matmul", "dense"]
 
@@ -110,6 +110,8 @@ def batch_matmul(tensor_a: Tensor, tensor_b: Tensor, transpose_a: bool = False,
     (32, 128, 128)
     """
     op = "topi.nn.batch_matmul"
+    transpose_a = check_bool(transpose_a, op, "transpose_a")
+    transpose_b = check_bool(transpose_b, op, "transpose_b")
     lhs = check_ndim(tensor_a, op, "tensor_a", 3,
                      "(batch, K, M)" if transpose_a else "(batch, M, K)")
     rhs = check_ndim(tensor_b, op, "tensor_b", 3,

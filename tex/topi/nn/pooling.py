@@ -14,7 +14,15 @@ from ... import te
 from ...ir.expr import Expr
 from ...ir.tensor import Tensor
 from ..utils import padding4, pair
-from .transform import Window, check_float, check_layout, check_ndim, check_positive, in_bounds
+from .transform import (
+    Window,
+    check_bool,
+    check_float,
+    check_layout,
+    check_ndim,
+    check_positive,
+    in_bounds,
+)
 
 __all__ = ["pool", "pool2d"]
 
@@ -81,6 +89,8 @@ def pool2d(data: Tensor, kernel: Any, stride: Any, dilation: Any, padding: Any,
     for values, arg in (((kh, kw), "kernel"), ((sh, sw), "stride"), ((dh, dw), "dilation")):
         check_positive(values, op, arg)
     top, left, bottom, right = padding4(padding, op)
+    ceil_mode = check_bool(ceil_mode, op, "ceil_mode")
+    count_include_pad = check_bool(count_include_pad, op, "count_include_pad")
     n_, c_, h_, w_ = data.shape
     shapes = f"data {data.shape}, kernel {(kh, kw)}"
     rows = Window.make(op, "height", h_, kh, sh, dh, top, bottom, bool(ceil_mode), shapes)

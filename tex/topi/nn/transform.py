@@ -66,6 +66,14 @@ def check_layout(layout: Any, op: str) -> None:
         raise ValueError(f"{op}: layout {layout!r} is not supported, use 'NCHW'")
 
 
+def check_bool(value: Any, op: str, arg: str) -> bool:
+    """``value`` as a bool when it is one (Python or NumPy), else a TypeError: a string
+    such as ``"no"`` would otherwise count as true."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{op}: {arg} must be a bool, got {type(value).__name__} {value!r}")
+    return bool(value)
+
+
 def check_positive(values: Sequence[int], op: str, arg: str) -> None:
     """A ValueError unless every value is at least 1 (strides, dilations, kernel sizes)."""
     if any(v < 1 for v in values):
