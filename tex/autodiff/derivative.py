@@ -17,7 +17,9 @@ Conventions (documented in the tutorial and tested):
 - ``abs'(x) = sign(x)`` (0 at 0, as PyTorch);
 - ``select(c, a, b)`` differentiates the chosen branch; ``c`` is not differentiated;
 - ``pow(a, b)`` only builds the ``log(a)`` term when ``b`` depends on a differentiated leaf,
-  so ``pow(x, 2.0)`` has a finite derivative at ``x <= 0``.
+  so ``pow(x, 2.0)`` has a finite derivative at ``x <= 0``; as in PyTorch, ``d/da`` is 0
+  where ``b = 0`` and ``d/db`` is 0 where ``a = 0, b >= 0`` (not ``0 * inf = nan``);
+- otherwise IEEE: ``sqrt'(0) = log'(0) = +inf``, nan outside the domain (``sqrt'(-1)``).
 """
 from __future__ import annotations
 
@@ -116,9 +118,15 @@ def _unary_rules() -> dict[Op, Rule]:
 
 def _pow_rule(node: Binary, g: Expr, i: int) -> Expr:
     a, b = node.a, node.b
-    if i == 0:  # d/da a^b = b * a^(b-1)
-        return _mul(g, _mul(b, fold.binary(Op.POW, a, _sub(b, _c(1.0, b)))))
-    return _mul(g, _mul(node, fold.unary(Op.LOG, a)))  # d/db a^b = a^b * log(a)
+    zero = _c(0.0, node)
+    if i == 0:  # d/da a^b = b * a^(b-1); 0 where b = 0 (a^0 = 1), not 0 * 0^-1 = nan
+        d = _mul(g, _mul(b, fold.binary(Op.POW, a, _sub(b, _c(1.0, b)))))
+        return fold.select(fold.compare(Op.EQ, b, zero), zero, d)
+    # d/db a^b = a^b * log(a); 0 where a = 0 and b >= 0 (0^b = 0 for every b > 0), not
+    # 0 * log(0) = nan
+    d = _mul(g, _mul(node, fold.unary(Op.LOG, a)))
+    base_zero = fold.binary(Op.AND, fold.compare(Op.EQ, a, zero), fold.compare(Op.GE, b, zero))
+    return fold.select(base_zero, zero, d)
 
 
 def _binary_rules() -> dict[Op, Rule]:

@@ -52,7 +52,10 @@ def _floormod(a: Array, b: Array) -> Array:
 
 def _pow(a: Array, b: Array) -> Array:
     if a.dtype.kind == "f":
-        return np.power(a, b)
+        # NumPy computes a uniform exponent 0.5 as sqrt: C's pow (compiled code) has
+        # pow(-0, 0.5) = +0 and pow(-inf, 0.5) = +inf where sqrt gives -0 and nan
+        out = np.power(a, b)
+        return np.where((b == 0.5) & ((a == 0) | (a == -np.inf)), np.abs(a), out)
     neg = b < 0
     out = np.power(a, np.where(neg, 0, b))
     # integer a ** negative b truncates 1 / a**|b| toward zero: only |a| == 1 survives

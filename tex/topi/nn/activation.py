@@ -30,6 +30,10 @@ def _elementwise(x: Tensor, fbody: Callable[[Expr], Expr], name: str) -> Tensor:
 def relu(x: Tensor) -> Tensor:
     """``max(x, 0)`` elementwise.
 
+    The gradient follows ``max``'s tie rule (the first operand wins a tie), so
+    ``relu'(0) = 1``, as with TVM's ``te.gradient``; PyTorch uses 0, which
+    ``tex.if_then_else(x > 0, x, 0)`` gives.
+
     Example
     -------
     >>> print(topi.nn.relu(tex.placeholder((4,), name="x")))

@@ -2,7 +2,10 @@
 
 Both are means over the batch of ``-sum_c log(p[b, c]) * t[b, c]``, returned as 0-d tensors.
 The logits form goes through the stable ``log_softmax`` instead of ``log(softmax)``, which
-would turn a tiny probability into ``log(0) = -inf``.
+would turn a tiny probability into ``log(0) = -inf``. The probability form takes
+``0 * log(0)`` as 0 (its limit, as ``scipy.special.xlogy``): a class whose target and
+probability are both 0 (a softmax that underflowed) adds 0 to the loss and to both
+gradients instead of a nan.
 """
 from __future__ import annotations
 
@@ -41,7 +44,8 @@ def _batch_mean_loss(log_prob: Callable[[tuple[Expr, ...]], Expr], targets: Tens
 
 
 def cross_entropy(predictions: Tensor, targets: Tensor) -> Tensor:
-    """``-sum(log(predictions) * targets) / batch``: cross entropy of probabilities.
+    """``-sum(log(predictions) * targets) / batch``: cross entropy of probabilities, with
+    ``0 * log(0) = 0`` (a zero target on a zero probability adds nothing, gradients included).
 
     Parameters
     ----------
@@ -71,7 +75,16 @@ def cross_entropy(predictions: Tensor, targets: Tensor) -> Tensor:
     """
     op = "topi.nn.cross_entropy"
     predictions, targets = _check_pair(predictions, targets, op, "predictions")
-    return _batch_mean_loss(lambda idx: te.log(predictions[idx]), targets, "T_cross_entropy")
+    zero = te.const(0, predictions.dtype)
+
+    def log_prob(idx: tuple[Expr, ...]) -> Expr:
+        # log(1) where p = t = 0, so that the term t * log(p) = 0 * log(0) is 0 and its
+        # derivative t / p is 0, not 0 / 0 (see the module docstring)
+        p = predictions[idx]
+        both_zero = te.all(p == zero, targets[idx] == zero)
+        return te.log(te.if_then_else(both_zero, te.const(1, p.dtype), p))
+
+    return _batch_mean_loss(log_prob, targets, "T_cross_entropy")
 
 
 def cross_entropy_with_logits(logits: Tensor, targets: Tensor) -> Tensor:
