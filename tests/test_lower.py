@@ -325,6 +325,22 @@ def test_compute_at_reader_outside_the_loop_is_an_error():
         lower(s, [A, y])
 
 
+def test_compute_at_root_reader_lowered_first_is_an_error():
+    # C (a root stage lowered before D) reads B, which only exists inside D's loop: a
+    # clear error, not an internal "no storage for 'B'"
+    A = tex.placeholder((6,), name="A")
+    B = tex.compute((6,), lambda i: A[i] * 2.0, name="B")
+    C = tex.compute((6,), lambda i: B[i] + 1.0, name="C")
+    D = tex.compute((6,), lambda i: B[i] * C[i], name="D")
+    s = create_schedule(D.op)
+    s[B].compute_at(s[D], D.op.axis[0])
+    with pytest.raises(ValueError, match="'B' is computed at loop 'i' of 'D', but 'C' reads "
+                                         "it outside that loop"):
+        lower(s, [A, D])
+    s[C].compute_at(s[D], D.op.axis[0])  # what the message asks for
+    _run(s, [A, D], [D])
+
+
 def test_partition_peels_the_split_remainder():
     X = tex.placeholder((5, 100), name="X")
     W = tex.placeholder((3, 5), name="W")

@@ -1,10 +1,14 @@
 """Schedule primitives: what they record, and the errors for every misuse."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import tex
+from tex.ir.tensor import PlaceholderOp
+from tex.lower.stmt import Allocate, walk_stmts
 from tex.schedule import Fuse, Split, create_schedule, thread_axis
+from tex.testing import evaluate
 
 
 def _dense():
@@ -156,3 +160,223 @@ def test_rfactor_returns_partial_tensor():
     assert SF.shape == (8, 3) and SF.name == "S.rf"
     assert [iv.kind for iv in s[S].leaf_iter_vars] == ["axis", "reduce"]
     assert s[S].leaf_iter_vars[-1].dom.extent == 8
+
+
+# -- attach points that later loop changes replace ---------------------------------------------
+# compute_at(parent, iv) means "once per value of iv": when iv is later split the stage moves
+# to the inner loop, when it is fused to the fused loop; rfactor and cache_write move the
+# stages computed at loops they take over to the new stage (which now reads them).
+
+def _check_built(s, args, out, seed=0):
+    """Build with LLVM, run, and compare ``out`` to the reference interpreter."""
+    rng = np.random.default_rng(seed)
+    feed = {a: rng.standard_normal(a.shape).astype(a.dtype.numpy) for a in args
+            if isinstance(a.op, PlaceholderOp)}
+    arrays = [feed[a] if a in feed else np.zeros(a.shape, a.dtype.numpy) for a in args]
+    tex.build(s, args)(*arrays)
+    np.testing.assert_allclose(arrays[args.index(out)], evaluate(out, feed), rtol=1e-12,
+                               atol=1e-12)
+
+
+def _blur_rows():
+    # C[i, j] reads a neighbourhood B[i, j .. j + 2] of its producer
+    A = tex.placeholder((5, 23), "float64", name="A")
+    B = tex.compute((5, 23), lambda i, j: A[i, j] * 2.0 + 1.0, name="B")
+    C = tex.compute((5, 21), lambda i, j: B[i, j] + B[i, j + 1] - B[i, j + 2] * 0.5, name="C")
+    return A, B, C
+
+
+def _split4(s, C, i, j):
+    return s[C].split(j, factor=4)[1]  # 21 = 5 * 4 + 1: a guarded remainder
+
+
+def _nparts4(s, C, i, j):
+    return s[C].split(j, nparts=4)[1]
+
+
+def _split_twice(s, C, i, j):
+    _, ji = s[C].split(j, factor=5)
+    return s[C].split(ji, factor=2)[1]
+
+
+def _tile(s, C, i, j):
+    return s[C].tile(i, j, 2, 5)[3]
+
+
+def _fuse(s, C, i, j):
+    return s[C].fuse(i, j)
+
+
+def _split3_fuse_outer(s, C, i, j):
+    jo, ji = s[C].split(j, factor=3)
+    s[C].reorder(jo, i, ji)
+    s[C].fuse(jo, i)
+    return ji
+
+
+def _split3_fuse_with_i(s, C, i, j):
+    jo, ji = s[C].split(j, factor=3)
+    s[C].fuse(i, jo)
+    return ji
+
+
+def _split_then_fuse_inner(s, C, i, j):
+    jo, ji = s[C].split(j, factor=4)
+    s[C].reorder(jo, ji, i)
+    return s[C].fuse(ji, i)
+
+
+@pytest.mark.parametrize("change", [_split4, _nparts4, _split_twice, _tile, _fuse,
+                                    _split3_fuse_outer, _split3_fuse_with_i,
+                                    _split_then_fuse_inner])
+def test_attach_point_follows_split_and_fuse(change):
+    A, B, C = _blur_rows()
+    s = create_schedule(C.op)
+    i, j = C.op.axis
+    s[B].compute_at(s[C], j)
+    expected = change(s, C, i, j)
+    assert s[B].attach_stage is s[C] and s[B].attach_ivar is expected
+    assert expected in s[C].leaf_iter_vars
+    _check_built(s, [A, C], C)
+    # still a window of 3 producer values per value of j
+    allocs = {x.buffer.name: x.buffer.shape[0] for x in walk_stmts(tex.lower(s, [A, C]).body)
+              if isinstance(x, Allocate)}
+    assert allocs == {"B": 3}
+
+
+def test_attach_at_outer_axis_then_fuse_computes_per_fused_iteration():
+    A, B, C = _blur_rows()
+    s = create_schedule(C.op)
+    i, j = C.op.axis
+    s[B].compute_at(s[C], i)
+    f = s[C].fuse(i, j)
+    assert s[B].attach_ivar is f
+    _check_built(s, [A, C], C)
+
+
+def test_inline_then_compute_at_then_fuse_fuzzer_case():
+    # found by the fuzzer: lowering raised "InternalError: no storage for 'C1'"
+    P0 = tex.placeholder((), "float64", name="P0")
+    P1 = tex.placeholder((), "float64", name="P1")
+    T = tex.topi.add(P0, P1)
+    C1 = tex.compute((1, 1), lambda i, j: T[()] * 2.0, name="C1")
+    C2 = tex.compute((1, 1), lambda i, j: tex.if_then_else(tex.all(i >= 0, i < 1), C1[i, j],
+                                                           0.0), name="C2")
+    s = create_schedule(C2.op)
+    s[C1].compute_inline()
+    s[C1].compute_at(s[C2], C2.op.axis[0])  # re-attaches the inlined stage
+    assert s[C1].attach_type == "scope"
+    fused = s[C2].fuse(*C2.op.axis)
+    assert s[C1].attach_ivar is fused
+    _check_built(s, [P0, P1, C2], C2)
+
+
+def _stencil_1d():
+    A = tex.placeholder((9,), "float64", name="A")
+    B = tex.compute((9,), lambda i: A[i] * 3.0 - 1.0, name="B")
+    C = tex.compute((7,), lambda i: B[i] + B[i + 2], name="C")
+    return A, B, C
+
+
+def test_inline_then_compute_at_then_split():
+    A, B, C = _stencil_1d()
+    s = create_schedule(C.op)
+    s[B].compute_inline()
+    s[B].compute_at(s[C], C.op.axis[0])
+    _, ci = s[C].split(C.op.axis[0], factor=3)
+    assert s[B].attach_ivar is ci
+    _check_built(s, [A, C], C)
+
+
+def test_compute_at_then_split_then_inline():
+    A, B, C = _stencil_1d()
+    s = create_schedule(C.op)
+    s[B].compute_at(s[C], C.op.axis[0])
+    s[C].split(C.op.axis[0], factor=3)
+    s[B].compute_inline()
+    assert s[B].attach_type == "inline" and s[B].attach_stage is None
+    _check_built(s, [A, C], C)
+
+
+def _row_sum(n=13):
+    A = tex.placeholder((5, n), "float64", name="A")
+    B = tex.compute((5, n), lambda i, k: tex.exp(A[i, k]) * 2.0, name="B")
+    k = tex.reduce_axis((0, n), name="k")
+    S = tex.compute((5,), lambda i: tex.sum(B[i, k], axis=k), name="S")
+    return A, B, k, S
+
+
+def test_attach_at_reduce_axis_then_split_non_dividing():
+    A, B, k, S = _row_sum()
+    s = create_schedule(S.op)
+    s[B].compute_at(s[S], k)
+    ko, ki = s[S].split(k, factor=5)
+    s[S].reorder(ki, ko)
+    assert s[B].attach_ivar is ki
+    _check_built(s, [A, S], S)
+
+
+def test_nested_attach_points_all_split():
+    A = tex.placeholder((4, 11), "float64", name="A")
+    B = tex.compute((4, 11), lambda i, j: A[i, j] + 1.0, name="B")
+    C = tex.compute((4, 10), lambda i, j: B[i, j] * B[i, j + 1], name="C")
+    D = tex.compute((4, 9), lambda i, j: C[i, j] - C[i, j + 1], name="D")
+    s = create_schedule(D.op)
+    s[C].compute_at(s[D], D.op.axis[1])
+    s[B].compute_at(s[C], C.op.axis[1])
+    _, cji = s[C].split(C.op.axis[1], factor=2)
+    jo, dji = s[D].split(D.op.axis[1], factor=4)
+    s[D].fuse(D.op.axis[0], jo)
+    assert (s[B].attach_ivar, s[C].attach_ivar) == (cji, dji)
+    _check_built(s, [A, D], D)
+
+
+def test_rfactor_moves_attach_points_to_the_partial_results():
+    A, B, k, S = _row_sum(12)
+    s = create_schedule(S.op)
+    ko, ki = s[S].split(k, factor=5)
+    s[B].compute_at(s[S], ko)
+    SF = s.rfactor(S, ko, factor_axis=1)
+    assert s[B].attach_stage is s[SF] and s[B].attach_ivar is SF.op.axis[1]
+    s[SF].compute_at(s[S], S.op.axis[0])
+    s[SF].split(SF.op.axis[1], factor=2)  # 3 partial sums: a guarded remainder
+    _check_built(s, [A, S], S)
+
+
+def test_rfactor_moves_attach_at_unsplit_spatial_axis():
+    A, B, k, S = _row_sum(12)
+    s = create_schedule(S.op)
+    s[B].compute_at(s[S], S.op.axis[0])
+    _, ki = s[S].split(k, factor=4)
+    SF = s.rfactor(S, ki)
+    assert s[B].attach_stage is s[SF] and s[B].attach_ivar is SF.op.axis[1]
+    _check_built(s, [A, S], S)
+
+
+def test_rfactor_keeps_attach_at_split_spatial_axis_and_lower_explains():
+    A, B, k, S = _row_sum(12)
+    s = create_schedule(S.op)
+    io, _ = s[S].split(S.op.axis[0], factor=2)
+    _, ki = s[S].split(k, factor=5)
+    s[B].compute_at(s[S], io)
+    SF = s.rfactor(S, ki)
+    assert s[B].attach_stage is s[S] and s[B].attach_ivar is io
+    with pytest.raises(ValueError, match=r"'B' is computed at loop 'i.outer' of 'S', but "
+                                         r"'S.rf' reads it outside that loop"):
+        tex.lower(s, [A, S])
+    s[SF].compute_at(s[S], io)  # what the message asks for
+    _check_built(s, [A, S], S)
+
+
+@pytest.mark.parametrize("at_reduce", [False, True])
+def test_cache_write_moves_attach_points_to_the_cache_stage(at_reduce):
+    A, B, k, S = _row_sum()
+    s = create_schedule(S.op)
+    s[B].compute_at(s[S], k if at_reduce else S.op.axis[0])
+    SL = s.cache_write(S, "local")
+    assert s[B].attach_stage is s[SL]
+    assert s[B].attach_ivar is (SL.op.reduce_axis[0] if at_reduce else SL.op.axis[0])
+    _check_built(s, [A, S], S)
+    _, ii = s[S].split(S.op.axis[0], factor=2)
+    s[SL].compute_at(s[S], ii)
+    _check_built(s, [A, S], S)

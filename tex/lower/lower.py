@@ -194,8 +194,15 @@ class _Lowerer:
         self.attached: dict[tuple[int, IterVar], list[Stage]] = {}
         for st in sch.stages:
             if st.attach_type == "scope":
-                assert st.attach_stage is not None and st.attach_ivar is not None
-                self.attached.setdefault((id(st.attach_stage), st.attach_ivar), []).append(st)
+                parent, iv = st.attach_stage, st.attach_ivar
+                assert parent is not None and iv is not None
+                if not any(iv is v for v in parent.leaf_iter_vars):
+                    raise debug.InternalError(
+                        f"lower: '{st.name}' is computed at '{iv.name}', which is no longer a "
+                        f"loop of '{parent.name}' (its loops are "
+                        f"{', '.join(v.name for v in parent.leaf_iter_vars)})")
+                self.check_readers(st)
+                self.attached.setdefault((id(parent), iv), []).append(st)
         self.bodies: dict[Stage, list[Expr]] = {}
         # GPU lowering: loops bound to thread indices are hoisted outermost in each stage,
         # guards on thread indices wrap only the stage's own stores, reductions over a
@@ -358,6 +365,18 @@ class _Lowerer:
         return _wrap_guards(top_guards, _assemble(levels, 0, reduce_pos, inner))
 
     # -- compute_at -----------------------------------------------------------------------------
+    def check_readers(self, child: Stage) -> None:
+        """Every stage that reads ``child`` (but its attach stage) must be computed inside
+        the same loop nest: attached to the same stage (the level is checked by
+        ``infer_region``)."""
+        parent = child.attach_stage
+        assert parent is not None and child.attach_ivar is not None
+        for other in self.sch.stages:
+            if other in (parent, child) or other.attach_type == "inline" or \
+                    other.attach_stage is parent or not self.sch._reads(other, child):
+                continue
+            raise _outside_reader(child, parent, child.attach_ivar.name, other)
+
     def scope_of(self, child: Stage, enclosing: Sequence[_Level]) -> str:
         """The memory scope of an attached stage: its own if set; on a GPU, by default
         ``local`` inside a thread index, ``shared`` inside a block index only (as TVM)."""
@@ -390,10 +409,7 @@ class _Lowerer:
                 continue
             j = siblings.get(other)
             if j is None or j < k or other not in regions:
-                raise ValueError(
-                    f"lower: '{child.name}' is computed at loop '{loop}' of '{parent.name}', "
-                    f"but '{other.name}' reads it outside that loop; compute '{other.name}' "
-                    f"inside it too (at '{loop}' or deeper), or compute_root '{child.name}'")
+                raise _outside_reader(child, parent, loop, other)
             # the sibling's axes range over its own region, its reductions over their domains
             box = regions[other]
             qpoint: dict[Var, Expr] = {}
@@ -561,6 +577,13 @@ class _Lowerer:
                                  "(a tex.var); pass it in args to make it a scalar argument")
             return None
         return rewrite(e, fn)
+
+
+def _outside_reader(child: Stage, parent: Stage, loop: str, other: Stage) -> ValueError:
+    return ValueError(
+        f"lower: '{child.name}' is computed at loop '{loop}' of '{parent.name}', but "
+        f"'{other.name}' reads it outside that loop; compute '{other.name}' inside it too "
+        f"(at '{loop}' or deeper), or compute_root '{child.name}'")
 
 
 def _store_all(targets: Sequence[tuple[Tensor, Expr]], values: Sequence[Expr],

@@ -93,6 +93,11 @@ def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0) 
     rf_stage = Stage(rf_op, sch)
     sch._insert_stage(rf_stage, stage)
     sch._replace_op(stage, new_op)
+    # the stages computed at a reduction loop (or an unsplit spatial axis) of the
+    # reduction follow the partial results, which now read them
+    loops: dict[IterVar, IterVar] = {axis: factor_iv, **new_reduce}
+    loops.update((iv, new) for iv, new in zip(op.axis, spatial) if iv in stage.leaf_iter_vars)
+    sch._move_attached(stage, rf_stage, loops)
     keep = [iv for iv in stage.leaf_iter_vars if iv.kind != "reduce"]
     stage.leaf_iter_vars = [*keep, r]
     stage.all_iter_vars.append(r)

@@ -157,11 +157,18 @@ class Stage:
                          f"{', '.join(v.name for v in self.leaf_iter_vars)})")
 
     def _replace_leaf(self, old: Sequence[IterVar], new: Sequence[IterVar]) -> None:
+        """Replace the loops ``old`` by ``new`` (outer first). Stages computed at one of
+        the ``old`` loops move to the innermost new loop (a split's inner loop, the fused
+        loop): computing "at ``i``" means once per value of ``i``, inside every loop that
+        enumerates it, so the region each computes stays what one value of ``i`` reads."""
         pos = min(self.leaf_iter_vars.index(v) for v in old)
         leaves = [v for v in self.leaf_iter_vars if v not in old]
         leaves[pos:pos] = new
         self.leaf_iter_vars = leaves
         self.all_iter_vars.extend(new)
+        for st in self.schedule.stages:
+            if st.attach_stage is self and any(st.attach_ivar is v for v in old):
+                st.attach_ivar = new[-1]
 
     # -- loop structure ---------------------------------------------------------------------
     def split(self, parent: IterVar, factor: int | None = None,
@@ -311,7 +318,11 @@ class Stage:
 
     def compute_at(self, parent: Stage, iv: IterVar) -> None:
         """Compute the part of this operation that ``parent`` needs inside ``parent``'s loop
-        ``iv`` (the region is found by bound inference when lowering)."""
+        ``iv`` (the region is found by bound inference when lowering).
+
+        The attach point follows later loop changes of ``parent``: if ``iv`` is split, this
+        stage is computed at the inner loop; if fused, at the fused loop (once per value
+        of ``iv`` either way)."""
         if not isinstance(parent, Stage):
             raise TypeError(f"compute_at on stage '{self.name}': expected a Stage (s[T]), got "
                             f"{type(parent).__name__}")
@@ -438,6 +449,16 @@ class Schedule:
                 continue
             self._replace_op(st, ComputeOp(op.name, op.axis, body, op.tag, op.attrs))
 
+    def _move_attached(self, stage: Stage, new: Stage, loops: dict[IterVar, IterVar]) -> None:
+        """After ``new`` took over the computation of ``stage`` (cache_write, rfactor): the
+        stages computed at a loop of ``stage`` that ``loops`` maps to a loop of ``new`` are
+        computed there instead (``new`` now reads them). Attachments at loops without a
+        counterpart stay (``tex.lower`` names a reader computed outside the loop)."""
+        for st in self.stages:
+            if st.attach_stage is stage and st.attach_ivar in loops:
+                st.attach_stage = new
+                st.attach_ivar = loops[st.attach_ivar]
+
     def _insert_stage(self, stage: Stage, before: Stage | None) -> None:
         idx = len(self.stages) if before is None else self.stages.index(before)
         self.stages.insert(idx, stage)
@@ -499,6 +520,8 @@ class Schedule:
         self._replace_op(stage, copy_op)
         stage.all_iter_vars = list(op.axis)
         stage.leaf_iter_vars = list(op.axis)
+        loops = dict(zip(op.axis, axis)) | {iv: iv for iv in op.reduce_axis}
+        self._move_attached(stage, cache_stage, loops)
         return cache_op.output(0)
 
     def rfactor(self, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
