@@ -43,7 +43,7 @@ from ..ir.visit import post_order, substitute
 from .bounds import DomainLike, Interval, normalize_dom
 from .rules import Analyzer, LinearForm, chain_operands
 
-__all__ = ["SolvedDomain", "solve_domain"]
+__all__ = ["SolvedDomain", "solve_domain", "box_of"]
 
 
 @dataclass
@@ -281,6 +281,29 @@ def _inequalities(cond: Expr, an: Analyzer) -> list[LinearForm] | None:
         case Op.EQ:
             return [d, d.scale(-1)]
     return None
+
+
+def box_of(cond: Expr, dom: dict[Var, Interval]) -> dict[Var, Interval]:
+    """The bounding box of the points of ``dom`` (bounded variables) where ``cond`` holds,
+    from its atoms that bound one variable (``p < 2``, ``2 * q >= 3``); the others are
+    ignored, so the box may be larger than the set, never smaller."""
+    an = Analyzer(dom)
+    box = dict(dom)
+    for atom in chain_operands(cond, Op.AND):
+        for f in _inequalities(atom, an) or ():
+            if len(f.terms) != 1:
+                continue
+            (v, k), = f.terms.items()
+            if v not in box:
+                continue
+            iv = box[v]
+            if k > 0:  # k v + c >= 0: v >= ceil(-c / k)
+                lo = -(f.const // k)
+                box[v] = Interval(max(iv.lo, lo), iv.hi)
+            else:  # v <= floor(c / -k)
+                hi = f.const // -k
+                box[v] = Interval(iv.lo, min(iv.hi, hi))
+    return box
 
 
 def _frac_bounds(lf: LinearForm, div: int,

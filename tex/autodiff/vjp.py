@@ -30,9 +30,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .. import te
-from ..arith import Analyzer, dom_of
-from ..arith.rules import chain_operands
-from ..arith.solve import solve_domain
+from ..arith import Analyzer, Bounds, Interval, dom_of, normalize_dom
+from ..arith.solve import box_of, solve_domain
 from ..dtype import DType, boolean, int32
 from ..ir import fold
 from ..ir.expr import (
@@ -52,7 +51,7 @@ from ..ir.expr import (
 )
 from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
 from ..ir.verify import check_compute_body
-from ..ir.visit import post_order, substitute
+from ..ir.visit import post_order, rewrite, substitute
 from ..topi.utils import index_names
 from .derivative import partials, tangent
 
@@ -153,22 +152,45 @@ def guarded_and(guard: Expr, cond: Expr) -> Expr:
     return fold.binary(Op.AND, guard, fold.select(guard, cond, Const(False, boolean)))
 
 
-def guard_reads(cond: Expr) -> Expr:
-    """A conjunction with its read-free atoms guarding those that read tensors: after
-    solving, ``argsel[p - k] == k`` must not be read where ``p - k`` is out of range."""
-    atoms = chain_operands(cond, Op.AND)
+def guard_reads(cond: Expr, dom: dict[Var, Range]) -> Expr:
+    """``cond`` (a conjunction, after solving) with no tensor read outside its tensor.
+
+    Two kinds of read can fall outside:
+
+    * a read at a data-dependent index (``C_argsel[a, R_argsel[] // 2 - 2 * a]``, or an
+      ``argsel`` holding the ``init`` sentinel where no point matched a NaN) that interval
+      bounds over ``dom`` cannot prove in range: it becomes ``select(in range, read, 0)``.
+      Where it is out of range, the other conditions are false or an enclosing ``select``
+      discards it, so the value there does not matter;
+    * a read at an affine index that the read-free atoms keep in range
+      (``argsel[p - k] == k`` with ``0 <= p - k``): the atoms that read are evaluated
+      only where the read-free ones hold, through ``select`` (``&&`` does not guard
+      reads)."""
+    bounds = Bounds(dom)
+
+    def local(node: Expr) -> Expr | None:
+        if not isinstance(node, TensorRead) or not any(
+                isinstance(n, TensorRead) for ix in node.indices for n in post_order(ix)):
+            return None
+        ranges: list[Expr] = []
+        for ix, n in zip(node.indices, node.tensor.shape):
+            iv = bounds(ix)
+            if iv.lo < 0:
+                ranges.append(fold.compare(Op.GE, ix, Const(0, ix.dtype)))
+            if iv.hi >= n:
+                ranges.append(fold.compare(Op.LT, ix, Const(n, ix.dtype)))
+        if not ranges:
+            return None
+        return fold.select(fold.conjoin(ranges), node, Const(0, node.dtype))
+
+    cond = rewrite(cond, local)
+    atoms = fold.conjuncts(cond)
     reads = [any(isinstance(n, TensorRead) for n in post_order(a)) for a in atoms]
     free = [a for a, r in zip(atoms, reads) if not r]
     reading = [a for a, r in zip(atoms, reads) if r]
     if not reading or not free:
         return cond
-    guard: Expr = Const(True, boolean)
-    for a in free:
-        guard = fold.binary(Op.AND, guard, a)
-    rest: Expr = Const(True, boolean)
-    for a in reading:
-        rest = fold.binary(Op.AND, rest, a)
-    return guarded_and(guard, rest)
+    return guarded_and(fold.conjoin(free), fold.conjoin(reading))
 
 
 def _lift(e: Expr) -> tuple[list[Expr], Expr]:
@@ -199,6 +221,10 @@ def _lift(e: Expr) -> tuple[list[Expr], Expr]:
             if ca:
                 return ca, fold.cast(dtype, va)
     return [], e
+
+
+def _vars(e: Expr) -> set[Var]:
+    return {n for n in post_order(e) if isinstance(n, Var)}
 
 
 def _is_zero(e: Expr) -> bool:
@@ -245,24 +271,48 @@ class _Edge:
         dom = {**dom_of(self.axis), **dom_of(solved.axes)}
         value = Analyzer(dom).rewrite(value)
         if not solved.axes:
-            self.terms.append(fold.select(guard_reads(solved.outer), value,
+            self.terms.append(fold.select(guard_reads(solved.outer, dom), value,
                                           Const(0.0, value.dtype)))
             return
-        cond = guard_reads(fold.binary(Op.AND, solved.outer, solved.inner))
+        # The sum is computed over the gradient indices it uses (a read at a constant index
+        # under a broadcast, C[i, j] = P[0], uses none of P's) and within the box the
+        # outer conditions allow (p < 2), then selected into the gradient: |box| x |inner|
+        # + |grad| iterations instead of |grad| x |inner|.
+        used = _vars(value) | _vars(solved.inner)
+        ax = [iv for iv in self.axis if iv.var in used]
+        box = box_of(solved.outer, {iv.var: Interval(0, iv.dom.extent - 1) for iv in ax})
+        if any(b.lo > b.hi for b in box.values()):
+            return
+        whole = len(ax) == len(self.axis) and all(
+            box[iv.var].lo == 0 and box[iv.var].hi == iv.dom.extent - 1 for iv in ax)
+        kept = {iv.var for iv in ax}
+        outer_in = [a for a in fold.conjuncts(solved.outer) if _vars(a) <= kept]
+        cond = fold.conjoin([*outer_in, solved.inner])
+        if not whole:  # drop the atoms the box already enforces
+            cond = Analyzer({**normalize_dom(dom), **box}).rewrite(cond)
+        cond = guard_reads(cond, dom)
         self.count += 1
         name = _ident(f"{self.inp.name}_grad_{self.out.name}")
         if self.count > 1:
             name += f"_{self.count}"
-        ax, inner_axes = self.axis, solved.axes
+        inner_axes = solved.axes
 
         def body(v: tuple[Expr, ...]) -> Expr:
-            m = {iv.var: x for iv, x in zip(ax, v)}
+            m = {iv.var: fold.binary(Op.ADD, x, Const(box[iv.var].lo, int32))
+                 for iv, x in zip(ax, v)}
             return te.sum(substitute(value, m), axis=list(inner_axes),
                           where=substitute(cond, m))
 
-        t = make_compute(name, self.shape, body, self.names)
-        self.tensors.append(t)
-        self.terms.append(TensorRead(t, self.axis_vars()))
+        if whole:
+            t = make_compute(name, self.shape, body, self.names)
+            self.tensors.append(t)
+            self.terms.append(TensorRead(t, self.axis_vars()))
+            return
+        t = make_compute(name + "_sum", [box[iv.var].hi - box[iv.var].lo + 1 for iv in ax],
+                         body, [iv.var.name for iv in ax])
+        at = [fold.binary(Op.SUB, iv.var, Const(box[iv.var].lo, int32)) for iv in ax]
+        self.terms.append(fold.select(guard_reads(solved.outer, dom), TensorRead(t, at),
+                                      Const(0.0, value.dtype)))
 
     def axis_vars(self) -> list[Expr]:
         return [iv.var for iv in self.axis]

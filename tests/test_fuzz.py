@@ -1,0 +1,263 @@
+"""Property-based fuzzing of the whole pipeline on random programs (``fuzz_programs.py``).
+
+Every generated program is checked for:
+
+(a) the LLVM build, under the auto-schedule and under a random legal schedule, equals the
+    reference interpreter ``tex.testing.evaluate``;
+(b) ``differentiate`` agrees with central finite differences (float64);
+(c) reverse and forward mode agree: ``<v, J u>`` from ``differentiate`` with head ``v``
+    and from ``jvp`` with tangents ``u``;
+(d) a second differentiation agrees with finite differences of the first;
+(e) for programs whose indices are affine, the gradient's ``iteration_count`` is at most
+    2 x the forward's times the number of inputs (plus one write per input element).
+
+The examples are derandomized (a fixed seed) and bounded for CI: ``TEX_FUZZ_EXAMPLES=N``
+(default 30) runs N programs per property. Every failure found is kept below as an
+``@example``-style regression test (``test_regression_*``).
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import pytest
+from fuzz_programs import Program, feed, programs
+from hypothesis import HealthCheck, given, note, settings
+from hypothesis import strategies as st
+
+import tex
+from tex.autodiff import iteration_count, jvp
+from tex.ir.tensor import ComputeOp
+from tex.schedule import auto_schedule
+from tex.testing import check_grad, evaluate
+
+EXAMPLES = int(os.environ.get("TEX_FUZZ_EXAMPLES", "30"))
+
+FUZZ = settings(max_examples=EXAMPLES, derandomize=True, database=None, deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                       HealthCheck.filter_too_much])
+
+TOL = {"float64": (1e-9, 1e-9), "float32": (2e-5, 2e-5)}
+
+
+def assert_matches(got: np.ndarray, want: np.ndarray, dtype: str) -> None:
+    rtol, atol = TOL[dtype]
+    scale = max(1.0, float(np.max(np.abs(want), initial=0.0)))
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol * scale)
+
+
+def run_built(s: Any, prog: Program, data: dict[tex.Tensor, np.ndarray]) -> np.ndarray:
+    f = tex.build(s, [*prog.inputs, prog.out], name="fuzz")
+    result = np.full(prog.out.shape, np.nan, prog.dtype)
+    f(*(data[p] for p in prog.inputs), result)
+    return result
+
+
+# -- random schedules ------------------------------------------------------------------------
+def _leaf(data: st.DataObject, stage: Any) -> Any:
+    return data.draw(st.sampled_from(stage.leaf_iter_vars))
+
+
+def _split(data: st.DataObject, s: Any, stage: Any) -> str:
+    iv = _leaf(data, stage)
+    factor = data.draw(st.integers(1, 6))
+    stage.split(iv, factor=factor)
+    return f"split({iv.name}, {factor})"
+
+
+def _reorder(data: st.DataObject, s: Any, stage: Any) -> str:
+    order = data.draw(st.permutations(stage.leaf_iter_vars))
+    stage.reorder(*order)
+    return f"reorder({', '.join(v.name for v in order)})"
+
+
+def _fuse(data: st.DataObject, s: Any, stage: Any) -> str:
+    leaves = stage.leaf_iter_vars
+    pos = data.draw(st.integers(0, max(0, len(leaves) - 2)))
+    pair = leaves[pos:pos + 2]
+    stage.fuse(*pair)
+    return f"fuse({', '.join(v.name for v in pair)})"
+
+
+def _annotate(kind: str) -> Any:
+    def apply(data: st.DataObject, s: Any, stage: Any) -> str:
+        iv = _leaf(data, stage)
+        getattr(stage, kind)(iv)
+        return f"{kind}({iv.name})"
+    return apply
+
+
+def _inline(data: st.DataObject, s: Any, stage: Any) -> str:
+    stage.compute_inline()
+    return "compute_inline()"
+
+
+def _compute_at(data: st.DataObject, s: Any, stage: Any) -> str:
+    parent = data.draw(st.sampled_from(_stages(s)))
+    if not parent.leaf_iter_vars:
+        return "compute_at: no loops"
+    iv = _leaf(data, parent)
+    stage.compute_at(parent, iv)
+    return f"compute_at({parent.name}, {iv.name})"
+
+
+PRIMITIVES = {
+    "split": _split, "reorder": _reorder, "fuse": _fuse, "parallel": _annotate("parallel"),
+    "vectorize": _annotate("vectorize"), "unroll": _annotate("unroll"),
+    "compute_inline": _inline, "compute_at": _compute_at,
+}
+
+
+def _stages(s: Any) -> list[Any]:
+    return [stage for stage in s.stages if isinstance(stage.op, ComputeOp)]
+
+
+def random_schedule(data: st.DataObject, out: tex.Tensor) -> Any:
+    """A schedule of ``out`` after 0-8 random primitives; a primitive the schedule refuses
+    (``ValueError``/``TypeError``: an illegal choice, such as inlining a reduction) is
+    dropped, and the refusal must leave the schedule as it was."""
+    s = tex.create_schedule(out.op)
+    for _ in range(data.draw(st.integers(0, 8))):
+        stage = data.draw(st.sampled_from(_stages(s)))
+        name = data.draw(st.sampled_from(sorted(PRIMITIVES)))
+        if not stage.leaf_iter_vars and name not in ("compute_inline", "compute_at"):
+            continue
+        before = _state(s)
+        try:
+            note(f"s[{stage.name}].{PRIMITIVES[name](data, s, stage)}")
+        except (ValueError, TypeError) as e:
+            assert _state(s) == before, f"refused {name} changed the schedule: {e}"
+    return s
+
+
+def _state(s: Any) -> list[Any]:
+    return [(st.name, list(st.leaf_iter_vars), dict(st.annotations), st.attach_type,
+             st.attach_stage, st.attach_ivar) for st in s.stages]
+
+
+# -- properties ------------------------------------------------------------------------------
+@FUZZ
+@given(programs(dtypes=("float64", "float32")), st.data())
+def test_build_matches_interpreter(prog: Program, data: st.DataObject) -> None:
+    """(a) the compiled program equals the interpreter, auto-scheduled and randomly
+    scheduled."""
+    values = feed(prog)
+    want = evaluate(prog.out, values)
+    assert_matches(run_built(auto_schedule(prog.out), prog, values), want, prog.dtype)
+    assert_matches(run_built(random_schedule(data, prog.out), prog, values), want, prog.dtype)
+
+
+@FUZZ
+@given(programs())
+def test_gradient_matches_finite_differences(prog: Program) -> None:
+    """(b) reverse mode against central differences."""
+    inputs = prog.used_inputs()
+    if inputs:
+        check_grad(prog.out, inputs, data=feed(prog), rtol=1e-5, atol=1e-7)
+
+
+@FUZZ
+@given(programs())
+def test_forward_and_reverse_mode_agree(prog: Program) -> None:
+    """(c) <v, J u> computed by differentiate (head v) and by jvp (tangents u)."""
+    inputs = prog.used_inputs()
+    if not inputs:
+        return
+    rng = np.random.default_rng(1)
+    values = feed(prog)
+    head = tex.placeholder(prog.out.shape, prog.dtype, name="head")
+    tangents = [tex.placeholder(p.shape, prog.dtype, name=f"d{p.name}") for p in inputs]
+    values[head] = rng.standard_normal(head.shape)
+    values.update({t: rng.standard_normal(t.shape) for t in tangents})
+    grads = evaluate(list(tex.differentiate(prog.out, inputs, head)), values)
+    reverse = sum(float(np.sum(g * values[t])) for g, t in zip(grads, tangents))
+    forward = float(np.sum(evaluate(jvp(prog.out, inputs, tangents), values) * values[head]))
+    assert forward == pytest.approx(reverse, rel=1e-9, abs=1e-9)
+
+
+@FUZZ
+@given(programs(max_steps=4))
+def test_second_derivative_matches_finite_differences(prog: Program) -> None:
+    """(d) the gradient of the gradient against central differences of the gradient."""
+    inputs = prog.used_inputs()
+    if not inputs:
+        return
+    head = tex.placeholder(prog.out.shape, prog.dtype, name="head")
+    values = feed(prog)
+    values[head] = np.random.default_rng(2).standard_normal(head.shape)
+    grad = tex.differentiate(prog.out, inputs[:1], head)[0]
+    check_grad(grad, inputs, data=values, rtol=1e-5, atol=1e-7)
+
+
+@FUZZ
+@given(programs())
+def test_gradient_cost_is_bounded(prog: Program) -> None:
+    """(e) affine programs: gradient iterations <= 2 x forward iterations x inputs, plus
+    one write per input element: a gradient fills its input's whole shape, zeros included,
+    however little the forward reads (``C[] = P[0]`` costs 1, its gradient 3 for a
+    3-vector ``P``).
+
+    A max/min reduction's gradient needs its value (recomputed), the index of the selected
+    point (``argsel``, a second pass) and the gradient pass: 3 x forward; programs with one
+    are held to that factor."""
+    inputs = prog.used_inputs()
+    if not inputs or not prog.affine:
+        return
+    head = tex.placeholder(prog.out.shape, prog.dtype, name="head")
+    forward = iteration_count(prog.out)
+    writes = sum(int(np.prod(p.shape)) for p in inputs)
+    grads = list(tex.differentiate(prog.out, inputs, head))
+    factor = 3 if prog.selects else 2
+    assert iteration_count(*grads) <= factor * forward * len(inputs) + writes
+
+
+# -- regressions: failures the fuzzer found, kept as plain tests ------------------------------
+def _jvp_value(out: tex.Tensor, x: tex.Tensor, xv: np.ndarray, dv: np.ndarray) -> np.ndarray:
+    dx = tex.placeholder(x.shape, x.dtype, name="dx")
+    return evaluate(jvp(out, [x], [dx]), {x: xv, dx: dv})
+
+
+def test_regression_jvp_of_a_tuple_reduction_keeps_its_tangent_slot() -> None:
+    """The tangent of ``max`` is slot 1 of a (value, tangent) reduction; tidying the jvp
+    rebuilt only body 0, so the jvp returned the value (0.3) instead of the tangent (2)."""
+    x = tex.placeholder((1, 1), "float64", name="x")
+    red = tex.topi.max(tex.topi.transpose(x, (1, 0)), axis=(0,))
+    got = _jvp_value(red, x, np.array([[0.3]]), np.array([[2.0]]))
+    np.testing.assert_array_equal(got, [2.0])
+
+
+def test_regression_max_gradient_guards_reads_at_argsel_indices() -> None:
+    """The gradient of a max over a max reads ``C_argsel`` at an index computed from
+    ``R_argsel``; its range conditions read too, so nothing guarded the read, and it fell
+    outside ``C_argsel`` (the compiled code loaded out of bounds, ``evaluate`` raised)."""
+    p = tex.placeholder((), "float64", name="p")
+    k = tex.reduce_axis((0, 1), name="k")
+    c = tex.compute((2, 2, 2), lambda a, b, d: tex.max(p[()], axis=k), name="c")
+    r = tex.topi.max(c, axis=(0, 1, 2))
+    head = tex.placeholder((), "float64", name="head")
+    grad = tex.differentiate(r, [p], head)[0]
+    values = {p: np.array(0.5), head: np.array(2.0)}
+    assert evaluate(grad, values) == 2.0
+    f = tex.build([grad])
+    out = np.zeros(())
+    f(values[p], values[head], out)  # placeholders in creation order, then the output
+    assert out == 2.0
+    check_grad(r, [p], data={p: values[p]})
+
+
+def test_regression_min_against_padding_sends_the_gradient_to_the_other_operand() -> None:
+    """``min(pad(T)[i], q)``: at the padded points the value is 0 and wins when q > 0...
+    the gradient of q lost those points when the solved condition was wrapped in a guard
+    that made it false wherever the (already select-guarded) read of T fell out of range."""
+    p = tex.placeholder((1,), "float64", name="p")
+    q = tex.placeholder((), "float64", name="q")
+    t = tex.compute((1,), lambda a: p[0] * 2.0, name="t")
+    padded = tex.compute((3,), lambda a: tex.if_then_else(tex.all(a >= 0, a < 1), t[a], 0.0),
+                         name="padded")
+    out = tex.topi.minimum(padded, q)
+    head = tex.placeholder((3,), "float64", name="head")
+    values = {p: np.array([0.5]), q: np.array(-1.0), head: np.array([1.0, 2.0, 4.0])}
+    dq = evaluate(tex.differentiate(out, [q], head)[0], values)
+    assert dq == 7.0  # q = -1 is below every element: all of head goes to q
+    check_grad(out, [p, q], data={p: values[p], q: values[q]})
