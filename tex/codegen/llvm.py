@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
+from llvmlite.binding.newpassmanagers import NewPassManager
 
 from .. import debug
 from ..arith import Analyzer
@@ -104,7 +105,7 @@ from . import tables
 from .vecmath import VECMATH, vecmath_function
 
 __all__ = ["CodegenOptions", "CompiledModule", "HostTarget", "host_target", "emit_llvm",
-           "compile_llvm", "optimize", "lane_stride", "covered_ops",
+           "compile_llvm", "optimize", "run_default_pipeline", "lane_stride", "covered_ops",
            "MAX_STACK_BYTES", "LLVM_LOCK"]
 
 MAX_STACK_BYTES = 64 * 1024  # larger Allocate buffers go to malloc
@@ -266,13 +267,18 @@ class CompiledModule:
     status_symbol: str | None  # global i32 set to 1 when malloc failed, if any
     notes: tuple[str, ...] = ()  # vectorization decisions, for tests and TEX_DUMP
     _asm: str | None = field(default=None, repr=False)
+    # the module's own LLVM context (LLVM uniques constants and metadata per context and
+    # frees them only with it); the JIT disposes module and context once the code is emitted
+    context: llvm.ContextRef | None = field(default=None, repr=False)
 
     @property
     def asm(self) -> str:
         """Host assembly of the optimized module (generated on first use)."""
         if self._asm is None:
             with LLVM_LOCK:
-                mod = llvm.parse_assembly(self.llvm_ir_opt)
+                # a context of its own, freed with the module (the global one keeps
+                # every module's constants and metadata)
+                mod = llvm.parse_assembly(self.llvm_ir_opt, context=llvm.create_context())
                 self._asm = host_target().target_machine().emit_assembly(mod)
         return self._asm
 
@@ -1492,23 +1498,45 @@ def bind_params(f: _FunctionEmitter, fn: ir.Function, params: Sequence[Param]) -
             f.vars[p.var] = v
 
 
-def optimize(text: str, host: HostTarget | None = None) -> llvm.ModuleRef:
-    """Parse, verify and optimize (O3 for the host) LLVM IR text."""
+def optimize(text: str, host: HostTarget | None = None,
+             context: llvm.ContextRef | None = None) -> llvm.ModuleRef:
+    """Parse (into ``context``, default LLVM's global one), verify and optimize (O3 for the
+    host) LLVM IR text."""
     host = host or host_target()
     with LLVM_LOCK:
         try:
-            mod = llvm.parse_assembly(text)
+            mod = llvm.parse_assembly(text, context=context)
             mod.verify()
         except RuntimeError as err:
             raise InternalError(f"generated LLVM IR does not verify: {err}", text) from None
-        tm = host.target_machine()
         pto = llvm.create_pipeline_tuning_options(speed_level=3)
         pto.loop_vectorization = True
         pto.slp_vectorization = True
         pto.loop_unrolling = True
-        pb = llvm.create_pass_builder(tm, pto)
-        pb.getModulePassManager().run(mod, pb)
+        run_default_pipeline(mod, host.target_machine(), pto)
         return mod
+
+
+def run_default_pipeline(mod: llvm.ModuleRef, tm: llvm.TargetMachine,
+                         pto: llvm.PipelineTuningOptions) -> None:
+    """Run LLVM's default per-module pipeline (``pto``'s speed level) on ``mod``, then free
+    the pipeline.
+
+    llvmlite (0.44 to 0.50 at least) never frees a ``ModulePassManager``: the no-op
+    ``ObjectRef._dispose`` comes before ``NewPassManager._dispose`` in its MRO, so every
+    optimization leaked its O3 pipeline (73 KB after a small kernel, 400 KB after a dense
+    gradient, for good). It is disposed here explicitly; ``detach`` keeps ``__del__`` (and
+    a future llvmlite that fixes the MRO) from freeing it twice. A fresh ``PassBuilder``
+    per run: a reused one collects instrumentation callbacks from every run, each later
+    run slower (each builder still leaks its callbacks object, about 1.5 KB).
+    """
+    pb = llvm.create_pass_builder(tm, pto)
+    mpm = pb.getModulePassManager()
+    try:
+        mpm.run(mod, pb)
+    finally:
+        NewPassManager._dispose(mpm)
+        mpm.detach()
 
 
 def compile_llvm(func: LoweredFunc, options: CodegenOptions | None = None) -> CompiledModule:
@@ -1533,11 +1561,15 @@ def compile_llvm(func: LoweredFunc, options: CodegenOptions | None = None) -> Co
     options = options or CodegenOptions()
     text, notes, has_status = emit_llvm(func, options)
     debug.dump("llvm", text)
-    mod = optimize(text)
+    # a context per module: the global one would keep every module's uniqued constants and
+    # metadata for good (10 to 15 KB per kernel)
+    context = llvm.create_context()
+    mod = optimize(text, context=context)
     opt_text = str(mod)
     debug.dump("llvm.opt", opt_text)
     compiled = CompiledModule(func.name, text, opt_text, mod,
-                              f"{func.name}.status" if has_status else None, tuple(notes))
+                              f"{func.name}.status" if has_status else None, tuple(notes),
+                              context=context)
     if debug.should_dump("asm"):
         debug.dump("asm", compiled.asm)
     return compiled

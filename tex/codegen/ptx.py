@@ -62,6 +62,7 @@ from .llvm import (
     _scalar_type,
     _storage_type,
     bind_params,
+    run_default_pipeline,
 )
 from .vecmath import FALLBACK, VECMATH, fallback_function, vecmath_function
 
@@ -332,15 +333,18 @@ def compile_ptx(program: DeviceProgram, target: CudaTarget | None = None,
     text = emit_ptx_llvm(program, target, options, libdevice is not None)
     debug.dump("ptx.llvm", text)
     kernels = {k.name for k in program.kernels}
+    # a context of its own, freed with the module (the module holds it): LLVM's global one
+    # would keep every module's uniqued constants and metadata for good
+    context = llvm.create_context()
     with LLVM_LOCK:
         try:
-            mod = llvm.parse_assembly(text)
+            mod = llvm.parse_assembly(text, context=context)
             mod.verify()
         except RuntimeError as err:
             raise InternalError(f"generated NVPTX LLVM IR does not verify: {err}",
                                 text) from None
         if libdevice is not None and "__nv_" in text:
-            lib = llvm.parse_bitcode(Path(libdevice).read_bytes())
+            lib = llvm.parse_bitcode(Path(libdevice).read_bytes(), context=context)
             lib.triple = TRIPLE
             lib.data_layout = mod.data_layout
             mod.link_in(lib)
@@ -350,8 +354,7 @@ def compile_ptx(program: DeviceProgram, target: CudaTarget | None = None,
         tm = _target_machine(target)
         pto = llvm.create_pipeline_tuning_options(speed_level=3)
         pto.loop_unrolling = True
-        pb = llvm.create_pass_builder(tm, pto)
-        pb.getModulePassManager().run(mod, pb)
+        run_default_pipeline(mod, tm, pto)
         opt = str(mod)
         ptx = tm.emit_assembly(mod)
     debug.dump("ptx.llvm.opt", opt)
