@@ -298,3 +298,16 @@ def test_regression_broadcast_read_gradient_is_reduced_once(shape: tuple[int, in
     grad = tex.differentiate(c, [p], head)[0]
     assert iteration_count(grad) == want
     check_grad(c, [p])
+
+
+def test_regression_gradient_parts_have_their_own_names() -> None:
+    """Two sums into one gradient: the first part and the whole were both named
+    ``X_grad_Y``, so the program printed ``X_grad_Y[p] = X_grad_Y[p] + X_grad_Y_2[p]``."""
+    x = tex.placeholder((8,), "float64", name="X")
+    k = tex.reduce_axis((0, 3), name="k")
+    y = tex.compute((6,), lambda i: tex.sum(x[i + k] * x[7 - i - k], axis=k), name="Y")
+    grad = tex.differentiate(y, [x], tex.placeholder((6,), "float64", name="h"))[0]
+    names = [op.name for op in tex.graph(grad).nodes]
+    assert len(names) == len(set(names))
+    assert grad.name == "X_grad_Y" and {"X_grad_Y_1", "X_grad_Y_2"} <= set(names)
+    check_grad(y, [x])

@@ -331,6 +331,16 @@ class _Edge:
                 all(a is b for a, b in zip(only.indices, self.axis_vars())):
             return only.tensor  # the head passes through unchanged (z in x + z)
         terms, ax = self.terms, self.axis
+        named = [t for t in self.tensors if t.name == name]
+        if named:  # that sum is one part of the gradient now: the name goes to the whole
+            first = named[0]
+            op: ComputeOp = first.op  # type: ignore[assignment]
+            part = ComputeOp(f"{name}_1", list(op.axis), list(op.body), tag=op.tag).output(0)
+
+            def rename(n: Expr) -> Expr | None:
+                return TensorRead(part, n.indices) if isinstance(n, TensorRead) and \
+                    n.tensor is first else None
+            terms = [rewrite(t, rename) for t in terms]
 
         def body(v: tuple[Expr, ...]) -> Expr:
             m = {iv.var: x for iv, x in zip(ax, v)}
