@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from test_autodiff_ops import ref_max_pool_grad
 
 import tex
 from tex import topi
@@ -400,23 +401,6 @@ def test_relu_gradient_at_zero_follows_max_rule(mode: str) -> None:
     y, (g,) = value_and_grad(nn.relu, [x], np.ones(5, np.float32), mode)
     np.testing.assert_array_equal(y, np.array([0.0, 0.0, 0.0, 1e-30, 2.0], np.float32))
     np.testing.assert_array_equal(g, [0.0, 1.0, 1.0, 1.0, 1.0])
-
-
-def ref_max_pool_grad(x: Array, kernel: int, stride: int, padding: int,
-                      head: Array) -> Array:
-    """Max pooling's gradient, ties to the first maximum of the window (row-major);
-    padding never wins."""
-    n, c, h, w = x.shape
-    oh, ow = head.shape[2:]
-    grad = np.zeros_like(x)
-    for b, ch, i, j in np.ndindex(n, c, oh, ow):
-        best = None
-        for ry, rx in np.ndindex(kernel, kernel):
-            y, z = i * stride - padding + ry, j * stride - padding + rx
-            if 0 <= y < h and 0 <= z < w and (best is None or x[b, ch, y, z] > x[b, ch][best]):
-                best = (y, z)
-        grad[b, ch][best] += head[b, ch, i, j]
-    return grad
 
 
 POOL_DATA = np.array([[[[1.0, 1.0, 0.0, 2.0, 2.0],
