@@ -311,3 +311,15 @@ def test_regression_gradient_parts_have_their_own_names() -> None:
     assert len(names) == len(set(names))
     assert grad.name == "X_grad_Y" and {"X_grad_Y_1", "X_grad_Y_2"} <= set(names)
     check_grad(y, [x])
+
+
+def test_regression_second_derivative_keeps_the_select_condition_of_a_sum() -> None:
+    """The derivative of ``select(c, v, 0)`` multiplies every product-rule term by ``[c]``;
+    ``c`` was not lifted out of the difference of two such terms, so the second derivative
+    read ``head[2 r + s]`` where ``c`` is false, out of bounds."""
+    p = tex.placeholder((2, 3), "float64", name="p")
+    c = tex.compute((3,), lambda a: 0.5 / (tex.tanh(p[a // 2, a % 2]) + 2.0), name="c")
+    head = tex.placeholder((3,), "float64", name="head")
+    grad = tex.differentiate(c, [p], head)[0]
+    rng = np.random.default_rng(3)
+    check_grad(grad, [p], data={p: rng.standard_normal((2, 3)), head: rng.standard_normal(3)})

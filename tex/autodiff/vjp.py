@@ -212,6 +212,17 @@ def _lift(e: Expr) -> tuple[list[Expr], Expr]:
             ca, va = _lift(a)
             if ca:
                 return ca, fold.binary(Op.DIV, va, b)
+        case Binary(Op.ADD | Op.SUB as op, a, b):
+            # the conditions both sides carry (a select's derivative multiplies each term
+            # of a product rule by the same [c]) hold for the sum
+            ca, va = _lift(a)
+            cb, vb = _lift(b)
+            common = [c for c in ca if any(c is d for d in cb)]  # nodes are interned
+            if common:
+                def rest(conds: list[Expr], v: Expr) -> Expr:
+                    left = [c for c in conds if not any(c is d for d in common)]
+                    return fold.select(fold.conjoin(left), v, Const(0, v.dtype)) if left else v
+                return common, fold.binary(op, rest(ca, va), rest(cb, vb))
         case Unary(Op.NEG, a):
             ca, va = _lift(a)
             if ca:
