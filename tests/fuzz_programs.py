@@ -36,6 +36,9 @@ from tex import topi
 Draw = Callable[[st.SearchStrategy[Any]], Any]
 
 MAX_EXTENT = 7
+# Uniform choices: st.integers favours its small end while it generates, which kept most
+# programs at a few points; sampled_from draws uniformly and still shrinks to the front.
+EXTENTS = st.sampled_from(range(1, MAX_EXTENT + 1))
 
 
 @dataclass(eq=False)
@@ -183,8 +186,8 @@ def _pick(draw: Draw, prog: Program, min_ndim: int = 0) -> tex.Tensor:
 
 
 def _shape(draw: Draw, min_ndim: int = 0) -> tuple[int, ...]:
-    ndim = draw(st.integers(min_ndim, 3))
-    return tuple(draw(st.integers(1, MAX_EXTENT)) for _ in range(ndim))
+    ndim = draw(st.sampled_from(range(min_ndim, 4)))
+    return tuple(draw(EXTENTS) for _ in range(ndim))
 
 
 def _name(prog: Program) -> str:
@@ -202,7 +205,7 @@ def general(draw: Draw, prog: Program) -> tex.Tensor:
 def reduce(draw: Draw, prog: Program) -> tex.Tensor:
     shape = _shape(draw)
     name = _name(prog)
-    extents = [draw(st.integers(1, MAX_EXTENT)) for _ in range(draw(st.integers(1, 2)))]
+    extents = [draw(EXTENTS) for _ in range(draw(st.integers(1, 2)))]
     ks = [tex.reduce_axis((0, n), name=f"k{name}_{d}") for d, n in enumerate(extents)]
     reducer = draw(st.sampled_from([tex.sum, tex.sum, tex.max, tex.min]))
     prog.selects |= reducer is not tex.sum
@@ -294,7 +297,7 @@ def programs(draw: Draw, dtypes: tuple[str, ...] = ("float64",), max_steps: int 
     prog = Program(draw(st.sampled_from(dtypes)))
     for _ in range(draw(st.integers(1, 2))):
         prog.placeholder(_shape(draw))
-    for _ in range(draw(st.integers(1, max_steps))):
+    for _ in range(draw(st.sampled_from(range(1, max_steps + 1)))):
         kind = draw(st.sampled_from(sorted(TEMPLATES)))
         prog.templates.append(kind)
         prog.computes.append(TEMPLATES[kind](draw, prog))

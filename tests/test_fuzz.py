@@ -12,7 +12,7 @@ Every generated program is checked for:
     2 x the forward's times the number of inputs (plus one write per input element).
 
 The examples are derandomized (a fixed seed) and bounded for CI: ``TEX_FUZZ_EXAMPLES=N``
-(default 30) runs N programs per property. Every failure found is kept below as an
+(default 150) runs N programs per property. Every failure found is kept below as an
 ``@example``-style regression test (``test_regression_*``).
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ from tex.ir.tensor import ComputeOp
 from tex.schedule import auto_schedule
 from tex.testing import check_grad, evaluate
 
-EXAMPLES = int(os.environ.get("TEX_FUZZ_EXAMPLES", "30"))
+EXAMPLES = int(os.environ.get("TEX_FUZZ_EXAMPLES", "150"))
 
 FUZZ = settings(max_examples=EXAMPLES, derandomize=True, database=None, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
