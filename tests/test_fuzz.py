@@ -286,7 +286,7 @@ def test_regression_min_against_padding_sends_the_gradient_to_the_other_operand(
     check_grad(out, [p, q], data={p: values[p], q: values[q]})
 
 
-@pytest.mark.parametrize("shape, want", [((4, 1), 5), ((2, 2), 9), ((1, 4), 9), ((5, 7), 40)])
+@pytest.mark.parametrize("shape, want", [((4, 1), 5), ((2, 2), 9), ((1, 4), 9), ((5, 7), 35)])
 def test_regression_broadcast_read_gradient_is_reduced_once(shape: tuple[int, int],
                                                             want: int) -> None:
     """``C[a, b] = P[a, 0]**2`` over a (5, 1) ``P``: the gradient summed ``head`` over

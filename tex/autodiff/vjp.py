@@ -27,6 +27,7 @@ conditions (``pre == o`` for the identity) are solved with the rest.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from .. import te
@@ -294,13 +295,17 @@ class _Edge:
         box = box_of(solved.outer, {iv.var: Interval(0, iv.dom.extent - 1) for iv in ax})
         if any(b.lo > b.hi for b in box.values()):
             return
-        whole = len(ax) == len(self.axis) and all(
-            box[iv.var].lo == 0 and box[iv.var].hi == iv.dom.extent - 1 for iv in ax)
-        kept = {iv.var for iv in ax}
-        outer_in = [a for a in fold.conjuncts(solved.outer) if _vars(a) <= kept]
-        cond = fold.conjoin([*outer_in, solved.inner])
-        if not whole:  # drop the atoms the box already enforces
-            cond = Analyzer({**normalize_dom(dom), **box}).rewrite(cond)
+        # a box of the gradient's size (dropped axes of extent 1) saves nothing
+        whole = math.prod(b.hi - b.lo + 1 for b in box.values()) == math.prod(self.shape)
+        if whole:
+            ax = list(self.axis)
+            box = {iv.var: Interval(0, iv.dom.extent - 1) for iv in ax}
+            cond = fold.binary(Op.AND, solved.outer, solved.inner)
+        else:  # the outer atoms on dropped axes go outside; those the box enforces go
+            kept = {iv.var for iv in ax}
+            outer_in = [a for a in fold.conjuncts(solved.outer) if _vars(a) <= kept]
+            cond = Analyzer({**normalize_dom(dom), **box}).rewrite(
+                fold.conjoin([*outer_in, solved.inner]))
         cond = guard_reads(cond, dom)
         self.count += 1
         name = _ident(f"{self.inp.name}_grad_{self.out.name}")
