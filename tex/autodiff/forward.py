@@ -3,15 +3,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..dtype import int32
 from ..ir import fold
-from ..ir.expr import Const, Expr, IterVar, Range, Reduce, TensorRead, Var
+from ..ir.expr import Const, Expr, IterVar, Reduce, TensorRead
 from ..ir.tensor import ComputeOp, Tensor
 from ..ir.verify import check_compute_body
 from ..ir.visit import substitute, topo_sort_ops
 from .derivative import tangent
 from .reverse import tidy
-from .vjp import _is_sum, reduce_tangent, zero_tensor
+from .vjp import _is_sum, new_axes, reduce_tangent, zero_tensor
 
 __all__ = ["jvp"]
 
@@ -92,8 +91,7 @@ def _tangent_tensor(t: Tensor, tan: dict[Tensor, Tensor]) -> Tensor | None:
     def leaf(e: Expr) -> Expr:
         return fold.cast(e.dtype, TensorRead(tan[e.tensor], e.indices))  # type: ignore
 
-    axis = [IterVar(Var(iv.var.name, int32, kind="axis"), Range(0, iv.dom.extent))
-            for iv in op.axis]
+    axis = new_axes([iv.var.name for iv in op.axis], [iv.dom.extent for iv in op.axis])
     m = {old.var: new.var for old, new in zip(op.axis, axis)}
     name = f"{t.name}_jvp"
     if not isinstance(body, Reduce):

@@ -17,14 +17,21 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..debug import dump, should_dump
-from ..dtype import int32
 from ..ir import fold
-from ..ir.expr import Cast, Const, Expr, IterVar, Op, Range, Reduce, Select, TensorRead, Var
+from ..ir.expr import Cast, Const, Expr, Op, Reduce, Select, TensorRead
 from ..ir.printer import format_program
 from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
 from ..ir.verify import check_compute_body
 from ..ir.visit import post_order, rewrite, substitute, topo_sort_ops
-from .vjp import DiffBuildingBlock, _ident, _is_cheap, identity_head, make_compute, zero_tensor
+from .vjp import (
+    DiffBuildingBlock,
+    _ident,
+    _is_cheap,
+    identity_head,
+    make_compute,
+    new_axes,
+    zero_tensor,
+)
 
 __all__ = ["differentiate", "DifferentiationResult"]
 
@@ -438,8 +445,7 @@ def _rebuild(op: ComputeOp, bodies: list[Expr]) -> ComputeOp:
     belong to one op); every output of a tuple op is rebuilt together."""
     if all(b is o for b, o in zip(bodies, op.body)):
         return op
-    axis = [IterVar(Var(iv.var.name, int32, kind="axis"), Range(0, iv.dom.extent))
-            for iv in op.axis]
+    axis = new_axes([iv.var.name for iv in op.axis], [iv.dom.extent for iv in op.axis])
     m = {old.var: new.var for old, new in zip(op.axis, axis)}
     bodies = [substitute(b, m) for b in bodies]
     check_compute_body(op.name, axis, bodies)

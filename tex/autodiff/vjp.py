@@ -56,7 +56,8 @@ from ..ir.visit import post_order, rewrite, substitute
 from ..topi.utils import index_names
 from .derivative import partials, tangent
 
-__all__ = ["DiffBuildingBlock", "Jacobian", "identity_head", "make_compute", "INLINE_MAX_NODES"]
+__all__ = ["DiffBuildingBlock", "Jacobian", "identity_head", "make_compute", "new_axes",
+           "INLINE_MAX_NODES"]
 
 # an elementwise head with at most this many nodes and one float read is inlined
 INLINE_MAX_NODES = 48
@@ -66,11 +67,16 @@ INLINE_MAX_NODES = 48
 # small builders
 # --------------------------------------------------------------------------------------
 
+def new_axes(names: Sequence[str], shape: Sequence[int]) -> list[IterVar]:
+    """Fresh data-parallel axes (an IterVar belongs to one op)."""
+    return [IterVar(Var(n, int32, kind="axis"), Range(0, d)) for n, d in zip(names, shape)]
+
+
 def make_compute(name: str, shape: Sequence[int], body_fn, names: Sequence[str] | None = None,
                  tag: str = "gradient") -> Tensor:
     """A compute tensor from ``body_fn(axis_vars) -> Expr`` (checked like te.compute)."""
     names = list(names) if names is not None else index_names(len(shape))
-    axis = [IterVar(Var(n, int32, kind="axis"), Range(0, d)) for n, d in zip(names, shape)]
+    axis = new_axes(names, shape)
     body = body_fn(tuple(iv.var for iv in axis))
     check_compute_body(name, axis, [body])
     return ComputeOp(name, axis, [body], tag=tag).output(0)
@@ -258,8 +264,7 @@ class _Edge:
         op = out.op
         taken = {iv.var.name for iv in [*op.axis, *op.reduce_axis]}  # type: ignore[attr-defined]
         self.names = fresh_names(len(self.shape), taken)
-        self.axis = [IterVar(Var(n, int32, kind="axis"), Range(0, d))
-                     for n, d in zip(self.names, self.shape)]
+        self.axis = new_axes(self.names, self.shape)
         self.pre = [iv.var for iv in self.axis[:n_pre]]
         self.p = [iv.var for iv in self.axis[n_pre:]]
         self.terms: list[Expr] = []
@@ -581,7 +586,7 @@ def _multi_slot_compute(name: str, shape: Sequence[int], body_fn, names: Sequenc
                         n: int) -> Tensor:
     """A compute of the extended reduction: all 2n slots are outputs (a tuple reduction
     must list all of them); returns the requested tangent slot."""
-    axis = [IterVar(Var(nm, int32, kind="axis"), Range(0, d)) for nm, d in zip(names, shape)]
+    axis = new_axes(names, shape)
     slot: Reduce = body_fn(tuple(iv.var for iv in axis))
     full = [Reduce(slot.combiner, slot.source, slot.axis, slot.condition, slot.init, i)
             for i in range(2 * n)]
