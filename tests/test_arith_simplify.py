@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import tex
 from tex.arith import Analyzer, Interval, can_prove, node_count, prove, simplify
 from tex.arith.rules import FAMILIES, refold, rule_sets
 from tex.dtype import DTYPES, boolean, int32
@@ -240,6 +241,18 @@ def test_minmax(expr: Expr, expected: str) -> None:
 ])
 def test_select(expr: Expr, expected: str) -> None:
     assert s(expr) == expected
+
+
+def test_select_that_guards_a_read_or_a_division_stays_a_select() -> None:
+    """``&&``/``||`` do not guard their operands, so a boolean select whose branch reads a
+    tensor (out of bounds where the condition fails) or divides by a variable keeps its
+    select instead of becoming a logical formula."""
+    t = tex.placeholder((3,), "float64", name="T")
+    read = t[k - 2] > 0.0  # k - 2 is in [0, 4]: T is read out of bounds at k - 2 = 3, 4
+    assert s(fold.select(k < 5, read, False)) == "select(k < 5, T[k - 2] > float64(0.0), False)"
+    assert s(fold.select(k >= 5, True, read)) == "select(k >= 5, True, T[k - 2] > float64(0.0))"
+    div = fold.compare(Op.GT, fold.binary(Op.FLOORDIV, k, n), 0)
+    assert s(fold.select(n != 0, div, False)).startswith("select(n != 0, ")
 
 
 a_, b_ = Var("a", boolean), Var("b", boolean)

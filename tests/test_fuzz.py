@@ -323,3 +323,28 @@ def test_regression_second_derivative_keeps_the_select_condition_of_a_sum() -> N
     grad = tex.differentiate(c, [p], head)[0]
     rng = np.random.default_rng(3)
     check_grad(grad, [p], data={p: rng.standard_normal((2, 3)), head: rng.standard_normal(3)})
+
+
+def test_regression_second_derivative_keeps_the_select_that_guards_a_comparison() -> None:
+    """The gradient of ``max(min(T[0, k0 // 2, k0] + ..., 0.5))`` over a padded ``T`` guards
+    its data comparison: ``c && select(c, T[0, 1, q + 2] <= ..., False)``. Simplifying
+    the second derivative folded the select into ``c && T[0, 1, q + 2] <= ...``, and ``&&``
+    does not guard reads, so ``T`` was read at q + 2 = 3, out of bounds."""
+    p0 = tex.placeholder((2, 2, 2), "float64", name="P0")
+    p1 = tex.placeholder((), "float64", name="P1")
+    p2 = tex.placeholder((), "float64", name="P2")
+    c0 = tex.compute((2, 6, 3), lambda a, b, c: tex.if_then_else(
+        tex.all(a >= 0, a < 2, b >= 2, b < 4, c >= 0, c < 2), p0[a, b - 2, c], 0.0), name="C0")
+    t = tex.compute((2, 6, 3), lambda a, b, c: (c0[a, b, c] + p1[()]) * p2[()], name="T")
+    k0 = tex.reduce_axis((0, 3), name="k0")
+    k1 = tex.reduce_axis((0, 2), name="k1")
+    c3 = tex.compute((), lambda: tex.max(tex.min(t[0, k0 // 2, k0] + t[k1 // 2, k0, 0], 0.5),
+                                         axis=[k0, k1]), name="C3")
+    head = tex.placeholder((), "float64", name="head")
+    grad = tex.differentiate(c3, [p0], head)[0]
+    rng = np.random.default_rng(0)
+    data = {p0: rng.uniform(-1, 1, (2, 2, 2)), p1: np.array(0.3), p2: np.array(0.7),
+            head: np.array(1.3)}
+    check_grad(grad, [p0, p1, p2], data=data)
+    second = tex.differentiate(grad, [p2], tex.placeholder((2, 2, 2), "float64", name="h2"))
+    assert "select(" in tex.ir.printer.format_program(second[0]).split("P2_grad_P0_grad_T[] =")[1]

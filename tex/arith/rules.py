@@ -1232,16 +1232,29 @@ def not_chain(node: Expr, an: Analyzer) -> Expr | None:
 # select
 # --------------------------------------------------------------------------------------
 
+def _guarded(e: Expr) -> bool:
+    """Whether ``e`` holds something a select must guard: a tensor read (it may fall out of
+    bounds where the select's condition is false) or an integer division by a variable."""
+    return any(isinstance(n, TensorRead) or
+               (isinstance(n, Binary) and n.op in (Op.DIV, Op.FLOORDIV, Op.FLOORMOD)
+                and n.dtype.is_integral and not isinstance(n.b, Const))
+               for n in post_order(e))
+
+
 def select_bool(node: Expr, an: Analyzer) -> Expr | None:
-    """A select between booleans is a logical formula (both sides are evaluated anyway)."""
+    """A select between booleans is a logical formula, unless the select guards its branch.
+
+    ``&&``/``||`` do not guard their operands (the interpreter evaluates both everywhere),
+    so ``select(c, T[i + 1] > 0, False)`` keeps its select: ``c && T[i + 1] > 0`` would read
+    ``T`` where ``c`` is false."""
     # select(c, True, False) -> c;  select(c, x, False) -> c && x;  select(c, True, x) -> c || x
     if not (isinstance(node, Select) and node.dtype.is_bool):
         return None
     c, a, b = node.cond, node.a, node.b
-    if isinstance(a, Const):
+    if isinstance(a, Const) and not _guarded(b):
         return fold.binary(Op.OR, c, b) if a.value else \
             fold.binary(Op.AND, fold.logical_not(c), b)
-    if isinstance(b, Const):
+    if isinstance(b, Const) and not _guarded(a):
         return fold.binary(Op.AND, c, a) if not b.value else \
             fold.binary(Op.OR, fold.logical_not(c), a)
     return None
