@@ -1,10 +1,13 @@
 """A static cost measure: iteration points of the unscheduled program."""
 from __future__ import annotations
 
+import math
+
+from ..ir.scatter import scatter_form
 from ..ir.tensor import ComputeOp, Tensor
 from ..ir.visit import topo_sort_ops
 
-__all__ = ["iteration_count"]
+__all__ = ["iteration_count", "op_iterations"]
 
 
 def iteration_count(*tensors: Tensor) -> int:
@@ -14,6 +17,11 @@ def iteration_count(*tensors: Tensor) -> int:
     (output points) x (reduction points). A reduction guarded by a ``where=`` condition
     counts its full domain; a multi-output operation counts once. This is the measure the
     zero elimination is judged by: a gradient should reach the hand-written count.
+
+    A sum with a scatter form (``tex.ir.scatter``: a one-hot gather over data-dependent
+    indices, such as the gradient of ``take`` or of a max) counts what its scatter loop
+    nest runs: (output points), for the init, plus (free-axis points) x (reduction
+    points), for the update; its scatter axes are not iterated, they are computed.
 
     Example
     -------
@@ -35,10 +43,18 @@ def iteration_count(*tensors: Tensor) -> int:
     for op in topo_sort_ops(flat):
         if not isinstance(op, ComputeOp):
             continue
-        points = 1
-        for iv in op.axis:
-            points *= iv.dom.extent
-        for iv in op.reduce_axis:
-            points *= iv.dom.extent
-        total += points
+        total += op_iterations(op)
     return total
+
+
+def op_iterations(op: ComputeOp) -> int:
+    """Iteration points of one compute operation alone, as its loop nest runs them:
+    (output points) x (reduction points), or for a scatter form (output points) +
+    (free-axis points) x (reduction points)."""
+    reduction = math.prod(iv.dom.extent for iv in op.reduce_axis)
+    outputs = math.prod(iv.dom.extent for iv in op.axis)
+    form = scatter_form(op)
+    if form is None:
+        return outputs * reduction
+    free = math.prod(iv.dom.extent for iv in form.free_axes)
+    return outputs + free * reduction

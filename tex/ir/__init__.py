@@ -26,6 +26,7 @@ from .expr import (
 )
 from .graph import graph, to_dot
 from .printer import format_expr, format_op, format_program, format_tensor
+from .scatter import ScatterForm, scatter_form
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor, TensorSlice
 from .visit import (
     RuleSet,
@@ -45,5 +46,5 @@ __all__ = [
     "to_dot", "format_expr", "format_op", "format_program", "format_tensor", "ComputeOp",
     "Operation", "PlaceholderOp", "Tensor", "TensorSlice", "RuleSet", "collect_reads",
     "collect_vars", "fixed_point_rewrite", "post_order", "rewrite", "substitute",
-    "topo_sort_ops",
+    "topo_sort_ops", "ScatterForm", "scatter_form",
 ]

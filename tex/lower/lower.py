@@ -12,7 +12,20 @@ How a schedule becomes loops (as in TVM's ScheduleOps + InferBound, on static sh
 3. **Reductions.** ``C = reduce(src, k, where=c, init=v)`` becomes an init store before the
    first reduction loop (inside the data-parallel loops that precede it) and an update
    ``C = combine(C, src)`` under ``if (c)`` inside all loops.
-4. **compute_at (bound inference).** A stage attached at loop ``L`` of a consumer computes
+4. **Scatters.** A one-hot sum over data-dependent indices (``tex.ir.scatter``: the gradient
+   of ``take`` or of a max, ``C[p, q] = sum(H[i, q], i, where=p == I[i])``) becomes an init
+   of ``C`` and one pass over its free and reduction loops that binds ``let p = I[i]``,
+   checks ``0 <= p < extent`` (dropped when bounds prove it, as for clipped indices) and the
+   rest of the condition, and adds into ``C[p, q]``: outputs + free x reduction points
+   instead of outputs x reduction points. Each element receives the gather's terms in the
+   gather's order: the same bits, deterministic, no atomics (leading parallel or
+   thread-bound free loops enclose both parts; each iteration owns its elements). Chosen
+   for a root stage whose scatter axes are plain serial loops (not split, fused, annotated
+   or bound, and no stage computed at its loops); otherwise the gather of 3 runs. Affine
+   invertible index maps never get here (the autodiff's integer solver already turns them
+   into exact gathers); data-dependent ones (``take``, ``argsel``) do. A vectorized loop the
+   index depends on runs serially: its lanes would scatter.
+5. **compute_at (bound inference).** A stage attached at loop ``L`` of a consumer computes
    only the region the consumer reads during one iteration of ``L``: each read index is
    affine in the loops inside ``L``, so its range is ``[base + Σ min(c*(n-1), 0),
    ... + Σ |c|*(n-1)]`` with a constant extent. The producer's buffer holds just that region
@@ -20,7 +33,7 @@ How a schedule becomes loops (as in TVM's ScheduleOps + InferBound, on static sh
    the region outside the producer's shape are skipped by a guard. Other stages computed
    inside ``L`` may read the producer too: regions are inferred consumers first, so the
    producer's box covers their boxes' reads (softmax: max, exp and sum per row).
-5. **Storage flattening.** Every tensor lives in a 1-D buffer: arguments are parameters,
+6. **Storage flattening.** Every tensor lives in a 1-D buffer: arguments are parameters,
    other root stages are allocated around the whole body, attached ones inside their loop.
 
 Then the passes of ``PASSES`` run in order (each dumpable with ``TEX_DUMP=lower.<name>``):
@@ -35,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import debug
-from ..arith import Analyzer, Interval
+from ..arith import Analyzer, Interval, bounds
 from ..dtype import DTYPES, int32
 from ..ir import fold
 from ..ir.expr import (
@@ -50,6 +63,7 @@ from ..ir.expr import (
     TensorRead,
     Var,
 )
+from ..ir.scatter import ScatterForm, scatter_form_of
 from ..ir.tensor import PlaceholderOp, Tensor
 from ..ir.visit import post_order, rewrite, substitute
 from ..schedule.inline import Inliner
@@ -166,6 +180,8 @@ class _Level:
     guards: list[Expr] = field(default_factory=list)
     # producers computed at the start of this loop's body: (nest, its buffers, their scope)
     attached: list[tuple[Stmt, list[Tensor], str]] = field(default_factory=list)
+    # values bound inside the guards, each with its own guard or None (a scatter's index)
+    lets: list[tuple[Var, Expr, Expr | None]] = field(default_factory=list)
 
     @property
     def is_thread(self) -> bool:
@@ -322,6 +338,10 @@ class _Lowerer:
         if any(lv.is_thread and lv.iv.kind == "reduce" for lv in levels):
             return _wrap_guards(top_guards, self.cross_thread_reduction(
                 st, levels, read, store_index, own_guards, env))
+        form = None if children or outer else self.scatter_plan(st, levels)
+        if form is not None:
+            return _wrap_guards(top_guards, self.scatter_nest(
+                st, form, levels, point, read, store_index, own_guards, env))
 
         red = body[0]
         assert isinstance(red, Reduce)  # is_reduction
@@ -363,6 +383,103 @@ class _Lowerer:
         init = _assemble(init_levels, 0, len(init_levels), init_stores)
         inner = seq(init, main)
         return _wrap_guards(top_guards, _assemble(levels, 0, reduce_pos, inner))
+
+    # -- one-hot sums over data-dependent indices: scatters --------------------------------
+    def scatter_plan(self, st: Stage, levels: Sequence[_Level]) -> ScatterForm | None:
+        """The scatter form of a root stage when its schedule lets the scatter nest run it
+        (see the module docstring), else None (the gather nest)."""
+        if st.attach_type != "root" or len(st.op.body) != 1:
+            return None
+        form = scatter_form_of(st.op.axis, self.body_of(st)[0])
+        if form is None:
+            return None
+        by_iv = {lv.iv: lv for lv in levels}
+        for iv in form.axes:
+            lv = by_iv.get(iv)
+            # a scatter axis must still be a plain loop of its own: split, fused,
+            # annotated or bound to a thread index, it no longer is one value per point
+            if lv is None or lv.kind is not ForKind.SERIAL or lv.tag or lv.guards:
+                return None
+        return form
+
+    def scatter_nest(self, st: Stage, form: ScatterForm, levels: Sequence[_Level],
+                     point: Mapping[Var, Expr], read: Callable[[Expr], Expr],
+                     store_index: Callable[[Tensor], Expr], own_guards: Sequence[Expr],
+                     env: Mapping[Tensor, _Storage]) -> Stmt:
+        """``C[.., p, ..] = sum(src, k, where=p == g && rest)`` as an init of ``C`` and
+        one pass over the free and reduction loops that computes ``p = g`` and adds
+        ``src`` into ``C[.., p, ..]`` when ``p`` is in range and ``rest`` holds::
+
+            for p, q: C[p, q] = init
+            for q: for k: let p = g; if (0 <= p < n) { if (rest) C[p, q] += src }
+
+        Leading parallel or thread-bound free loops enclose both parts (each iteration
+        owns its elements: one parallel region, one kernel). Every element receives the
+        gather nest's contributions in the same order: the result is the same, bit for
+        bit, with no atomics."""
+        t = st.op.output(0)
+        red = form.reduce
+        scatter = set(form.axes)
+        shape = [*st.op.axis, *st.op.reduce_axis]
+        # p = g, bound once where g's loops are known; its range guard right after
+        lets: list[tuple[Var, Expr, Expr | None]] = []
+        bound: dict[Var, Expr] = dict(point)
+        for iv, g in zip(form.axes, form.indices):
+            value = self.flatten_reads(substitute(g, point), env)
+            var = Var(iv.name, g.dtype, "axis")
+            lo, hi = iv.dom.min, iv.dom.min + iv.dom.extent - 1
+            known = bounds(g, shape)
+            inside = known.lo is not None and known.hi is not None and \
+                known.lo >= lo and known.hi <= hi
+            guard = None if inside else (var >= lo) & (var < hi + 1)
+            lets.append((var, value, guard))
+            # a wider index is checked before it is narrowed to the axis' dtype
+            bound[iv.var] = var if g.dtype is iv.var.dtype else fold.cast(iv.var.dtype, var)
+
+        def read_at(e: Expr) -> Expr:
+            return self.flatten_reads(substitute(e, bound), env)
+
+        # the update
+        buf = env[t].buffer
+        index = env[t].flat_index([bound[iv.var] for iv in st.op.axis])
+        combiner = red.combiner
+        new_value = substitute(combiner.result[0], {
+            combiner.lhs[0]: TensorRead(buf, [index]), combiner.rhs[0]: read_at(red.source[0])})
+        update: Stmt = Store(buf, index, new_value)
+        cond = read_at(form.condition)
+        if not (isinstance(cond, Const) and bool(cond.value)):
+            # a branch, not a blend across vector lanes: the store's index is data
+            update = IfThenElse(cond, update)
+        update = _wrap_guards(own_guards, update)
+        init_value = read(red.init[0] if red.init else combiner.identity[0])
+        init: Stmt = _wrap_guards(own_guards, Store(buf, store_index(t), init_value))
+
+        rest = [lv for lv in levels if lv.iv not in scatter]
+        n_shared = 0
+        while n_shared < len(rest) and rest[n_shared].iv.kind != "reduce" and \
+                rest[n_shared].kind in (ForKind.PARALLEL, ForKind.THREAD):
+            n_shared += 1
+        shared = rest[:n_shared]
+        init_levels = [_copy_level(lv) for lv in levels
+                       if lv.iv.kind != "reduce" and not any(lv is x for x in shared)]
+        index_vars = {n for _, value, _ in lets for n in post_order(value) if isinstance(n, Var)}
+        update_levels = [
+            # lanes with different indices would scatter: that loop runs serially
+            _copy_level(lv, ForKind.SERIAL if lv.kind is ForKind.VECTORIZED and
+                        lv.var in index_vars else None)
+            for lv in rest[n_shared:]]
+        depth = {lv.var: k for k, lv in enumerate(update_levels)}
+        top_lets = []
+        for let in lets:
+            ks = [depth[n] for n in post_order(let[1]) if isinstance(n, Var) and n in depth]
+            if ks:
+                update_levels[max(ks)].lets.append(let)
+            else:
+                top_lets.append(let)
+        nests = seq(_assemble(init_levels, 0, len(init_levels), init),
+                    _wrap_lets(top_lets, _assemble(update_levels, 0, len(update_levels),
+                                                   update)))
+        return _assemble(shared, 0, len(shared), nests)
 
     # -- compute_at -----------------------------------------------------------------------------
     def check_readers(self, child: Stage) -> None:
@@ -605,11 +722,26 @@ def _wrap_guards(guards: Sequence[Expr], body: Stmt) -> Stmt:
     return body
 
 
+def _wrap_lets(lets: Sequence[tuple[Var, Expr, Expr | None]], body: Stmt) -> Stmt:
+    """``let v = value; if (guard) body`` for each binding, the first outermost."""
+    for var, value, guard in reversed(lets):
+        if guard is not None:
+            body = IfThenElse(guard, body)
+        body = LetStmt(var, value, body)
+    return body
+
+
+def _copy_level(lv: _Level, kind: ForKind | None = None) -> _Level:
+    """The same loop (its guards, not its producers) for a second nest over it."""
+    return _Level(lv.iv, lv.var, lv.extent, kind or lv.kind, lv.tag, list(lv.guards))
+
+
 def _assemble(levels: Sequence[_Level], start: int, stop: int, inner: Stmt) -> Stmt:
     """Loops ``levels[start:stop]`` around ``inner``, with each level's guards and attached
     producers at the start of its body."""
     body = inner
     for lv in reversed(levels[start:stop]):
+        body = _wrap_lets(lv.lets, body)
         for g in reversed(lv.guards):
             body = IfThenElse(g, body)
         if lv.attached:

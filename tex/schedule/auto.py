@@ -20,6 +20,12 @@ decided from the index maps of each stage's reads (no search, no timing):
    * *full reduction* (a scalar, such as the loss): the outer reduction axis becomes a
      parallel axis of partial results (two-level reduction), then the partials are
      scheduled as row reductions.
+   * *scatter* (a one-hot sum over data-dependent indices, ``tex.ir.scatter``: the
+     gradient of ``take`` or of a max): the scatter axes stay plain serial loops, so
+     lowering runs the sum once over its indices; the free axes carry the vectors (the
+     last output axis, when the indices do not depend on it) and the parallel loop, and
+     sit inside the reduction loops when the reads are contiguous along them. No rfactor:
+     it would change the order in which each element is summed.
 3. **Parallelize** the fused outer output axes over the cores when the stage is big
    enough to pay for a parallel region.
 
@@ -30,11 +36,13 @@ are peeled by ``partition_loops``.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..arith.rules import Analyzer
 from ..ir.expr import Binary, Expr, IterVar, Reduce, TensorRead, Unary, Var
+from ..ir.scatter import ScatterForm, scatter_form_of
 from ..ir.tensor import ComputeOp, Tensor
 from ..ir.visit import collect_vars, post_order
 from ..target import CPUInfo, cpu_info, parse_cuda_target
@@ -193,7 +201,8 @@ class _AutoScheduler:
     def run(self) -> None:
         self.inline()
         for st in list(self.s.stages):
-            if st.attach_type == "root" and isinstance(st.op, ComputeOp) and st.op.reduce_axis:
+            if st.attach_type == "root" and isinstance(st.op, ComputeOp) and \
+                    st.op.reduce_axis and self.scatter_of(st.op) is None:
                 # a strided convolution's data gradient: one dense reduction per phase
                 phases = split_phases(self.s, st)
                 # window-bound guards: read zero-padded copies instead (scheduled below as
@@ -240,6 +249,10 @@ class _AutoScheduler:
         if not op.reduce_axis:
             self.elementwise(st, lanes)
             return
+        form = self.scatter_of(op)
+        if form is not None:
+            self.scatter(st, form, lanes)
+            return
         reads = self.reads(op)
         spatial = list(op.axis)
         reduce = list(op.reduce_axis)
@@ -258,6 +271,63 @@ class _AutoScheduler:
             self.spatial_vector(st, reads, lanes)
         else:
             self.parallel_outer(st, [a for a in st.leaf_iter_vars if a.kind != "reduce"])
+
+    # scatter: A[p, q] = sum(H[i, q], i, where=p == I[i]) -----------------------------------
+    def scatter_of(self, op: ComputeOp) -> ScatterForm | None:
+        """The scatter form of ``op``'s body with inlined producers substituted (what
+        lowering sees), or None."""
+        if op.num_outputs != 1:
+            return None
+        return scatter_form_of(op.axis, self.expanded(op)[0])
+
+    def scatter(self, st: Stage, form: ScatterForm, lanes: int) -> None:
+        """Leave the scatter axes alone (lowering computes them from the indices); order
+        the free axes inside the reduction loops when the reads are contiguous along the
+        last one (vectorized when the indices do not depend on it), outside otherwise; run
+        the outer free axes in parallel (each thread owns its elements: no atomics)."""
+        op = st.op
+        free = list(form.free_axes)
+        reduce = list(op.reduce_axis)
+        if not free:
+            st.reorder(*form.axes, *reduce)
+            return
+        index_vars = set(collect_vars(*form.indices))
+        reads = self.reads(op)
+        last = free[-1]
+        free_inner = _contiguous_count(reads, last.var) > 0 and \
+            _contiguous_count(reads, last.var) >= _contiguous_count(reads, reduce[-1].var)
+        outer, inner = free, []
+        if free_inner:
+            outer, inner = free[:-1], [last]
+            if last is op.axis[-1] and last.dom.extent >= lanes and last.var not in index_vars:
+                lo, li = st.split(last, factor=lanes)
+                st.vectorize(li)
+                outer, inner = [*outer, lo], [li]
+        work = math.prod(a.dom.extent for a in free) * \
+            math.prod(r.dom.extent for r in reduce) * max(1, _cost(form.reduce.source[0]))
+        want = self.cores >= 2 and work >= _PARALLEL_MIN_WORK
+        if want and free_inner and math.prod(a.dom.extent for a in outer) < 4 * self.cores \
+                and inner[0] is last and last.dom.extent >= 2:
+            # too few outer points to share: columns of the last free axis in chunks
+            lo, li = st.split(last, nparts=min(last.dom.extent, 4 * self.cores))
+            outer, inner = [*outer, lo], [li]
+        take: list[IterVar] = []
+        if want:
+            n = 1
+            for a in outer:
+                take.append(a)
+                n *= a.dom.extent
+                if n >= 4 * self.cores:
+                    break
+            if n < 2:
+                take = []
+        rest = outer[len(take):]
+        if free_inner:
+            st.reorder(*take, *form.axes, *reduce, *rest, *inner)
+        else:
+            st.reorder(*take, *rest, *form.axes, *reduce)
+        if take:
+            st.parallel(st.fuse(*take) if len(take) > 1 else take[0])
 
     def reduce_vector_axis(self, op: ComputeOp, reads: list[_Read], lanes: int
                            ) -> IterVar | None:
@@ -279,7 +349,7 @@ class _AutoScheduler:
         """The variable ``schedule_stage`` will vectorize a reduction stage along (None for
         a stage without output or reduction axes)."""
         op = st.op
-        if not op.axis or not op.reduce_axis:
+        if not op.axis or not op.reduce_axis or self.scatter_of(op) is not None:
             return None
         lanes = self.info.lanes(op.output(0).dtype.bits if op.output(0).dtype.bits else 32)
         vred = self.reduce_vector_axis(op, self.reads(op), lanes)

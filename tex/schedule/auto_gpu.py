@@ -23,6 +23,14 @@ consumers), every remaining stage becomes one kernel, by the first rule that app
    per multiprocessor, each a cross-thread reduction in its own block; a second kernel
    combines them.
 
+Before these, a **scatter** (a one-hot sum over data-dependent indices, ``tex.ir.scatter``:
+the gradient of ``take`` or of a max) with at least a warp of free points binds its free
+axes, fused, to blocks x threads and leaves its scatter axes serial: each thread owns one
+free point, initializes its elements and runs the indices once (no atomics: distinct
+threads write distinct elements). Per thread that is about the gather's latency (one pass
+over the indices, plus the init of its elements) without the gather's pass for every
+output element. With fewer free points (a 1-D ``take``) the rules above apply (a gather).
+
 Bad fits are refused before they are made: a shared tile that would not be affine or
 would exceed the shared-memory budget is not cached (the input is read from global
 memory instead).
@@ -34,6 +42,7 @@ from collections.abc import Sequence
 
 from ..arith import Analyzer
 from ..ir.expr import IterVar, Reduce, TensorRead, Var
+from ..ir.scatter import ScatterForm
 from ..ir.tensor import ComputeOp, Tensor
 from ..ir.visit import post_order
 from ..target import CudaTarget, cpu_info
@@ -48,6 +57,7 @@ _KT = 8  # reduction step of a tiled reduction
 _PER_THREAD_MIN = 2048  # outputs from which one thread per output fills the GPU
 _MAX_GRID_Z = 65535  # CUDA's limit on gridDim.z
 _TWO_LEVEL_MIN = 1 << 16  # reductions this long to few outputs use many blocks
+_SCATTER_MIN_FREE = 32  # free points from which a scatter runs one thread per point
 
 
 def _bind(st: Stage, iv: IterVar, tag: str) -> None:
@@ -78,6 +88,11 @@ class _GPUScheduler(_AutoScheduler):
         if not op.reduce_axis:
             self.flat(st, list(op.axis))
             return
+        form = self.scatter_of(op)
+        if form is not None and \
+                math.prod(iv.dom.extent for iv in form.free_axes) >= _SCATTER_MIN_FREE:
+            self.scatter_gpu(st, form)
+            return
         size = math.prod(iv.dom.extent for iv in op.axis)
         if self.tiled(st):
             return
@@ -89,6 +104,12 @@ class _GPUScheduler(_AutoScheduler):
             self.two_level(st)
             return
         self.cross_thread(st)
+
+    # -- a scatter: one thread per free point --------------------------------------------
+    def scatter_gpu(self, st: Stage, form: ScatterForm) -> None:
+        free = list(form.free_axes)
+        st.reorder(*free, *form.axes, *st.op.reduce_axis)
+        self.flat(st, free)
 
     # -- 5. a long reduction to few outputs: partial results over many blocks -----------
     def two_level(self, st: Stage) -> None:
