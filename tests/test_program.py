@@ -243,13 +243,15 @@ def test_plan_softmax() -> None:
     assert none.saved == [] and {r.status for r in none.rows} == {"recomputed"}
     assert none.tape_keys == ["x"]
     every = program("softmax", "all")[1].plan
-    assert every.saved == [r.name for r in plan.rows] and every.recomputed == []
-    assert every.tape_bytes == (4 + 28 + 4 + 28) * 4
+    # with exp saved, the backward needs no max: the max-shift's adjoint is proved zero
+    assert every.saved == ["T_softmax_exp", "T_softmax_expsum", "T_softmax_norm"]
+    assert every.recomputed == [] and every.row("T_softmax_maxelem").status == "unused"
+    assert every.tape_bytes == (28 + 4 + 28) * 4
     listed = program("softmax", "list")[1].plan
     assert listed.saved == ["T_softmax_exp"]
-    # the max is read by the gradient itself (which element won), so it is recomputed
-    assert set(listed.recomputed) == {"T_softmax_maxelem", "T_softmax_expsum",
-                                      "T_softmax_norm"}
+    # the max-shift has no adjoint (proved zero) and exp is saved: nothing reads the max
+    assert set(listed.recomputed) == {"T_softmax_expsum", "T_softmax_norm"}
+    assert listed.row("T_softmax_maxelem").status == "unused"
 
 
 def test_plan_auto_saves_reductions() -> None:

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from .autodiff import differentiate, iteration_count
+from .autodiff.cost import op_iterations
 from .build import build
 from .ir.expr import Expr, TensorRead
 from .ir.tensor import ComputeOp, Operation, PlaceholderOp, Tensor
@@ -529,7 +530,7 @@ def grad_program(loss: Tensor, wrt: Sequence[Tensor] | Tensor | None = None,
     rows = []
     recompute = 0
     for op in fwd_compute:
-        own = _points(op)
+        own = op_iterations(op)
         if any(status.get(t) == RECOMPUTED for t in op.outputs):
             recompute += own  # a multi-output operation runs once
         for t in op.outputs:
@@ -577,17 +578,10 @@ def _check_tapes(tapes: Any, fwd_ops: list[Operation]) -> tuple[str, set[Tensor]
     return "list", requested
 
 
-def _points(op: ComputeOp) -> int:
-    n = 1
-    for iv in (*op.axis, *op.reduce_axis):
-        n *= iv.dom.extent
-    return n
-
-
 def _auto_saves(t: Tensor) -> bool:
     """The "auto" rule: save a tensor costing more than AUTO_SAVE_RATIO points per element."""
     op: ComputeOp = t.op  # type: ignore[assignment]
-    return _points(op) > AUTO_SAVE_RATIO * max(1, t.size)
+    return op_iterations(op) > AUTO_SAVE_RATIO * max(1, t.size)
 
 
 def _decide(grads: list[Tensor], fwd_compute: list[ComputeOp], fwd_set: set[int],

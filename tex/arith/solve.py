@@ -320,6 +320,31 @@ def _frac_bounds(lf: LinearForm, div: int,
     return lo / div, hi / div
 
 
+def _edge_inequality(s: _Solver, atom: Expr) -> Expr:
+    """``x != c`` at an end of the unknown ``x``'s range is an inequality (``x >= c + 1``),
+    or an equation when one point is left (``i != 0`` over ``[0, 2)``: ``i == 1``, which
+    the solver then eliminates; a stack's gradient reads its slice instead of summing)."""
+    if not (isinstance(atom, Compare) and atom.op is Op.NE):
+        return atom
+    x, c = (atom.a, atom.b) if isinstance(atom.b, Const) else (atom.b, atom.a)
+    if not (isinstance(c, Const) and s.is_unknown(x)):
+        return atom
+    rng = s.ranges.get(x)
+    if rng is None or rng.lo is None or rng.hi is None:
+        return atom
+    if c.value == rng.lo:
+        lo, hi = rng.lo + 1, rng.hi
+    elif c.value == rng.hi:
+        lo, hi = rng.lo, rng.hi - 1
+    else:
+        return atom
+    if lo == hi:
+        return fold.compare(Op.EQ, x, Const(lo, x.dtype))
+    if c.value == rng.lo:
+        return fold.compare(Op.GE, x, Const(lo, x.dtype))
+    return fold.compare(Op.LE, x, Const(hi, x.dtype))
+
+
 def solve_domain(unknowns: Sequence[IterVar], equations: Sequence[Expr],
                  conditions: Sequence[Expr], params: DomainLike) -> SolvedDomain | None:
     """Re-parameterize ``{x in ranges : equations == 0, conditions}``.
@@ -346,6 +371,7 @@ def solve_domain(unknowns: Sequence[IterVar], equations: Sequence[Expr],
     conds: list[Expr] = []
     for c in conditions:
         for atom in chain_operands(s.an.rewrite(c), Op.AND):
+            atom = _edge_inequality(s, atom)
             if isinstance(atom, Const):
                 if not atom.value:
                     return None

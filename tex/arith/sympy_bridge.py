@@ -1,4 +1,5 @@
-"""The bridge between tex integer/bool expressions and sympy (the only sympy import in tex).
+"""The bridge between tex integer/bool expressions and sympy (the only sympy import in tex),
+and a one-way float conversion that decides whether a float expression is identically zero.
 
 Conversion table (``to_sympy``; ``from_sympy`` inverts it):
 
@@ -14,13 +15,31 @@ Conversion table (``to_sympy``; ``from_sympy`` inverts it):
     T[i, j], reductions   an opaque integer Symbol named after the printed node
                           (as is any node a bridge's ``opaque`` predicate selects)
 
+Float expressions (``float_is_zero`` only; a one-way conversion, never converted back):
+
+    a + b, a - b, a * b, a / b   Add, Mul, Pow(b, -1)   -a          -a
+    exp, log, log2, log10, sqrt  exp, log, log(a)/log(2), log(a)/log(10), sqrt
+    rsqrt, sigmoid               1/sqrt(a), 1/(1 + exp(-a))
+    sin, cos, tan, tanh, erf     the sympy functions    abs         Abs
+    floor, ceil, min, max, a**b  floor, ceiling, Min, Max, Pow
+    float constants              exact Rationals (0.1 -> 3602879701896397/2**55); inf/nan:
+                                 refused (the answer is None)
+    select(c, a, b)              Piecewise((a, c), (b, True))
+    float casts                  the operand (real numbers have no width)
+    T[i, j], reductions, vars,   an opaque *real* Symbol per distinct (interned) node,
+    round, trunc, float // and %, named after the printed node; so is a cast from an
+    casts from integers          integer or bool expression
+    conditions                   !, &&, || kept; any other bool node (a comparison, a
+                                 bool read) an opaque boolean Symbol
+
 Invariants:
 
-- Only integer and bool expressions convert; a float node raises TypeError naming it, an
-  operator without a sympy meaning (e.g. ``x ** y`` with a variable exponent) raises
-  NotImplementedError naming the operator. ``from_sympy`` converts ``floor(p/q)`` back to
-  ``p // q``, ``Mod`` to ``%``, ``Piecewise`` to nested ``select``; a non-integer rational
-  outside a floor raises NotImplementedError (never rounded silently).
+- ``to_sympy``: only integer and bool expressions convert; a float node raises TypeError
+  naming it, an operator without a sympy meaning (e.g. ``x ** y`` with a variable
+  exponent) raises NotImplementedError naming the operator. ``from_sympy`` converts
+  ``floor(p/q)`` back to ``p // q``, ``Mod`` to ``%``, ``Piecewise`` to nested ``select``;
+  a non-integer rational outside a floor raises NotImplementedError (never rounded
+  silently).
 - Distinct variables are distinct symbols even when they share a name: a ``SympyBridge``
   names them ``i``, ``i_1``, ``i_2``... in the order it meets them, so results depend only
   on the expressions converted, never on ids or earlier calls.
@@ -28,9 +47,15 @@ Invariants:
   one module-level state is ``_MEMO``, a ``weakref.WeakKeyDictionary`` keyed by interned
   nodes that memoizes the *results* of ``sympy_simplify`` and ``sympy_prove`` per domain:
   a pure memo (the same inputs always give the same result; entries die with the node).
+- ``float_is_zero`` answers True only on a proof. Opaque atoms are independent real
+  symbols, so a zero it proves holds whatever values they take (it misses zeros that need
+  a relation between atoms, never claims a false one); the algebra is that of the reals
+  (``x - x`` is 0, though IEEE gives nan at ``x = inf``). It keeps no memo.
 """
 from __future__ import annotations
 
+import math
+import random
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -57,7 +82,7 @@ from ..ir.visit import post_order
 from .bounds import Bounds, DomainLike, Interval, dtype_interval, normalize_dom
 
 __all__ = ["SympyBridge", "to_sympy", "from_sympy", "sympy_simplify", "sympy_prove",
-           "is_structural"]
+           "is_structural", "float_is_zero"]
 
 SympyExpr = Any  # sympy.Basic: an integer expression or a Boolean
 
@@ -638,3 +663,236 @@ def _decide_by_sign(rel: SympyExpr) -> bool | None:
     if getattr(diff, tests[1]) is True:
         return False
     return None
+
+
+# --------------------------------------------------------------------------------------
+# float identities: is a float expression identically zero? (tex.autodiff.zeros)
+# --------------------------------------------------------------------------------------
+
+# one entry per float operator with a sympy meaning; any other float operator is an atom
+_FLOAT_UNARY: dict[Op, Callable[[SympyExpr], SympyExpr]] = {
+    Op.NEG: lambda a: -a,
+    Op.EXP: sympy.exp,
+    Op.LOG: sympy.log,
+    Op.LOG2: lambda a: sympy.log(a) / sympy.log(2),
+    Op.LOG10: lambda a: sympy.log(a) / sympy.log(10),
+    Op.SQRT: sympy.sqrt,
+    Op.RSQRT: lambda a: 1 / sympy.sqrt(a),
+    Op.SIN: sympy.sin,
+    Op.COS: sympy.cos,
+    Op.TAN: sympy.tan,
+    Op.TANH: sympy.tanh,
+    Op.SIGMOID: lambda a: 1 / (1 + sympy.exp(-a)),
+    Op.ERF: sympy.erf,
+    Op.ABS: sympy.Abs,
+    Op.FLOOR: sympy.floor,
+    Op.CEIL: sympy.ceiling,
+}
+_FLOAT_BINARY: dict[Op, Callable[[SympyExpr, SympyExpr], SympyExpr]] = {
+    Op.ADD: lambda a, b: a + b,
+    Op.SUB: lambda a, b: a - b,
+    Op.MUL: lambda a, b: a * b,
+    Op.DIV: lambda a, b: a / b,
+    Op.POW: lambda a, b: a ** b,
+    Op.MAX: lambda a, b: sympy.Max(a, b),
+    Op.MIN: lambda a, b: sympy.Min(a, b),
+}
+
+# sympy.simplify is tried only on expressions with at most this many operations (it is slow)
+FLOAT_SIMPLIFY_MAX_OPS = 120
+
+
+class _NonFinite(Exception):
+    """A float constant inf or nan: real algebra says nothing about it."""
+
+
+class _FloatToSympy:
+    """One float conversion: interned node -> sympy, opaque nodes -> fresh symbols named
+    after the printed node in the order met (so results never depend on ids)."""
+
+    def __init__(self) -> None:
+        self.memo: dict[Expr, SympyExpr] = {}
+        self.names: set[str] = set()
+
+    def _symbol(self, node: Expr, boolean_valued: bool) -> sympy.Symbol:
+        base, name, n = str(node), str(node), 0
+        while name in self.names:
+            n += 1
+            name = f"{base}_{n}"
+        self.names.add(name)
+        # a condition is a Boolean symbol; a value is a real one (tex floats are reals here)
+        return sympy.Symbol(name) if boolean_valued else sympy.Symbol(name, real=True)
+
+    @staticmethod
+    def _is_atom(node: Expr) -> bool:
+        match node:
+            case Const():
+                return False
+            case Unary(op, _) if node.dtype.is_bool:
+                return op is not Op.NOT
+            case Binary(op, _, _) if node.dtype.is_bool:
+                return op not in (Op.AND, Op.OR)
+            case _ if node.dtype.is_bool:
+                return True  # comparisons, bool reads, bool selects and casts
+            case _ if not node.dtype.is_float:
+                return True  # an integer reached through a cast (the cast is an atom too)
+            case Unary(op, _):
+                return op not in _FLOAT_UNARY
+            case Binary(op, _, _):
+                return op not in _FLOAT_BINARY
+            case Cast(_, a):
+                return not a.dtype.is_float
+            case Select():
+                return False
+        return True  # reads, variables, reductions
+
+    def convert(self, expr: Expr) -> SympyExpr:
+        memo = self.memo
+        stack: list[tuple[Expr, bool]] = [(expr, False)]
+        while stack:  # iterative post-order that does not enter atoms
+            node, ready = stack.pop()
+            if node in memo:
+                continue
+            kids = () if self._is_atom(node) else node.children()
+            if not ready and any(k not in memo for k in kids):
+                stack.append((node, True))
+                stack.extend((k, False) for k in reversed(kids) if k not in memo)
+                continue
+            memo[node] = self._convert(node)
+        return memo[expr]
+
+    def _convert(self, node: Expr) -> SympyExpr:
+        m = self.memo
+        if self._is_atom(node):
+            return self._symbol(node, node.dtype.is_bool)
+        match node:
+            case Const(value, dtype):
+                if dtype.is_bool:
+                    return sympy.true if value else sympy.false
+                if not math.isfinite(value):
+                    raise _NonFinite(str(node))
+                return sympy.Rational(value)  # exact: 0.1 is the binary fraction it holds
+            case Unary(Op.NOT, a):
+                return sympy.Not(m[a])
+            case Binary(Op.AND, a, b):
+                return sympy.And(m[a], m[b])
+            case Binary(Op.OR, a, b):
+                return sympy.Or(m[a], m[b])
+            case Unary(op, a):
+                return _FLOAT_UNARY[op](m[a])
+            case Binary(op, a, b):
+                return _FLOAT_BINARY[op](m[a], m[b])
+            case Select(c, a, b):
+                return sympy.Piecewise((m[a], m[c]), (m[b], True))
+            case Cast(_, a):
+                return m[a]
+        raise NotImplementedError(f"float_is_zero: cannot convert {type(node).__name__} "
+                                  f"'{node}'")  # unreachable: _is_atom covers the rest
+
+
+# the screen: points tried, digits evaluated, and what counts as "clearly not zero"
+_SCREEN_POINTS = 3
+_SCREEN_DIGITS = 30
+_SCREEN_TOLERANCE = sympy.Float("1e-12", _SCREEN_DIGITS)
+
+
+def _screen_nonzero(e: SympyExpr) -> bool:
+    """Whether ``e`` is clearly not identically zero: it evaluates (to 30 digits) to a
+    real number away from 0 at a point of its atoms (rationals in [1/7, 3], conditions all
+    true, all false, then mixed). A deterministic local generator picks the points; an
+    evaluation that fails or is not real (a log of a negative...) proves nothing."""
+    symbols = sorted(e.free_symbols, key=lambda x: x.name)
+    rng = random.Random(0)
+    for point in range(_SCREEN_POINTS):
+        values: dict[Any, Any] = {}
+        for x in symbols:
+            if x.is_real:
+                values[x] = sympy.Rational(rng.randint(1, 21), 7)
+            else:  # a condition
+                values[x] = sympy.true if point == 0 or (point == 2 and rng.random() < 0.5) \
+                    else sympy.false
+        try:
+            v = e.xreplace(values).evalf(_SCREEN_DIGITS)
+        except Exception:  # sympy raises many kinds on odd values; nothing is learnt
+            continue
+        if v.is_real and v.is_number and v.is_finite and abs(v) > _SCREEN_TOLERANCE:
+            return True
+    return False
+
+
+def _zero_verdict(e: SympyExpr) -> bool | None:
+    """True: ``e`` is 0; False: a non-zero constant; None: not decided."""
+    if e.has(sympy.Piecewise):
+        # one Piecewise outside, then each branch on its own (the conditions are atoms)
+        folded = sympy.piecewise_fold(e)
+        if isinstance(folded, sympy.Piecewise):
+            verdicts = [_zero_verdict(branch.expr) for branch in folded.args]
+            if all(v is True for v in verdicts):
+                return True
+            return False if all(v is False for v in verdicts) else None
+        e = folded
+    steps: list[Callable[[SympyExpr], SympyExpr]] = [
+        lambda x: x, sympy.expand, lambda x: sympy.cancel(sympy.together(x))]
+    for step in steps:
+        e = step(e)
+        if e == 0:
+            return True
+    if sympy.count_ops(e) <= FLOAT_SIMPLIFY_MAX_OPS:
+        e = sympy.simplify(e)
+        if e == 0:
+            return True
+    if e.is_number and e.is_zero is False:
+        return False
+    return None
+
+
+def float_is_zero(expr: Expr) -> bool | None:
+    """Whether a float expression is identically zero, decided with sympy.
+
+    Tensor reads, variables, reductions, casts from integers and operators without a sympy
+    form become opaque real symbols (one per distinct node), conditions opaque booleans,
+    ``select`` a ``Piecewise`` (see the module docstring's float table). The expression is
+    then evaluated at a few rational points (one clearly non-zero value settles it: not
+    an identity), and only otherwise expanded, put over a common denominator and, when
+    small, simplified: the proof.
+
+    Parameters
+    ----------
+    expr : Expr
+        A float expression.
+
+    Returns
+    -------
+    bool or None
+        True when it is 0 for every real value of its atoms where it is defined (a
+        proof: ``x / x - 1`` is 0 although x = 0 gives nan); False when it is a non-zero
+        constant; None when sympy decides neither (a zero that needs a relation
+        between atoms, such as ``x[i] - x[j]`` with ``i == j``, stays None) or when it
+        holds a constant inf or nan.
+
+    Raises
+    ------
+    TypeError
+        ``expr`` is not a float expression.
+
+    Example
+    -------
+    >>> e = x[i] * y[i] / y[i] - x[i]     # -> True
+    """
+    if not isinstance(expr, Expr) or not expr.dtype.is_float:
+        raise TypeError(f"float_is_zero: expects a float expression, got {expr!r}")
+    try:
+        e = _FloatToSympy().convert(expr)
+    except _NonFinite:
+        return None
+    if e == 0:
+        return True
+    if _screen_nonzero(e):
+        # not zero at some point: not an identity of the atoms. Only a constant is
+        # non-zero everywhere; anything else may still vanish through relations between
+        # atoms the conversion does not see
+        return False if e.is_number else None
+    try:
+        return _zero_verdict(e)
+    except Exception:  # sympy's algebra raises many kinds (PolynomialError...): not proved
+        return None

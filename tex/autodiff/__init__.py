@@ -12,13 +12,14 @@ through the module ``__getattr__`` at first use (PEP 562), never imported at imp
 from .cost import iteration_count
 from .derivative import RULES, DifferentiationError, partials, tangent
 from .forward import jvp
+from .report import GradientReport, report
 from .reverse import DifferentiationResult, differentiate
 from .vjp import DiffBuildingBlock, Jacobian, identity_head
 
 __all__ = [
-    "RULES", "DiffBuildingBlock", "DifferentiationError", "DifferentiationResult", "Jacobian",
-    "differentiate", "grad_program", "identity_head", "iteration_count", "jvp", "partials",
-    "tangent",
+    "RULES", "DiffBuildingBlock", "DifferentiationError", "DifferentiationResult",
+    "GradientReport", "Jacobian", "differentiate", "grad_program", "identity_head",
+    "iteration_count", "jvp", "partials", "report", "tangent",
 ]
 
 _LAZY = ("GradProgram", "grad_program")

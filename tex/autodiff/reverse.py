@@ -14,6 +14,7 @@ hand-written gradient would (forward tensors are never touched).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..debug import dump, should_dump
@@ -23,15 +24,18 @@ from ..ir.printer import format_program
 from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
 from ..ir.verify import check_compute_body
 from ..ir.visit import post_order, rewrite, substitute, topo_sort_ops
+from .derivative import DifferentiationError
+from .report import ZeroedPath, conventional_zeros
 from .vjp import (
-    DiffBuildingBlock,
     _ident,
     _is_cheap,
+    building_block,
     identity_head,
     make_compute,
     new_axes,
     zero_tensor,
 )
+from .zeros import zero_adjoints
 
 __all__ = ["differentiate", "DifferentiationResult"]
 
@@ -39,16 +43,31 @@ FDiff = Callable[[Tensor, Tensor, Tensor], Tensor]
 Override = Mapping[Tensor, tuple[Sequence[Tensor], Callable[..., Sequence[Tensor]]]]
 
 
+@dataclass(frozen=True)
+class DiffInfo:
+    """How a result was made, for ``tex.autodiff.report``: the forward tensors (producers
+    first), the zero-elimination steps per edge ``(consumer, input)``, the adjoints proved
+    zero (tensor name -> reason) and the places zeroed by convention."""
+
+    output: Tensor
+    order: tuple[Tensor, ...]
+    steps: dict[tuple[Tensor, Tensor], tuple[str, ...]] = field(default_factory=dict)
+    proved_zero: dict[str, str] = field(default_factory=dict)
+    zeroed: tuple[ZeroedPath, ...] = ()
+
+
 class DifferentiationResult(Sequence[Tensor]):
     """The gradients, in the order of ``inputs`` (a list-like), plus ``adjoints``
-    (tensor -> adjoint, intermediates included) and ``adjoint_summands`` (tensor ->
-    {consumer: contribution})."""
+    (tensor -> adjoint, intermediates included), ``adjoint_summands`` (tensor ->
+    {consumer: contribution}) and ``info`` (what was done, for ``tex.autodiff.report``)."""
 
     def __init__(self, result: list[Tensor], adjoints: dict[Tensor, Tensor],
-                 summands: dict[Tensor, dict[Tensor, Tensor]]) -> None:
+                 summands: dict[Tensor, dict[Tensor, Tensor]],
+                 info: DiffInfo | None = None) -> None:
         self.result = result
         self.adjoints = adjoints
         self.adjoint_summands = summands
+        self.info = info
 
     def __getitem__(self, i: Any) -> Any:
         return self.result[i]
@@ -100,7 +119,8 @@ def _topo(output: Tensor, override: Override) -> list[Tensor]:
 
 def differentiate(output: Tensor, inputs: Sequence[Tensor] | Tensor | None = None,
                   head: Tensor | None = None, fdiff: FDiff | None = None,
-                  override: Override | None = None) -> DifferentiationResult:
+                  override: Override | None = None, strict: bool = False
+                  ) -> DifferentiationResult:
     """Reverse-mode gradients of ``output`` with respect to ``inputs``.
 
     Parameters
@@ -120,6 +140,10 @@ def differentiate(output: Tensor, inputs: Sequence[Tensor] | Tensor | None = Non
     override : dict, optional
         ``{tensor: (deps, fn)}``: differentiate ``tensor`` as a function of ``deps`` with
         ``fn(tensor, deps, head) -> [adjoint contribution per dep]``.
+    strict : bool
+        Raise ``DifferentiationError`` instead of silently zeroing a float path through a
+        piecewise-constant op (floor/round, a cast to an integer, a comparison that decides
+        a value on its own, an integer tensor computed from floats). ``report`` lists them.
 
     Returns
     -------
@@ -134,6 +158,8 @@ def differentiate(output: Tensor, inputs: Sequence[Tensor] | Tensor | None = Non
     ValueError
         ``head``'s shape does not end with ``output.shape``; an override or fdiff returns
         the wrong number or shape of adjoints.
+    DifferentiationError
+        ``strict=True`` and a float path to an input is zeroed by convention.
 
     Example
     -------
@@ -146,6 +172,9 @@ def differentiate(output: Tensor, inputs: Sequence[Tensor] | Tensor | None = Non
     if fdiff is not None and not callable(fdiff):
         raise TypeError(f"differentiate: fdiff must be a callable fdiff(out, inp, head), got "
                         f"{type(fdiff).__name__} {fdiff!r}")
+    if not isinstance(strict, bool):
+        raise TypeError(f"differentiate: strict must be a bool, got {type(strict).__name__} "
+                        f"{strict!r}")
     if override is not None and not isinstance(override, Mapping):
         raise TypeError(f"differentiate: override must be a dict {{tensor: (deps, fn)}}, got "
                         f"{type(override).__name__} {override!r}")
@@ -182,7 +211,6 @@ def differentiate(output: Tensor, inputs: Sequence[Tensor] | Tensor | None = Non
                          f"shape {output.shape} of '{output.name}'")
     prefix = head.shape[:head.ndim - nd]
     user_fdiff = fdiff
-    fdiff = fdiff or DiffBuildingBlock
 
     # tensors on a path from the output to a wanted input
     wanted_set = set(wanted)
@@ -191,6 +219,20 @@ def differentiate(output: Tensor, inputs: Sequence[Tensor] | Tensor | None = Non
         if t in wanted_set or any(d in needed for d in _deps(t, override)):
             needed.add(t)
 
+    zeroed = conventional_zeros(order, needed, wanted)
+    if strict:
+        cut = [z for z in zeroed if z.cuts_a_float_path]
+        if cut:
+            raise DifferentiationError(
+                "differentiate(strict=True): a float path to an input is zeroed by "
+                "convention at " + "; ".join(str(z) for z in cut) +
+                " (use strict=False to accept a zero gradient there, or rewrite the op)")
+    # adjoints proved identically zero (the max-shift of a stable softmax) are not built
+    proved = zero_adjoints(order, output, needed, override=override) \
+        if user_fdiff is None else {}
+    proved = {t: why for t, why in proved.items()
+              if t not in override and not any(t in deps for deps, _ in override.values())}
+    steps: dict[tuple[Tensor, Tensor], tuple[str, ...]] = {}
     adjoints: dict[Tensor, Tensor] = {}
     summands: dict[Tensor, dict[Tensor, Tensor]] = {}
     created: list[Tensor] = []
@@ -209,7 +251,7 @@ def differentiate(output: Tensor, inputs: Sequence[Tensor] | Tensor | None = Non
         adjoints[t] = adj
         if not t.dtype.is_float:
             continue
-        deps = [d for d in dict.fromkeys(_deps(t, override)) if d in needed]
+        deps = [d for d in dict.fromkeys(_deps(t, override)) if d in needed and d not in proved]
         if not deps:
             continue
         if t in override:
@@ -223,11 +265,23 @@ def differentiate(output: Tensor, inputs: Sequence[Tensor] | Tensor | None = Non
                 raise ValueError(f"differentiate: the override of '{t.name}' returned "
                                  f"{len(got)} adjoints for {len(odeps)} dependencies")
             results = dict(zip(odeps, got))
+            steps.update({(t, d): ("user override",) for d in odeps})
         elif user_fdiff is None:
             view, deps = _through_index_only(t, deps, needed, wanted_set, override)
-            results = {d: _remap_reads(DiffBuildingBlock(view, d, adj), view, t) for d in deps}
+            deps = [d for d in deps if d not in proved]
+            results = {}
+            for d in deps:
+                s, fired = building_block(view, d, adj)
+                results[d] = _remap_reads(s, view, t)
+                if view is not t:
+                    vias = [x.name for x in t.op.input_tensors  # type: ignore[attr-defined]
+                            if x not in view.op.input_tensors]  # type: ignore[attr-defined]
+                    fired = [f"through index-only {', '.join(repr(v) for v in vias)} "
+                             "(inlined)", *fired]
+                steps[(t, d)] = tuple(fired)
         else:
-            results = {d: fdiff(t, d, adj) for d in deps}
+            results = {d: user_fdiff(t, d, adj) for d in deps}
+            steps.update({(t, d): ("user fdiff",) for d in deps})
         for d in deps:
             s = results[d]
             who = f"the override of '{t.name}'" if t in override else "fdiff"
@@ -236,6 +290,8 @@ def differentiate(output: Tensor, inputs: Sequence[Tensor] | Tensor | None = Non
             if s.shape != want:
                 raise ValueError(f"differentiate: {who} returned shape {s.shape} for the "
                                  f"adjoint of '{d.name}', expected {want}")
+            if _is_zeros(s):  # a cut path (floor, an integer cast): nothing to propagate
+                continue
             summands.setdefault(d, {})[t] = s
             created.append(s)
 
@@ -245,10 +301,19 @@ def differentiate(output: Tensor, inputs: Sequence[Tensor] | Tensor | None = Non
         if a is None:
             a = zero_tensor(prefix + t.shape, head.dtype, f"{t.name}_grad")
         result.append(a)
-    out = tidy(result, adjoints, summands, set(created) | {head})
+    info = DiffInfo(output, tuple(order), steps,
+                    {t.name: why for t, why in proved.items()}, tuple(zeroed))
+    out = tidy(result, adjoints, summands, set(created) | {head}, info)
     if should_dump("differentiate"):
         dump("differentiate", format_program(*out.result))
     return out
+
+
+def _is_zeros(t: Tensor) -> bool:
+    """Whether ``t`` is a zero tensor made by the building block (tag ``zeros``)."""
+    op = t.op
+    return isinstance(op, ComputeOp) and op.tag == "zeros" and \
+        isinstance(op.body[0], Const) and op.body[0].value == 0
 
 
 def _index_only(t: Tensor) -> bool:
@@ -373,7 +438,7 @@ def _elementwise(t: Tensor) -> bool:
 
 def tidy(result: list[Tensor], adjoints: dict[Tensor, Tensor],
           summands: dict[Tensor, dict[Tensor, Tensor]],
-          created: set[Tensor]) -> DifferentiationResult:
+          created: set[Tensor], info: DiffInfo | None = None) -> DifferentiationResult:
     """Inline gradient tensors that are cheap or used once by an elementwise gradient
     tensor; rebuild the gradient ops (only those ``created`` here) over the survivors."""
     roots = list(dict.fromkeys([*result, *adjoints.values(),
@@ -420,7 +485,7 @@ def tidy(result: list[Tensor], adjoints: dict[Tensor, Tensor],
     return DifferentiationResult(
         [remap(t) for t in result],
         {k: remap(v) for k, v in adjoints.items()},
-        {k: {c: remap(s) for c, s in d.items()} for k, d in summands.items()})
+        {k: {c: remap(s) for c, s in d.items()} for k, d in summands.items()}, info)
 
 
 def _inline_reads(body: Expr, inline: set[Tensor], new: dict[Tensor, Tensor]) -> Expr:

@@ -53,10 +53,12 @@ from ..ir.expr import (
 from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
 from ..ir.verify import check_compute_body
 from ..ir.visit import post_order, rewrite, substitute
+from ..topi.reduce import arg_reducer
 from ..topi.utils import index_names
 from .derivative import partials, tangent
 
-__all__ = ["DiffBuildingBlock", "Jacobian", "identity_head", "make_compute", "new_axes",
+__all__ = ["DiffBuildingBlock", "Jacobian", "building_block", "identity_head", "make_compute",
+           "new_axes",
            "INLINE_MAX_NODES"]
 
 # an elementwise head with at most this many nodes and one float read is inlined
@@ -202,7 +204,8 @@ def guard_reads(cond: Expr, dom: dict[Var, Range]) -> Expr:
 
 def _lift(e: Expr) -> tuple[list[Expr], Expr]:
     """``e`` as ``select(c1 && c2 ..., v, 0)``: its non-zeroness conditions and value.
-    Looks through products, quotients (numerator), negation and float casts."""
+    Looks through products, quotients (numerator), negation and float casts; the terms
+    of a sum keep the conditions they do not share as a select around their value."""
     match e:
         case Select(c, a, b) if _is_zero(b):
             inner_c, v = _lift(a)
@@ -213,11 +216,11 @@ def _lift(e: Expr) -> tuple[list[Expr], Expr]:
         case Binary(Op.MUL, a, b):
             ca, va = _lift(a)
             cb, vb = _lift(b)
-            if ca or cb:
+            if ca or cb or va is not a or vb is not b:
                 return ca + cb, fold.binary(Op.MUL, va, vb)
         case Binary(Op.DIV, a, b):
             ca, va = _lift(a)
-            if ca:
+            if ca or va is not a:
                 return ca, fold.binary(Op.DIV, va, b)
         case Binary(Op.ADD | Op.SUB as op, a, b):
             # the conditions both sides carry (a select's derivative multiplies each term
@@ -225,18 +228,21 @@ def _lift(e: Expr) -> tuple[list[Expr], Expr]:
             ca, va = _lift(a)
             cb, vb = _lift(b)
             common = [c for c in ca if any(c is d for d in cb)]  # nodes are interned
-            if common:
-                def rest(conds: list[Expr], v: Expr) -> Expr:
-                    left = [c for c in conds if not any(c is d for d in common)]
-                    return fold.select(fold.conjoin(left), v, Const(0, v.dtype)) if left else v
+
+            def rest(conds: list[Expr], v: Expr) -> Expr:
+                left = [c for c in conds if not any(c is d for d in common)]
+                return fold.select(fold.conjoin(left), v, Const(0, v.dtype)) if left else v
+            if ca or cb:
+                # a side's own conditions guard its reads through a select (a product
+                # [c] * head[l] would read head where c is false)
                 return common, fold.binary(op, rest(ca, va), rest(cb, vb))
         case Unary(Op.NEG, a):
             ca, va = _lift(a)
-            if ca:
+            if ca or va is not a:
                 return ca, fold.unary(Op.NEG, va)
         case Cast(dtype, a) if a.dtype.is_float:
             ca, va = _lift(a)
-            if ca:
+            if ca or va is not a:
                 return ca, fold.cast(dtype, va)
     return [], e
 
@@ -270,6 +276,11 @@ class _Edge:
         self.terms: list[Expr] = []
         self.tensors: list[Tensor] = []  # contribution tensors (reductions)
         self.count = 0
+        self.steps: list[str] = []  # what the zero elimination did, for tex.autodiff.report
+
+    def step(self, text: str) -> None:
+        if text not in self.steps:
+            self.steps.append(text)
 
     def head_at(self, o: Sequence[Expr]) -> Expr:
         return read_inlined(self.head, [*self.pre, *o])
@@ -283,14 +294,21 @@ class _Edge:
         eqs = [fold.binary(Op.SUB, ix, p) for ix, p in zip(read.indices, self.p)]
         solved = solve_domain(unknowns, eqs, [*conditions, *lifted], dom_of(self.axis))
         if solved is None:
+            self.step(f"a read {read} never hits '{self.inp.name}': dropped")
             return  # provably no point: the read never hits inp
+        gone = [v.name for v in solved.substitution]
+        if gone:
+            self.step(f"delta solved for {', '.join(gone)}")
         value = substitute(value, solved.substitution)
         dom = {**dom_of(self.axis), **dom_of(solved.axes)}
         value = Analyzer(dom).rewrite(value)
         if not solved.axes:
-            self.terms.append(fold.select(guard_reads(solved.outer, dom), value,
+            self.step("no reduction left (a gather)")
+            self.terms.append(fold.select(self._guard(solved.outer, dom), value,
                                           Const(0.0, value.dtype)))
             return
+        self.step("sum over " + ", ".join(f"{iv.var.name} ({iv.dom.extent})"
+                                          for iv in solved.axes))
         # The sum is computed over the gradient indices it uses (a read at a constant index
         # under a broadcast, C[i, j] = P[0], uses none of P's) and within the box the
         # outer conditions allow (p < 2), then selected into the gradient: |box| x |inner|
@@ -311,7 +329,7 @@ class _Edge:
             outer_in = [a for a in fold.conjuncts(solved.outer) if _vars(a) <= kept]
             cond = Analyzer({**normalize_dom(dom), **box}).rewrite(
                 fold.conjoin([*outer_in, solved.inner]))
-        cond = guard_reads(cond, dom)
+        cond = self._guard(cond, dom)
         self.count += 1
         name = _ident(f"{self.inp.name}_grad_{self.out.name}")
         if self.count > 1:
@@ -331,9 +349,16 @@ class _Edge:
             return
         t = make_compute(name + "_sum", [box[iv.var].hi - box[iv.var].lo + 1 for iv in ax],
                          body, [iv.var.name for iv in ax])
+        self.step(f"summed over the box {t.shape} of the indices it uses")
         at = [fold.binary(Op.SUB, iv.var, Const(box[iv.var].lo, int32)) for iv in ax]
-        self.terms.append(fold.select(guard_reads(solved.outer, dom), TensorRead(t, at),
+        self.terms.append(fold.select(self._guard(solved.outer, dom), TensorRead(t, at),
                                       Const(0.0, value.dtype)))
+
+    def _guard(self, cond: Expr, dom: dict[Var, Range]) -> Expr:
+        guarded = guard_reads(cond, dom)
+        if guarded is not cond:
+            self.step("data-dependent reads guarded")
+        return guarded
 
     def axis_vars(self) -> list[Expr]:
         return [iv.var for iv in self.axis]
@@ -378,9 +403,17 @@ def _reads_of(inp: Tensor):
     return lambda n: isinstance(n, TensorRead) and n.tensor is inp
 
 
+def _note_split(edge: _Edge, n: int) -> None:
+    if n > 1:
+        edge.step(f"{n} reads of '{edge.inp.name}' differentiated separately (a sum of deltas "
+                  "split)")
+
+
 def _elementwise_terms(edge: _Edge, unknowns: Sequence[IterVar], expr: Expr,
                        weight: Expr, conditions: Sequence[Expr]) -> None:
-    for read, d in partials(expr, _reads_of(edge.inp)).items():
+    parts = partials(expr, _reads_of(edge.inp))
+    _note_split(edge, len(parts))
+    for read, d in parts.items():
         edge.add_term(unknowns, read, fold.binary(Op.MUL, weight, d), conditions)
 
 
@@ -414,22 +447,53 @@ def _flat_index(axes: Sequence[IterVar]) -> Expr:
 _NONE = 2**31 - 1  # "no reduction point was selected": init won
 
 
+def _extreme(c: CommReducer) -> Op | None:
+    """``GT`` for a one-slot ``max`` combiner, ``LT`` for ``min``, else None."""
+    if len(c) != 1:
+        return None
+    r, x, y = c.result[0], c.lhs[0], c.rhs[0]
+    if _is_combine(r, Op.MAX, x, y):
+        return Op.GT
+    if _is_combine(r, Op.MIN, x, y):
+        return Op.LT
+    return None
+
+
+# (index, value) reducers keeping the first extreme; index identity INT32_MAX == _NONE
+_ARG_REDUCERS = {Op.GT: arg_reducer("argsel_max", Op.GT), Op.LT: arg_reducer("argsel_min", Op.LT)}
+
+
 def selection_index(out: Tensor) -> Tensor:
     """``<out>_argsel[o]``: the flat index of the first reduction point whose values equal
-    the result of the selection reduction producing ``out`` (``2**31 - 1``: none, init won)."""
+    the result of the selection reduction producing ``out`` (``2**31 - 1``: none, init won).
+
+    For ``max``/``min`` it is one pass, an (index, value) argmax/argmin of the source that
+    does not read ``out`` (ties: the lowest index; against ``init``: the point); for other
+    selection reducers (several slots) it is the first point equal to every slot of
+    ``out``."""
     op = out.op
     body = op.body
     red: Reduce = body[0]
     axis = op.axis
+    fresh = [te.reduce_axis((iv.dom.min, iv.dom.stop), name=iv.var.name) for iv in red.axis]
+    rename = {iv.var: f.var for iv, f in zip(red.axis, fresh)}
+    out_names = [iv.var.name for iv in axis]
+    better = _extreme(red.combiner)
+    if better is not None:
+        new_axis = new_axes(out_names, out.shape)
+        m = {**rename, **{iv.var: n.var for iv, n in zip(axis, new_axis)}}
+        init = None if not red.init else (Const(_NONE, int32), substitute(red.init[0], m))
+        cond = substitute(red.condition, m)
+        bodies = _ARG_REDUCERS[better]((_flat_index(fresh), substitute(red.source[0], m)),
+                                       axis=fresh, where=cond, init=init)
+        check_compute_body(f"{op.name}_argsel", new_axis, list(bodies))
+        return ComputeOp(f"{op.name}_argsel", new_axis, list(bodies), tag="argsel").output(0)
     equal: Expr = Const(True, boolean)
     for vi, src in enumerate(red.source):
         equal = fold.binary(Op.AND, equal, fold.compare(Op.EQ, src, TensorRead(
             op.output(vi), [iv.var for iv in axis])))
     # the reads of the comparison happen only where the reduction's condition holds
     match = guarded_and(red.condition, equal)
-    fresh = [te.reduce_axis((iv.dom.min, iv.dom.stop), name=iv.var.name) for iv in red.axis]
-    rename = {iv.var: f.var for iv, f in zip(red.axis, fresh)}
-    out_names = [iv.var.name for iv in axis]
 
     def fbody(v: tuple[Expr, ...]) -> Expr:
         m = {**rename, **{iv.var: x for iv, x in zip(axis, v)}}
@@ -459,10 +523,17 @@ def DiffBuildingBlock(out: Tensor, inp: Tensor, head: Tensor) -> Tensor:  # noqa
     """The adjoint contribution of ``out`` to its direct input ``inp``: ``A[pre, p] =
     sum_o head[pre, o] * d out[o] / d inp[p]``, shape ``head.shape[:-out.ndim] +
     inp.shape``, with the Jacobian's zeros removed (the default ``fdiff``)."""
+    return building_block(out, inp, head)[0]
+
+
+def building_block(out: Tensor, inp: Tensor, head: Tensor) -> tuple[Tensor, list[str]]:
+    """``DiffBuildingBlock`` and the steps of the zero elimination that fired (in order,
+    for ``tex.autodiff.report``)."""
     _check_edge(out, inp, head, "DiffBuildingBlock")
     edge = _Edge(out, inp, head)
     if not out.dtype.is_float or not inp.dtype.is_float:
-        return edge.result()  # integer values carry no gradient
+        edge.step("integer values: no gradient")
+        return edge.result(), edge.steps
     op: ComputeOp = out.op  # type: ignore[assignment]
     body = op.body[out.value_index]
     o_axes = list(op.axis)
@@ -471,9 +542,11 @@ def DiffBuildingBlock(out: Tensor, inp: Tensor, head: Tensor) -> Tensor:  # noqa
         # a derivative that mentions the body itself (exp, tanh, sigmoid, sqrt...) reads
         # the forward value instead of recomputing it
         saved = {body: TensorRead(out, [iv.var for iv in o_axes])}
-        for read, d in partials(body, _reads_of(inp)).items():
+        parts = partials(body, _reads_of(inp))
+        _note_split(edge, len(parts))
+        for read, d in parts.items():
             edge.add_term(o_axes, read, fold.binary(Op.MUL, h, substitute(d, saved)), [])
-        return edge.result()
+        return edge.result(), edge.steps
     red = body
     vi = red.value_index
     combiner = red.combiner
@@ -482,7 +555,11 @@ def DiffBuildingBlock(out: Tensor, inp: Tensor, head: Tensor) -> Tensor:  # noqa
         if red.init:
             _elementwise_terms(edge, o_axes, red.init[0], h, [])
     elif _is_selection(combiner):
-        sel = TensorRead(selection_index(out), [iv.var for iv in o_axes])
+        index = selection_index(out)
+        edge.step("selection: the gradient goes to the point " +
+                  ("a one-pass argmax/argmin picks" if index.op.num_outputs == 2 else
+                   "equal to the result"))
+        sel = TensorRead(index, [iv.var for iv in o_axes])
         picked = fold.compare(Op.EQ, _flat_index(red.axis), sel)
         _elementwise_terms(edge, [*o_axes, *red.axis], red.source[vi], h,
                            [red.condition, picked])
@@ -490,8 +567,10 @@ def DiffBuildingBlock(out: Tensor, inp: Tensor, head: Tensor) -> Tensor:  # noqa
             _elementwise_terms(edge, o_axes, red.init[vi], h,
                                [fold.compare(Op.EQ, sel, Const(_NONE, int32))])
     else:
-        return _generic_reduce(edge, out, red)
-    return edge.result()
+        edge.step("any reducer: forward mode in the combiner (a Jacobian |out| x |inp| x "
+                  "|reduction|)")
+        return _generic_reduce(edge, out, red), edge.steps
+    return edge.result(), edge.steps
 
 
 # --------------------------------------------------------------------------------------

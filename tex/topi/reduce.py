@@ -35,6 +35,7 @@ __all__ = [
     "all",
     "any",
     "argmax",
+    "arg_reducer",
     "argmin",
     "logsumexp",
     "max",
@@ -211,7 +212,7 @@ def mean(x: Tensor, axis: Any = None, keepdims: bool = False,
 
 # -- argmax, argmin --------------------------------------------------------------------
 
-def _arg_reducer(op: str, better: Op) -> Any:
+def arg_reducer(op: str, better: Op) -> Any:
     """(index, value) pairs: keep the better value, the smaller index on ties (so the
     result is the first extreme whatever the order of combination). The identity's index
     is INT32_MAX so that any real element wins a tie with it."""
@@ -228,7 +229,7 @@ def _arg_reducer(op: str, better: Op) -> Any:
 
 
 def _make_arg(op: str, better: Op) -> Callable[..., Tensor]:
-    reducer = _arg_reducer(op, better)
+    reducer = arg_reducer(op, better)
     extreme = "maximum" if better is Op.GT else "minimum"
 
     def fn(x: Tensor, axis: Any = None, keepdims: bool = False,
