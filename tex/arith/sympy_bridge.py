@@ -203,6 +203,30 @@ def is_structural(node: Expr) -> bool:
     return False
 
 
+def _convert_post_order(expr: Expr, memo: dict[Expr, SympyExpr],
+                        is_atom: Callable[[Expr], bool],
+                        convert: Callable[[Expr], SympyExpr],
+                        check: Callable[[Expr], None] | None = None) -> SympyExpr:
+    """``convert`` every node of ``expr`` children first, memoized in ``memo``, without
+    entering atoms: an explicit stack, so deep expressions do not hit the recursion limit."""
+    if expr in memo:
+        return memo[expr]
+    stack: list[tuple[Expr, bool]] = [(expr, False)]
+    while stack:
+        node, ready = stack.pop()
+        if node in memo:
+            continue
+        if check is not None:
+            check(node)
+        kids = () if is_atom(node) else node.children()
+        if not ready and any(k not in memo for k in kids):
+            stack.append((node, True))
+            stack.extend((k, False) for k in reversed(kids) if k not in memo)
+            continue
+        memo[node] = convert(node)
+    return memo[expr]
+
+
 class SympyBridge:
     """Converts between tex and sympy with one consistent Var <-> Symbol map.
 
@@ -252,25 +276,12 @@ class SympyBridge:
     # -- tex -> sympy ---------------------------------------------------------------------
     def to_sympy(self, expr: Expr) -> SympyExpr:
         """The sympy form of an integer or bool expression (see the module docstring)."""
-        memo = self._memo
-        if expr in memo:
-            return memo[expr]
-        stack: list[tuple[Expr, bool]] = [(expr, False)]
-        while stack:  # iterative post-order that does not enter opaque atoms
-            node, ready = stack.pop()
-            if node in memo:
-                continue
+        def check(node: Expr) -> None:
             if not node.dtype.is_integral:
                 raise TypeError(
                     f"to_sympy: only integer and bool expressions convert, but '{node}' is "
                     f"{node.dtype}")
-            kids = () if self._is_atom(node) else node.children()
-            if not ready and any(k not in memo for k in kids):
-                stack.append((node, True))
-                stack.extend((k, False) for k in reversed(kids) if k not in memo)
-                continue
-            memo[node] = self._convert(node)
-        return memo[expr]
+        return _convert_post_order(expr, self._memo, self._is_atom, self._convert, check)
 
     def _is_atom(self, node: Expr) -> bool:
         if isinstance(node, (Var, TensorRead, Reduce)):
@@ -747,19 +758,7 @@ class _FloatToSympy:
         return True  # reads, variables, reductions
 
     def convert(self, expr: Expr) -> SympyExpr:
-        memo = self.memo
-        stack: list[tuple[Expr, bool]] = [(expr, False)]
-        while stack:  # iterative post-order that does not enter atoms
-            node, ready = stack.pop()
-            if node in memo:
-                continue
-            kids = () if self._is_atom(node) else node.children()
-            if not ready and any(k not in memo for k in kids):
-                stack.append((node, True))
-                stack.extend((k, False) for k in reversed(kids) if k not in memo)
-                continue
-            memo[node] = self._convert(node)
-        return memo[expr]
+        return _convert_post_order(expr, self.memo, self._is_atom, self._convert)
 
     def _convert(self, node: Expr) -> SympyExpr:
         m = self.memo
