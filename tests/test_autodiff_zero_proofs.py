@@ -265,3 +265,21 @@ def test_float_is_zero():
     assert float_is_zero(a * Const(float("inf"), x.dtype) - a) is None
     with pytest.raises(TypeError, match="float expression"):
         float_is_zero(i + 1)
+
+
+def test_float_is_zero_refuses_expressions_too_big_to_expand() -> None:
+    """Expanding a product of sums multiplies their term counts: a fuzzed program's second
+    derivative made sympy exhaust the memory. Such an expression is not expanded (None),
+    and a big product of selects is not folded into 2**k branches."""
+    x = tex.placeholder((16,), "float64", name="x")
+    prod = (x[0] + x[1]) * (x[1] - x[0])
+    for i in range(2, 16):
+        prod = prod * (x[i] + x[i - 1] + x[i - 2])
+    # zero but for a term below the screen's tolerance: only expanding would decide it,
+    # into 2 * 3**14 terms
+    big = prod * (x[0] - x[1]) - prod * x[0] + prod * x[1] + x[2] * 1e-300
+    assert float_is_zero(big) is None
+    sel = x[0]
+    for i in range(1, 10):
+        sel = sel * tex.if_then_else(x[i] > 0.0, x[i], 1.0)
+    assert float_is_zero(sel - sel * 1.0 + x[0] * 1e-300) is None

@@ -711,6 +711,11 @@ _FLOAT_BINARY: dict[Op, Callable[[SympyExpr, SympyExpr], SympyExpr]] = {
 
 # sympy.simplify is tried only on expressions with at most this many operations (it is slow)
 FLOAT_SIMPLIFY_MAX_OPS = 120
+# larger expressions are not expanded (not proved): expand and cancel grow with the product
+# of the term counts of the factors, which fuzzed programs can make exhaust the memory
+FLOAT_EXPAND_MAX_OPS = 400
+FLOAT_EXPAND_MAX_TERMS = 2_000
+FLOAT_MAX_PIECEWISE = 6
 
 
 class _NonFinite(Exception):
@@ -819,8 +824,29 @@ def _screen_nonzero(e: SympyExpr) -> bool:
     return False
 
 
+def _expanded_terms(e: SympyExpr, cap: int) -> int:
+    """An upper bound on the number of terms ``sympy.expand(e)`` makes (capped at ``cap``):
+    expanding a product of sums multiplies their term counts, and that is what can exhaust
+    the memory (a product of ten binomials has 1,024 terms)."""
+    if isinstance(e, sympy.Add):
+        return min(cap, sum(_expanded_terms(a, cap) for a in e.args))
+    if isinstance(e, sympy.Mul):
+        n = 1
+        for a in e.args:
+            n = min(cap, n * _expanded_terms(a, cap))
+        return n
+    if isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp > 0:
+        return min(cap, _expanded_terms(e.base, cap) ** min(int(e.exp), 64))
+    return 1
+
+
 def _zero_verdict(e: SympyExpr) -> bool | None:
-    """True: ``e`` is 0; False: a non-zero constant; None: not decided."""
+    """True: ``e`` is 0; False: a non-zero constant; None: not decided (also when ``e`` is
+    too big to expand within bounded time and memory)."""
+    if sympy.count_ops(e) > FLOAT_EXPAND_MAX_OPS or \
+            _expanded_terms(e, FLOAT_EXPAND_MAX_TERMS + 1) > FLOAT_EXPAND_MAX_TERMS or \
+            len(e.atoms(sympy.Piecewise)) > FLOAT_MAX_PIECEWISE:
+        return None  # folding k Piecewise makes up to 2**k branches
     if e.has(sympy.Piecewise):
         # one Piecewise outside, then each branch on its own (the conditions are atoms)
         folded = sympy.piecewise_fold(e)
