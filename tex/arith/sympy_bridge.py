@@ -767,31 +767,30 @@ class _FloatToSympy:
 
     def _convert(self, node: Expr) -> SympyExpr:
         m = self.memo
-        if self._is_atom(node):
-            return self._symbol(node, node.dtype.is_bool)
-        match node:
-            case Const(value, dtype):
-                if dtype.is_bool:
-                    return sympy.true if value else sympy.false
-                if not math.isfinite(value):
-                    raise _NonFinite(str(node))
-                return sympy.Rational(value)  # exact: 0.1 is the binary fraction it holds
-            case Unary(Op.NOT, a):
-                return sympy.Not(m[a])
-            case Binary(Op.AND, a, b):
-                return sympy.And(m[a], m[b])
-            case Binary(Op.OR, a, b):
-                return sympy.Or(m[a], m[b])
-            case Unary(op, a):
-                return _FLOAT_UNARY[op](m[a])
-            case Binary(op, a, b):
-                return _FLOAT_BINARY[op](m[a], m[b])
-            case Select(c, a, b):
-                return sympy.Piecewise((m[a], m[c]), (m[b], True))
-            case Cast(_, a):
-                return m[a]
-        raise NotImplementedError(f"float_is_zero: cannot convert {type(node).__name__} "
-                                  f"'{node}'")  # unreachable: _is_atom covers the rest
+        if not self._is_atom(node):
+            match node:
+                case Const(value, dtype):
+                    if dtype.is_bool:
+                        return sympy.true if value else sympy.false
+                    if not math.isfinite(value):
+                        raise _NonFinite(str(node))
+                    return sympy.Rational(value)  # exact: 0.1 is the binary fraction it holds
+                case Unary(Op.NOT, a):
+                    return sympy.Not(m[a])
+                case Binary(Op.AND, a, b):
+                    return sympy.And(m[a], m[b])
+                case Binary(Op.OR, a, b):
+                    return sympy.Or(m[a], m[b])
+                case Unary(op, a):
+                    return _FLOAT_UNARY[op](m[a])
+                case Binary(op, a, b):
+                    return _FLOAT_BINARY[op](m[a], m[b])
+                case Select(c, a, b):
+                    return sympy.Piecewise((m[a], m[c]), (m[b], True))
+                case Cast(_, a):
+                    return m[a]
+        # atoms (reads, variables, reductions, conditions...) are opaque symbols
+        return self._symbol(node, node.dtype.is_bool)
 
 
 # the screen: points tried, digits evaluated, and what counts as "clearly not zero"

@@ -203,7 +203,7 @@ def _rule_for(node: Expr) -> Rule | None:
     raise DifferentiationError(f"no derivative rule for {type(node).__name__} node {node}")
 
 
-def _active(root: Expr, is_leaf: Callable[[Expr], bool]) -> set[Expr]:
+def active_nodes(root: Expr, is_leaf: Callable[[Expr], bool]) -> set[Expr]:
     """Float nodes through which some leaf reaches ``root``."""
     active: set[Expr] = set()
     for node in post_order(root):
@@ -227,7 +227,7 @@ def partials(expr: Expr, is_leaf: Callable[[Expr], bool],
     has the single leaf ``X[i]``, with partial ``X[i] + X[i]``). ``seed`` multiplies the
     result (default 1).
     """
-    active = _active(expr, is_leaf)
+    active = active_nodes(expr, is_leaf)
     if expr not in active:
         return {}
     order = [n for n in post_order(expr) if n in active]
@@ -257,7 +257,7 @@ def tangent(expr: Expr, leaf_tangents: Mapping[Expr, Expr] | Callable[[Expr], Ex
     """The directional derivative of ``expr`` given the tangents of its leaves (forward
     mode); None when it is identically zero."""
     lookup = leaf_tangents.get if isinstance(leaf_tangents, Mapping) else leaf_tangents
-    active = _active(expr, is_leaf)
+    active = active_nodes(expr, is_leaf)
     if expr not in active:
         return None
     tan: dict[Expr, Expr | None] = {}

@@ -4,13 +4,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..ir import fold
-from ..ir.expr import Const, Expr, IterVar, Reduce, TensorRead
+from ..ir.expr import Const, Expr, IterVar, Op, Reduce, TensorRead
 from ..ir.tensor import ComputeOp, Tensor
 from ..ir.verify import check_compute_body
 from ..ir.visit import substitute, topo_sort_ops
 from .derivative import tangent
 from .reverse import tidy
-from .vjp import _is_sum, new_axes, reduce_tangent, zero_tensor
+from .vjp import new_axes, reduce_tangent, zero_tensor
 
 __all__ = ["jvp"]
 
@@ -103,7 +103,7 @@ def _tangent_tensor(t: Tensor, tan: dict[Tensor, Tensor]) -> Tensor | None:
     init = [tangent(s, leaf, is_leaf) for s in body.init]
     if all(x is None for x in src + init):
         return None
-    if _is_sum(body.combiner):
+    if body.combiner.is_single(Op.ADD):
         zero = Const(0, body.dtype)
         new = Reduce(body.combiner, [src[0] if src[0] is not None else zero], body.axis,
                      body.condition, [init[0] if init[0] is not None else zero]

@@ -32,6 +32,7 @@ from ..ir.scatter import scatter_form
 from ..ir.tensor import ComputeOp, Operation, Tensor
 from ..ir.visit import post_order, topo_sort_ops
 from .cost import op_iterations
+from .derivative import active_nodes
 
 if TYPE_CHECKING:
     from .reverse import DifferentiationResult
@@ -114,20 +115,6 @@ class GradientReport:
 # conventional zeros
 # --------------------------------------------------------------------------------------
 
-def _depends(body: Sequence[Expr], live: set[Tensor]) -> dict[Expr, bool]:
-    """node -> whether it reads a tensor in ``live`` (bottom-up over the bodies)."""
-    dep: dict[Expr, bool] = {}
-    for b in body:
-        for n in post_order(b):
-            if n in dep:
-                continue
-            if isinstance(n, TensorRead):
-                dep[n] = n.tensor in live and n.dtype.is_float
-            else:
-                dep[n] = any(dep.get(c, False) for c in n.children())
-    return dep
-
-
 def _short(e: Expr) -> str:
     text = format_expr(e)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -135,7 +122,9 @@ def _short(e: Expr) -> str:
 
 def _body_zeros(t: Tensor, live: set[Tensor]) -> list[ZeroedPath]:
     op: ComputeOp = t.op  # type: ignore[assignment]
-    dep = _depends(op.body, live)
+    # float nodes through which a read of a live input flows (the derivative's own notion)
+    dep = {n: True for b in op.body for n in active_nodes(
+        b, lambda e: isinstance(e, TensorRead) and e.tensor in live)}
     found: list[ZeroedPath] = []
     gated: set[Expr] = set()  # comparisons whose select/where carries the gradient anyway
     for b in op.body:

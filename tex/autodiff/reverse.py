@@ -269,16 +269,14 @@ def differentiate(output: Tensor, inputs: Sequence[Tensor] | Tensor | None = Non
         elif user_fdiff is None:
             view, deps = _through_index_only(t, deps, needed, wanted_set, override)
             deps = [d for d in deps if d not in proved]
+            vias = [repr(x.name) for x in t.op.input_tensors  # type: ignore[attr-defined]
+                    if x not in view.op.input_tensors]  # type: ignore[attr-defined]
+            through = [f"through index-only {', '.join(vias)} (inlined)"] if vias else []
             results = {}
             for d in deps:
                 s, fired = building_block(view, d, adj)
                 results[d] = _remap_reads(s, view, t)
-                if view is not t:
-                    vias = [x.name for x in t.op.input_tensors  # type: ignore[attr-defined]
-                            if x not in view.op.input_tensors]  # type: ignore[attr-defined]
-                    fired = [f"through index-only {', '.join(repr(v) for v in vias)} "
-                             "(inlined)", *fired]
-                steps[(t, d)] = tuple(fired)
+                steps[(t, d)] = (*through, *fired)
         else:
             results = {d: user_fdiff(t, d, adj) for d in deps}
             steps.update({(t, d): ("user fdiff",) for d in deps})

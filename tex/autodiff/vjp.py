@@ -52,7 +52,7 @@ from ..ir.expr import (
 )
 from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
 from ..ir.verify import check_compute_body
-from ..ir.visit import post_order, rewrite, substitute
+from ..ir.visit import collect_vars, post_order, rewrite, substitute
 from ..topi.reduce import arg_reducer
 from ..topi.utils import index_names
 from .derivative import partials, tangent
@@ -247,10 +247,6 @@ def _lift(e: Expr) -> tuple[list[Expr], Expr]:
     return [], e
 
 
-def _vars(e: Expr) -> set[Var]:
-    return {n for n in post_order(e) if isinstance(n, Var)}
-
-
 def _is_zero(e: Expr) -> bool:
     return isinstance(e, Const) and e.value == 0
 
@@ -313,7 +309,7 @@ class _Edge:
         # under a broadcast, C[i, j] = P[0], uses none of P's) and within the box the
         # outer conditions allow (p < 2), then selected into the gradient: |box| x |inner|
         # + |grad| iterations instead of |grad| x |inner|.
-        used = _vars(value) | _vars(solved.inner)
+        used = set(collect_vars(value)) | set(collect_vars(solved.inner))
         ax = [iv for iv in self.axis if iv.var in used]
         box = box_of(solved.outer, {iv.var: Interval(0, iv.dom.extent - 1) for iv in ax})
         if any(b.lo > b.hi for b in box.values()):
@@ -326,7 +322,7 @@ class _Edge:
             cond = fold.binary(Op.AND, solved.outer, solved.inner)
         else:  # the outer atoms on dropped axes go outside; those the box enforces go
             kept = {iv.var for iv in ax}
-            outer_in = [a for a in fold.conjuncts(solved.outer) if _vars(a) <= kept]
+            outer_in = [a for a in fold.conjuncts(solved.outer) if set(collect_vars(a)) <= kept]
             cond = Analyzer({**normalize_dom(dom), **box}).rewrite(
                 fold.conjoin([*outer_in, solved.inner]))
         cond = self._guard(cond, dom)
@@ -417,18 +413,10 @@ def _elementwise_terms(edge: _Edge, unknowns: Sequence[IterVar], expr: Expr,
         edge.add_term(unknowns, read, fold.binary(Op.MUL, weight, d), conditions)
 
 
-def _is_sum(c: CommReducer) -> bool:
-    return len(c) == 1 and _is_combine(c.result[0], Op.ADD, c.lhs[0], c.rhs[0])
-
-
-def _is_combine(r: Expr, op: Op, x: Var, y: Var) -> bool:
-    return isinstance(r, Binary) and r.op is op and {id(r.a), id(r.b)} == {id(x), id(y)}
-
-
 def _is_selection(c: CommReducer) -> bool:
     """Whether every result slot is one of its two operands (max, min, argmax...)."""
-    for r, x, y in zip(c.result, c.lhs, c.rhs):
-        if _is_combine(r, Op.MAX, x, y) or _is_combine(r, Op.MIN, x, y):
+    for i, (r, x, y) in enumerate(zip(c.result, c.lhs, c.rhs)):
+        if c.slot_combines(i, Op.MAX) or c.slot_combines(i, Op.MIN):
             continue
         if isinstance(r, Select) and {id(r.a), id(r.b)} == {id(x), id(y)}:
             continue
@@ -449,14 +437,9 @@ _NONE = 2**31 - 1  # "no reduction point was selected": init won
 
 def _extreme(c: CommReducer) -> Op | None:
     """``GT`` for a one-slot ``max`` combiner, ``LT`` for ``min``, else None."""
-    if len(c) != 1:
-        return None
-    r, x, y = c.result[0], c.lhs[0], c.rhs[0]
-    if _is_combine(r, Op.MAX, x, y):
+    if c.is_single(Op.MAX):
         return Op.GT
-    if _is_combine(r, Op.MIN, x, y):
-        return Op.LT
-    return None
+    return Op.LT if c.is_single(Op.MIN) else None
 
 
 # (index, value) reducers keeping the first extreme; index identity INT32_MAX == _NONE
@@ -550,7 +533,7 @@ def building_block(out: Tensor, inp: Tensor, head: Tensor) -> tuple[Tensor, list
     red = body
     vi = red.value_index
     combiner = red.combiner
-    if _is_sum(combiner):
+    if combiner.is_single(Op.ADD):
         _elementwise_terms(edge, [*o_axes, *red.axis], red.source[0], h, [red.condition])
         if red.init:
             _elementwise_terms(edge, o_axes, red.init[0], h, [])
@@ -698,7 +681,7 @@ def Jacobian(out: Tensor, inp: Tensor, optimize: bool = True) -> Tensor:  # noqa
         return DiffBuildingBlock(out, inp, identity_head(out))
     op: ComputeOp = out.op  # type: ignore[assignment]
     body = op.body[out.value_index]
-    if isinstance(body, Reduce) and not _is_sum(body.combiner):
+    if isinstance(body, Reduce) and not body.combiner.is_single(Op.ADD):
         return _generic_jacobian(out, inp, body)
     o_axes = list(op.axis)
     names = [iv.var.name for iv in o_axes] + [f"p{d}" for d in range(inp.ndim)]

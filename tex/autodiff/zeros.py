@@ -48,9 +48,8 @@ from ..ir.expr import (
     Var,
 )
 from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
-from ..ir.visit import post_order, rewrite, substitute
+from ..ir.visit import collect_vars, post_order, rewrite, substitute
 from .derivative import DifferentiationError, tangent
-from .vjp import _is_sum
 
 __all__ = ["zero_adjoints", "MAX_DOWNSTREAM", "MAX_EXPAND_DEPTH", "MAX_TERMS"]
 
@@ -146,13 +145,9 @@ def _is_candidate(m: Tensor, users: list[Tensor]) -> bool:
         axes = {iv.var for iv in (*cop.axis, *cop.reduce_axis)}
         for node in post_order(*cop.body):
             if isinstance(node, TensorRead) and node.tensor is m and \
-                    not axes <= _vars(*node.indices):
+                    not axes <= set(collect_vars(*node.indices)):
                 return True
     return False
-
-
-def _vars(*roots: Expr) -> set[Var]:
-    return {n for n in post_order(*roots) if isinstance(n, Var)}
 
 
 def _plain_sum(t: Tensor) -> Reduce | None:
@@ -162,7 +157,7 @@ def _plain_sum(t: Tensor) -> Reduce | None:
         return None
     body = op.body[0]
     if isinstance(body, Reduce) and len(body.source) == 1 and not body.init and \
-            _is_sum(body.combiner):
+            body.combiner.is_single(Op.ADD):
         return body
     return None
 
@@ -233,7 +228,7 @@ class _Proof:
                 # DiffBuildingBlock does): d exp(u) = exp(u) u' -> e[i, j] * u', so a sum
                 # of e's tangent shows e's reads, which the sums' sources hold
                 return substitute(d, {body: TensorRead(t, _axis_vars(t))})
-            if len(body.source) != 1 or not _is_sum(body.combiner):
+            if len(body.source) != 1 or not body.combiner.is_single(Op.ADD):
                 raise _Refuse(t.name)  # max/min/argmax/prod...: not handled
             acc = tangent(body.init[0], self._leaf, self._is_leaf) if body.init else None
             src = tangent(body.source[0], self._leaf, self._is_leaf)
@@ -383,7 +378,7 @@ class _SumMatcher:
         raise _Refuse(f"{self.r.name}: a product of its tangent matches no known sum")
 
     def _has_k(self, e: Expr) -> bool:
-        return bool(_vars(e) & self.kset)
+        return bool(set(collect_vars(e)) & self.kset)
 
     def _match(self, k: Tensor, factors: list[tuple[Expr, int]]
                ) -> tuple[Expr, list[tuple[Expr, int]], int] | None:
@@ -394,17 +389,10 @@ class _SumMatcher:
         if len(kred.axis) != len(self.red.axis) or any(
                 a.dom != b.dom for a, b in zip(kred.axis, self.red.axis)):
             return None
-        try:
-            terms = _expand(kred.source[0])
-        except _Refuse:
+        single = _one_product(kred.source[0])
+        if single is None or not single[2]:
             return None
-        if len(terms) != 1:
-            return None
-        k_sign, k_factors = terms[0]
-        consts = [(f, p) for f, p in k_factors if isinstance(f, Const)]
-        pattern = [(f, p) for f, p in k_factors if not isinstance(f, Const)]
-        if not pattern or any(f.value == 0 for f, _ in consts):  # type: ignore[attr-defined]
-            return None
+        k_sign, consts, pattern = single
         axes = [iv.var for iv in k.op.axis]  # type: ignore[attr-defined]
         u = _Unifier(axes, dict(zip([iv.var for iv in kred.axis], self.k)), self.kset)
         for bind, used in u.sub_products(pattern, factors):
@@ -437,18 +425,10 @@ class _SumMatcher:
         ``e[i, k]``); R's source may carry constant factors, nothing else free of k."""
         if _plain_sum(self.r) is None:
             return None
-        try:
-            terms = _expand(self.red.source[0])
-        except _Refuse:
+        single = _one_product(self.red.source[0])
+        if single is None or not all(self._has_k(f) for f, _ in single[2]):
             return None
-        if len(terms) != 1:
-            return None
-        r_sign, r_factors = terms[0]
-        consts = [(f, p) for f, p in r_factors if isinstance(f, Const)]
-        own = [(f, p) for f, p in r_factors if not isinstance(f, Const)]
-        if any(f.value == 0 for f, _ in consts) or not all(  # type: ignore[attr-defined]
-                self._has_k(f) for f, _ in own):
-            return None
+        r_sign, consts, own = single
         inner = [fp for fp in factors if self._has_k(fp[0])]
         rest = [fp for fp in factors if not self._has_k(fp[0])]
         dtype = self.r.dtype
@@ -463,6 +443,23 @@ class _SumMatcher:
         for c, p in consts:
             read = fold.binary(Op.DIV if p > 0 else Op.MUL, read, c)
         return read
+
+
+def _one_product(source: Expr) -> tuple[int, list[tuple[Expr, int]],
+                                          list[tuple[Expr, int]]] | None:
+    """A sum's source as one signed product: ``(sign, constant factors, other factors)``;
+    None when it expands into several products, too many, or has a zero constant."""
+    try:
+        terms = _expand(source)
+    except _Refuse:
+        return None
+    if len(terms) != 1:
+        return None
+    sign, factors = terms[0]
+    consts = [(f, p) for f, p in factors if isinstance(f, Const)]
+    if any(f.value == 0 for f, _ in consts):  # type: ignore[attr-defined]
+        return None
+    return sign, consts, [(f, p) for f, p in factors if not isinstance(f, Const)]
 
 
 class _Unifier:
@@ -486,9 +483,9 @@ class _Unifier:
                     return False
             elif isinstance(p, Var) and p in self.axes:
                 # K[idx] is read outside the sum: idx may not use the reduce axes
-                if _vars(t) & self.reduce_vars or bind.setdefault(p, t) is not t:
+                if set(collect_vars(t)) & self.reduce_vars or bind.setdefault(p, t) is not t:
                     return False
-            elif p is t and not _vars(p) & pattern_vars:
+            elif p is t and not set(collect_vars(p)) & pattern_vars:
                 continue  # the same node, no pattern variable inside
             elif not _same_head(p, t):
                 return False

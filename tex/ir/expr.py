@@ -601,6 +601,17 @@ class CommReducer:
     def __len__(self) -> int:
         return len(self.lhs)
 
+    def slot_combines(self, i: int, op: Op) -> bool:
+        """Whether slot ``i``'s result is ``lhs op rhs`` (either order), as the built-in
+        ``sum``/``max``/``min`` reducers are."""
+        r = self.result[i]
+        return isinstance(r, Binary) and r.op is op and \
+            {id(r.a), id(r.b)} == {id(self.lhs[i]), id(self.rhs[i])}
+
+    def is_single(self, op: Op) -> bool:
+        """One slot, combining as ``lhs op rhs``: ``sum`` for ``Op.ADD``, ``max``..."""
+        return len(self) == 1 and self.slot_combines(0, op)
+
     def __repr__(self) -> str:
         return f"CommReducer({self.name}, {'/'.join(d.name for d in self.dtypes)})"
 

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from . import fold
-from .expr import Binary, Cast, Compare, Expr, IterVar, Op, Reduce, TensorRead, Var
+from .expr import Cast, Compare, Expr, IterVar, Op, Reduce, TensorRead, Var
 from .tensor import ComputeOp, Operation
-from .visit import post_order
+from .visit import collect_vars, post_order
 
 __all__ = ["ScatterForm", "scatter_form", "scatter_form_of"]
 
@@ -71,7 +71,7 @@ def scatter_form(op: Operation) -> ScatterForm | None:
 def scatter_form_of(axes: Sequence[IterVar], body: Expr) -> ScatterForm | None:
     """``scatter_form`` for a body given apart from its op (``tex.lower`` passes the body
     with inlined producers substituted); ``axes`` are the op's output axes."""
-    if not isinstance(body, Reduce) or not _is_sum(body):
+    if not isinstance(body, Reduce) or not body.combiner.is_single(Op.ADD):
         return None
     by_var = {iv.var: iv for iv in axes}
     picked: list[tuple[IterVar, Expr]] = []
@@ -80,12 +80,12 @@ def scatter_form_of(axes: Sequence[IterVar], body: Expr) -> ScatterForm | None:
         found = _pin(c, by_var)
         if found is not None:
             iv, g = found
-            used = _vars(g)
+            used = set(collect_vars(g))
             # g may not mention p or another scatter axis (each is then one load away),
             # and the axes already picked may not depend on this one
             if not any(iv is q for q, _ in picked) and \
                     not any(q.var in used for q, _ in picked) and \
-                    not any(iv.var in _vars(h) for _, h in picked):
+                    not any(iv.var in set(collect_vars(h)) for _, h in picked):
                 picked.append((iv, g))
                 continue
         rest.append(c)
@@ -95,16 +95,6 @@ def scatter_form_of(axes: Sequence[IterVar], body: Expr) -> ScatterForm | None:
     free = tuple(iv for iv in axes if iv.var not in scatter)
     return ScatterForm(tuple(iv for iv, _ in picked), tuple(g for _, g in picked), free,
                        fold.conjoin(rest), body)
-
-
-def _is_sum(red: Reduce) -> bool:
-    """One slot whose combiner is ``lhs + rhs`` (as ``tex.sum`` builds it)."""
-    c = red.combiner
-    if len(c) != 1:
-        return False
-    r = c.result[0]
-    return isinstance(r, Binary) and r.op is Op.ADD and \
-        {id(r.a), id(r.b)} == {id(c.lhs[0]), id(c.rhs[0])}
 
 
 def _pin(c: Expr, by_var: dict[Var, IterVar]) -> tuple[IterVar, Expr] | None:
@@ -118,7 +108,7 @@ def _pin(c: Expr, by_var: dict[Var, IterVar]) -> tuple[IterVar, Expr] | None:
         iv = by_var.get(v) if v is not None else None
         if iv is None:
             continue
-        if iv.var in _vars(other) or not any(isinstance(n, TensorRead)
+        if iv.var in set(collect_vars(other)) or not any(isinstance(n, TensorRead)
                                             for n in post_order(other)):
             continue
         return iv, other
@@ -133,5 +123,3 @@ def _axis_var(e: Expr) -> Var | None:
     return e if isinstance(e, Var) else None
 
 
-def _vars(e: Expr) -> set[Var]:
-    return {n for n in post_order(e) if isinstance(n, Var)}

@@ -378,8 +378,7 @@ class _Lowerer:
         init_stores = _wrap_guards(own_guards, init_stores)
         main = _assemble(levels, reduce_pos, len(levels), update)
         spatial_inner = [lv for lv in levels[reduce_pos:] if lv.iv.kind != "reduce"]
-        init_levels = [_Level(lv.iv, lv.var, lv.extent, lv.kind, lv.tag, list(lv.guards))
-                       for lv in spatial_inner]
+        init_levels = [_copy_level(lv) for lv in spatial_inner]
         init = _assemble(init_levels, 0, len(init_levels), init_stores)
         inner = seq(init, main)
         return _wrap_guards(top_guards, _assemble(levels, 0, reduce_pos, inner))
