@@ -19,7 +19,10 @@ from __future__ import annotations
 import sys
 import types
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
+
+import numpy as np
 
 from . import debug
 from .codegen.llvm import CodegenOptions, compile_llvm
@@ -28,9 +31,9 @@ from .ir.tensor import PlaceholderOp, Tensor
 from .ir.visit import topo_sort_ops
 from .lower.legalize import legalize
 from .lower.stmt import LoweredFunc
-from .runtime.jit import CACHE, cache_key, jit_compile
+from .runtime.jit import CACHE, Kernel, cache_key, jit_compile
 from .runtime.module import BuiltFunction
-from .runtime.openmp import load_openmp
+from .runtime.openmp import load_openmp, parallel_allowed
 from .target import parse_cuda_target
 
 __all__ = ["build", "build_lowered", "build_cuda", "TARGETS"]
@@ -49,6 +52,15 @@ def _target(target: Any) -> str:
         return TARGETS[key]
     raise ValueError(f"build: unknown target {target!r}; known targets: "
                      f"{', '.join(sorted(TARGETS))} (e.g. 'cuda -arch=sm_90')")
+
+
+def _check_flag(value: Any, what: str) -> bool:
+    """``value`` when it is a bool (Python or NumPy), else a TypeError naming ``what``:
+    ``bool("no")`` is True, so a string must never be read as a switch."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{what} must be a bool (True or False), got "
+                        f"{type(value).__name__} {value!r}")
+    return bool(value)
 
 
 def build_cuda(func: LoweredFunc, target: str = "cuda", fastmath: bool = False) -> Any:
@@ -71,7 +83,7 @@ def build_cuda(func: LoweredFunc, target: str = "cuda", fastmath: bool = False) 
                        max_shared_bytes=cuda.max_shared_bytes)
     program = split_kernels(legal, limits)
     debug.dump("kernels", program)
-    options = CodegenOptions(fastmath=bool(fastmath))
+    options = CodegenOptions(fastmath=_check_flag(fastmath, "build: fastmath"))
     mod = compile_ptx(program, cuda, options)
     sources = {"ptx": mod.ptx, "ll": mod.llvm_ir_opt, "ll.raw": mod.llvm_ir,
                "kernels": str(program)}
@@ -103,16 +115,24 @@ def build_lowered(func: LoweredFunc, target: str = "llvm",
     if _target(target) == "cuda":
         return build_cuda(func, target, fastmath)
     target = _target(target)
-    openmp = load_openmp() is not None
-    options = CodegenOptions(fastmath=bool(fastmath), num_threads=debug.current().num_threads,
+    # in a child forked after a parallel loop ran, libgomp's pool is gone: build serially
+    openmp = load_openmp() is not None and parallel_allowed()
+    options = CodegenOptions(fastmath=_check_flag(fastmath, "build: fastmath"),
+                             num_threads=debug.current().num_threads,
                              openmp=openmp)
-    key = cache_key(func, target, options)
-    kernel = CACHE.get(key)
-    if kernel is None:
-        legal = legalize(func, target)
-        debug.dump("legalize", legal)
-        kernel = CACHE.put(key, jit_compile(compile_llvm(legal, options)))
-    return BuiltFunction(func, kernel, target)
+
+    def compiled(opts: CodegenOptions) -> Kernel:
+        key = cache_key(func, target, opts)
+        kernel = CACHE.get(key)
+        if kernel is None:
+            legal = legalize(func, target)
+            debug.dump("legalize", legal)
+            kernel = CACHE.put(key, jit_compile(compile_llvm(legal, opts)))
+        return kernel
+
+    # the serial variant, for a call in a forked child (compiled there, on first need)
+    serial = (lambda: compiled(replace(options, openmp=False))) if openmp else None
+    return BuiltFunction(func, compiled(options), target, serial)
 
 
 def _default_args(outputs: Sequence[Tensor]) -> list[Tensor]:
@@ -159,6 +179,7 @@ def build(sch: Any, args: Sequence[Tensor | Var] | None = None, target: str = "l
     >>> f(a, b)
     """
     kind = _target(target)
+    _check_flag(fastmath, "build: fastmath")
     from .lower import lower  # lazily: lower imports the schedule machinery
     from .schedule import Schedule, auto_schedule
 

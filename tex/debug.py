@@ -5,8 +5,11 @@ Environment variables (read once, at import):
 - ``TEX_DEBUG=<level>``: 0 silent (default); 1 pass names and times; 2 also dumps every pass.
 - ``TEX_DUMP=<pass,pass|all>`` (``TEX_DUMP=1`` means all): print the IR after these passes.
 - ``TEX_DUMP_DIR=<dir>``: write dumps to files in this directory instead of stderr.
-- ``TEX_NUM_THREADS=<n>``: threads for parallel loops of built CPU functions (0 or absent:
-  the OpenMP default, all cores unless ``OMP_NUM_THREADS`` says otherwise).
+- ``TEX_NUM_THREADS=<n>``: threads for parallel loops of built CPU functions, a positive
+  integer (absent: the OpenMP default, all cores unless ``OMP_NUM_THREADS`` says otherwise).
+  Anything else ("abc", "0", "-3", "") is a ValueError at import. Values above
+  ``MAX_THREADS_PER_CORE`` (4) times ``os.cpu_count()`` are clamped to that, with a
+  ``RuntimeWarning``: libgomp crashes or exits the process with tens of thousands.
 
 Tests override the configuration with ``with tex.debug.config(dump="all"): ...``;
 the override is a ``contextvars`` value, so it never leaks between threads or tests.
@@ -17,12 +20,16 @@ import contextlib
 import contextvars
 import os
 import sys
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Config", "config", "current", "dump", "should_dump", "InternalError"]
+__all__ = ["Config", "config", "current", "dump", "should_dump", "InternalError",
+           "MAX_THREADS_PER_CORE", "max_threads"]
+
+MAX_THREADS_PER_CORE = 4  # TEX_NUM_THREADS is clamped to this many threads per core
 
 
 class InternalError(RuntimeError):
@@ -52,6 +59,34 @@ def _parse_dump(value: str) -> frozenset[str]:
     return frozenset(parts)
 
 
+def max_threads() -> int:
+    """The most threads a parallel loop may use: ``MAX_THREADS_PER_CORE`` per core."""
+    return MAX_THREADS_PER_CORE * (os.cpu_count() or 1)
+
+
+def _clamp_threads(n: int, source: str) -> int:
+    top = max_threads()
+    if n > top:
+        warnings.warn(f"tex: {source} is {n}; using {top} threads ({MAX_THREADS_PER_CORE} per "
+                      f"core on {os.cpu_count() or 1} cores), the most tex allows",
+                      RuntimeWarning, stacklevel=3)
+        return top
+    return n
+
+
+def _parse_threads(text: str) -> int:
+    """TEX_NUM_THREADS as a positive thread count (clamped), else a ValueError."""
+    try:
+        n = int(text.strip())
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"TEX_NUM_THREADS={text!r} is not a positive integer; set it to the "
+                         f"number of threads for parallel loops (1 to {max_threads()}), or "
+                         "unset it for the OpenMP default")
+    return _clamp_threads(n, f"TEX_NUM_THREADS={text.strip()}")
+
+
 def _from_env() -> Config:
     level = os.environ.get("TEX_DEBUG", "0").strip() or "0"
     try:
@@ -61,11 +96,8 @@ def _from_env() -> Config:
     dump = _parse_dump(os.environ.get("TEX_DUMP", ""))
     if debug >= 2 and not dump:
         dump = frozenset({"all"})
-    threads = os.environ.get("TEX_NUM_THREADS", "0").strip() or "0"
-    try:
-        num_threads = max(0, int(threads))
-    except ValueError:
-        num_threads = 0
+    threads = os.environ.get("TEX_NUM_THREADS")
+    num_threads = 0 if threads is None else _parse_threads(threads)
     return Config(debug=debug, dump=dump, dump_dir=os.environ.get("TEX_DUMP_DIR") or None,
                   num_threads=num_threads)
 
@@ -86,6 +118,12 @@ def config(**changes: Any) -> Iterator[Config]:
         changes["dump"] = _parse_dump(changes["dump"])
     elif "dump" in changes:
         changes["dump"] = frozenset(changes["dump"])
+    if "num_threads" in changes:
+        n = changes["num_threads"]
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"config: num_threads must be a non-negative int (0: the OpenMP "
+                             f"default), got {type(n).__name__} {n!r}")
+        changes["num_threads"] = _clamp_threads(n, "num_threads")
     token = _CONFIG.set(replace(_CONFIG.get(), **changes))
     try:
         yield _CONFIG.get()
@@ -107,7 +145,12 @@ def dump(pass_name: str, ir: object, *, force: bool = False) -> None:
     directory = current().dump_dir
     if directory:
         path = Path(directory)
-        path.mkdir(parents=True, exist_ok=True)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise ValueError(f"TEX_DUMP_DIR={directory!r} is not a directory (a file is in "
+                             "the way); point it at a directory (created when missing), or "
+                             "unset it to dump to stderr") from None
         with open(path / f"{pass_name}.txt", "a", encoding="utf-8") as f:
             f.write(text)
     else:

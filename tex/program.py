@@ -464,7 +464,7 @@ def grad_program(loss: Tensor, wrt: Sequence[Tensor] | Tensor | None = None,
     ValueError
         An unknown ``tapes`` string; a ``tapes`` tensor that is not an intermediate of the
         loss's DAG (a placeholder, or a tensor the loss does not depend on); a ``wrt`` entry
-        that is not a placeholder.
+        that is not a placeholder; an empty ``wrt``.
 
     Example
     -------
@@ -488,6 +488,10 @@ def grad_program(loss: Tensor, wrt: Sequence[Tensor] | Tensor | None = None,
         wrt_list = list(feeds)
     else:
         wrt_list = [wrt] if isinstance(wrt, Tensor) else list(wrt)
+        if not wrt_list:  # nothing to differentiate: the backward would have no outputs
+            raise ValueError(f"grad_program: wrt is empty; pass the placeholders of "
+                             f"'{loss.name}' to differentiate with respect to, or "
+                             f"wrt=None for all of them ({', '.join(repr(t.name) for t in feeds)})")
         for i, t in enumerate(wrt_list):
             if not isinstance(t, Tensor):
                 raise TypeError(f"grad_program: wrt[{i}] must be a Tensor, got "

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CPUInfo", "cpu_info", "register_probe", "CudaTarget", "parse_cuda_target"]
+__all__ = ["CPUInfo", "cpu_info", "register_probe", "CudaTarget", "parse_cuda_target",
+           "KNOWN_CUDA_ARCHS"]
 
 
 @dataclass(frozen=True)
@@ -117,13 +118,25 @@ class CudaTarget:
         return f"cuda -arch={self.arch}"
 
 
+# the architectures LLVM's NVPTX backend (LLVM 22, llvmlite 0.50) generates code for; it
+# ignores any other name with a warning and emits PTX for a default one, so tex refuses them
+KNOWN_CUDA_ARCHS: tuple[str, ...] = (
+    "sm_50", "sm_52", "sm_53", "sm_60", "sm_61", "sm_62", "sm_70", "sm_72", "sm_75",
+    "sm_80", "sm_86", "sm_87", "sm_88", "sm_89", "sm_90", "sm_90a",
+    "sm_100", "sm_100a", "sm_100f", "sm_101", "sm_101a", "sm_101f", "sm_103", "sm_103a",
+    "sm_103f", "sm_110", "sm_110a", "sm_110f", "sm_120", "sm_120a", "sm_120f",
+    "sm_121", "sm_121a", "sm_121f",
+)
+
+
 def parse_cuda_target(target: str) -> CudaTarget:
     """``"cuda"``, ``"cuda -arch=sm_90"`` (also ``nvptx``) -> ``CudaTarget``.
 
     Raises
     ------
     ValueError
-        An option other than ``-arch=sm_XY``, or an architecture below sm_50.
+        An option other than ``-arch=sm_XY``, or an architecture not in
+        ``KNOWN_CUDA_ARCHS``.
     """
     words = target.split()
     if not words or words[0].lower() not in ("cuda", "nvptx", "ptx"):
@@ -136,8 +149,8 @@ def parse_cuda_target(target: str) -> CudaTarget:
         else:
             raise ValueError(f"target {target!r}: unknown option {w!r}; expected "
                              "-arch=sm_XY (e.g. 'cuda -arch=sm_90')")
-    digits = arch[3:].rstrip("af") if arch.startswith("sm_") else ""
-    if not (digits.isdigit() and len(digits) >= 2 and int(digits) >= 50):
-        raise ValueError(f"target {target!r}: -arch must be sm_50 or newer (sm_80, sm_90, "
-                         f"sm_90a, ...), got {arch!r}")
+    if arch not in KNOWN_CUDA_ARCHS:
+        raise ValueError(f"target {target!r}: -arch must be sm_50 or newer and an "
+                         f"architecture LLVM knows ({', '.join(KNOWN_CUDA_ARCHS)}; e.g. "
+                         f"'cuda -arch=sm_90'), got {arch!r}")
     return CudaTarget(arch)

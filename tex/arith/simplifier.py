@@ -60,6 +60,13 @@ def _domain(expr: Expr, dom: DomainLike) -> dict[Var, Interval]:
     return d
 
 
+def _check_use_sympy(value: Any, where: str) -> None:
+    # bool("no") is True: a switch must be a bool, never read through truthiness
+    if not isinstance(value, bool):
+        raise TypeError(f"{where}: use_sympy must be a bool (True or False), got "
+                        f"{type(value).__name__} {value!r}")
+
+
 def simplify(expr: Any, dom: DomainLike = None, *, use_sympy: bool = True) -> Expr:
     """An equivalent, simpler expression.
 
@@ -86,6 +93,7 @@ def simplify(expr: Any, dom: DomainLike = None, *, use_sympy: bool = True) -> Ex
     'i'
     """
     e = as_expr(expr, "simplify")
+    _check_use_sympy(use_sympy, "simplify")
     an = Analyzer(_domain(e, dom))
     fast = an.rewrite(e)
     if not use_sympy:
@@ -109,6 +117,7 @@ def prove(cond: Any, dom: DomainLike = None, *, use_sympy: bool = True) -> bool 
         If ``cond`` is not a bool expression.
     """
     c = as_expr(cond, "prove")
+    _check_use_sympy(use_sympy, "prove")
     if not c.dtype.is_bool:
         raise TypeError(f"prove: expected a bool condition, got '{c}' of dtype {c.dtype}; "
                         "compare it first (e.g. x != 0)")

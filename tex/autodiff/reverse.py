@@ -97,23 +97,33 @@ def _deps(t: Tensor, override: Override) -> list[Tensor]:
 
 
 def _topo(output: Tensor, override: Override) -> list[Tensor]:
-    """Tensors the output depends on (itself included), producers first."""
+    """Tensors the output depends on (itself included), producers first.
+
+    A depth-first walk with an explicit stack of (tensor, remaining dependencies); a
+    dependency that is still on the stack closes a cycle (possible only through
+    ``override`` entries), a ValueError naming the tensors on it."""
     order: list[Tensor] = []
     done: set[Tensor] = set()
-    stack: list[tuple[Tensor, bool]] = [(output, False)]
+    on_path: set[Tensor] = {output}
+    stack: list[tuple[Tensor, Iterator[Tensor]]] = [(output, iter(_deps(output, override)))]
     while stack:
-        t, expanded = stack.pop()
-        if expanded:
-            if t not in done:
-                done.add(t)
-                order.append(t)
-            continue
-        if t in done:
-            continue
-        stack.append((t, True))
-        for d in reversed(_deps(t, override)):
-            if d not in done:
-                stack.append((d, False))
+        t, rest = stack[-1]
+        d = next(rest, None)
+        if d is None:
+            stack.pop()
+            on_path.discard(t)
+            done.add(t)
+            order.append(t)
+        elif d in on_path:
+            path = [u for u, _ in stack]
+            cycle = [*path[path.index(d):], d]
+            raise ValueError("differentiate: override forms a cycle: "
+                             + " -> ".join(repr(u.name) for u in cycle)
+                             + "; an override's dependencies must be computed before the "
+                             "tensor it differentiates (list its actual inputs)")
+        elif d not in done:
+            on_path.add(d)
+            stack.append((d, iter(_deps(d, override))))
     return order
 
 
@@ -154,10 +164,10 @@ def differentiate(output: Tensor, inputs: Sequence[Tensor] | Tensor | None = Non
     ------
     TypeError
         ``output``, an input, or ``head`` is not a Tensor; ``output`` or ``head`` is not
-        a float tensor.
+        a float tensor; an override or fdiff returns an adjoint that is not a float tensor.
     ValueError
         ``head``'s shape does not end with ``output.shape``; an override or fdiff returns
-        the wrong number or shape of adjoints.
+        the wrong number or shape of adjoints; the overrides form a cycle.
     DifferentiationError
         ``strict=True`` and a float path to an input is zeroed by convention.
 
@@ -288,6 +298,11 @@ def differentiate(output: Tensor, inputs: Sequence[Tensor] | Tensor | None = Non
             if s.shape != want:
                 raise ValueError(f"differentiate: {who} returned shape {s.shape} for the "
                                  f"adjoint of '{d.name}', expected {want}")
+            if not s.dtype.is_float:  # summing would cast it silently
+                raise TypeError(f"differentiate: {who} returned dtype {s.dtype} for the "
+                                f"adjoint of '{d.name}' ({d.dtype}); an adjoint must be a "
+                                f"float tensor (the head's dtype {adj.dtype}), e.g. "
+                                f"astype('{adj.dtype}')")
             if _is_zeros(s):  # a cut path (floor, an integer cast): nothing to propagate
                 continue
             summands.setdefault(d, {})[t] = s

@@ -672,6 +672,9 @@ def Jacobian(out: Tensor, inp: Tensor, optimize: bool = True) -> Tensor:  # noqa
     """
     if not isinstance(out, Tensor) or not isinstance(inp, Tensor):
         raise TypeError("Jacobian: out and inp must be Tensors")
+    if not isinstance(optimize, bool):
+        raise TypeError(f"Jacobian: optimize must be a bool (True or False), got "
+                        f"{type(optimize).__name__} {optimize!r}")
     if isinstance(out.op, PlaceholderOp) or inp not in out.op.input_tensors:
         raise ValueError(f"Jacobian: '{inp.name}' is not a direct input of '{out.name}'")
     if not out.dtype.is_float:

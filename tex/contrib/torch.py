@@ -221,6 +221,9 @@ class TorchFunction:
     def __init__(self, outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
                  target: str = "llvm", name: str | None = None, *,
                  always_tuple: bool = False) -> None:
+        if not isinstance(always_tuple, bool):
+            raise TypeError(f"function: always_tuple must be a bool (True or False), got "
+                            f"{type(always_tuple).__name__} {always_tuple!r}")
         outs, single = _check_tensors(outputs, "outputs")
         if not outs:
             raise ValueError("function: outputs is empty; pass the tensors to compute")

@@ -687,7 +687,9 @@ def as_expr(value: Any, what: str = "value") -> Expr:
     if isinstance(value, (float, np.floating)):
         return Const(float(value), float32)
     from .tensor import Tensor, TensorSlice  # local: tensor.py imports this module
-    if isinstance(value, (Tensor, TensorSlice)):
+    if isinstance(value, TensorSlice):
+        raise value.partial_index_error()
+    if isinstance(value, Tensor):
         raise TypeError(
             f"{what}: tensor '{value.name}' was used where a scalar expression is expected; "
             f"index it (e.g. {value.name}[i, j]) or use the topi operators on whole tensors")

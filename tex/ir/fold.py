@@ -232,8 +232,15 @@ _BINARY_RULES: dict[Op, tuple[Rule, ...]] = {
 }
 
 
+_DIVISIONS = {Op.DIV: ("division", "/"), Op.FLOORDIV: ("floor division", "//"),
+              Op.FLOORMOD: ("modulo", "%")}
+
+
 def binary(op: Op, a: Any, b: Any) -> Expr:
-    """``a op b`` with promotion, constant folding and the local rules above."""
+    """``a op b`` with promotion, constant folding and the local rules above.
+
+    An integer ``/``, ``//`` or ``%`` by the constant 0 is a ValueError (its value would be
+    undefined in compiled code); a float one by 0.0 follows IEEE and NumPy (inf, nan)."""
     ea, eb = weak_operands(a, b, op.value)
     if op in (Op.AND, Op.OR):
         for e, side in ((ea, "left"), (eb, "right")):
@@ -246,6 +253,11 @@ def binary(op: Op, a: Any, b: Any) -> Expr:
     else:
         dtype = arith_dtype(ea.dtype, eb.dtype)
     ea, eb = _to(ea, dtype), _to(eb, dtype)
+    if op in _DIVISIONS and dtype.is_integral and is_const(eb, 0):
+        # refused at construction (as TVM does): the compiled code's result is undefined
+        what, sym = _DIVISIONS[op]
+        raise ValueError(f"integer {what} by the constant zero in '{ea} {sym} {eb}'; guard the divisor or use a nonzero constant "
+                         "(float division by 0.0 is allowed: IEEE inf/nan, as in NumPy)")
     if isinstance(ea, Const) and isinstance(eb, Const):
         return _fold_binary(op, ea, eb, dtype)
     # canonical order for commutative ops: the constant goes right (1 + x -> x + 1)

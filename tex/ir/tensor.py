@@ -320,6 +320,27 @@ class TensorSlice:
     def __repr__(self) -> str:
         return f"TensorSlice({self.tensor.name}[{', '.join(map(str, self.indices))}, ...])"
 
+    def partial_index_error(self) -> TypeError:
+        """The error for using this partial read as a value: how many indices it needs."""
+        t, k = self.tensor, len(self.indices)
+        given = ", ".join(map(str, self.indices))
+        more = ", ".join(f"j{d}" for d in range(k, t.ndim))
+        return TypeError(
+            f"'{t.name}[{given}]' indexes {k} of the {t.ndim} dimensions of '{t.name}' (shape "
+            f"{t.shape}): '{t.name}' needs {t.ndim} indices to give a value, e.g. "
+            f"{t.name}[{given}, {more}]")
+
+    def _refuse(self, *_: Any) -> Any:
+        raise self.partial_index_error()
+
+    # arithmetic on a partial read is a mistake (A[i] * 2.0 on a 2-D A): say so, not
+    # Python's "unsupported operand type(s)"
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _refuse
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = _refuse
+    __mod__ = __rmod__ = __pow__ = __rpow__ = __and__ = __rand__ = __or__ = __ror__ = _refuse
+    __lt__ = __le__ = __gt__ = __ge__ = __neg__ = __pos__ = __abs__ = __invert__ = _refuse
+    __bool__ = __float__ = __int__ = __index__ = astype = _refuse
+
 
 def _index_expr(tensor: Tensor, dim: int, index: Any) -> Expr:
     """Check one index: an integer expression, in bounds when constant."""

@@ -33,6 +33,7 @@ from ..ir.expr import Var
 from ..ir.tensor import Tensor
 from ..lower.stmt import BufferParam, LoweredFunc, ScalarParam
 from .jit import Kernel
+from .openmp import note_parallel_run, parallel_allowed
 
 __all__ = ["BuiltFunction", "SOURCE_FORMATS"]
 
@@ -189,7 +190,8 @@ class BuiltFunction:
         ``"llvm"``.
     """
 
-    def __init__(self, func: LoweredFunc, kernel: Kernel, target: str = "llvm") -> None:
+    def __init__(self, func: LoweredFunc, kernel: Kernel, target: str = "llvm",
+                 serial: Callable[[], Kernel] | None = None) -> None:
         self.name = func.name
         self.target = target
         self.args: list[Tensor | Var] = [
@@ -200,9 +202,19 @@ class BuiltFunction:
         ctypes_args = [ctypes.c_void_p if isinstance(p, BufferParam)
                        else _CTYPES[p.var.dtype.name] for p in func.params]
         self._outputs = tuple(s.position for s in self._specs if s.is_output)
-        self._cfunc = ctypes.CFUNCTYPE(None, *ctypes_args)(kernel.address)
-        self._status = (ctypes.c_int32.from_address(kernel.status_address)
-                        if kernel.status_address else None)
+        self._ctype = ctypes.CFUNCTYPE(None, *ctypes_args)
+        self._cfunc, self._status = self._entry(kernel)
+        # a kernel with parallel loops cannot run in a child forked after the OpenMP pool
+        # started (tex.runtime.openmp): there it runs ``serial()``, compiled on first need
+        self._parallel = serial is not None and "GOMP_parallel" in kernel.sources.llvm_ir
+        self._serial = serial
+        self._serial_kernel: Kernel | None = None
+
+    def _entry(self, kernel: Kernel) -> tuple[Any, ctypes.c_int32 | None]:
+        """The ctypes function and malloc-failure flag of ``kernel``."""
+        return (self._ctype(kernel.address),
+                ctypes.c_int32.from_address(kernel.status_address)
+                if kernel.status_address else None)
 
     # -- calling ---------------------------------------------------------------------------
     def __call__(self, *arrays: Any) -> None:
@@ -228,12 +240,23 @@ class BuiltFunction:
                 spans.append((ptr, ptr + a.nbytes, spec.position))
         if self._outputs and len(spans) > 1:
             check_overlap(self.name, self._specs, spans)
-        self._cfunc(*cargs)
-        status = self._status
+        cfunc, status = self._cfunc, self._status
+        if self._parallel:
+            if parallel_allowed():
+                note_parallel_run()
+            else:
+                cfunc, status = self._serial_entry()
+        cfunc(*cargs)
         if status is not None and status.value:
             status.value = 0
             raise MemoryError(f"{self.name}: a temporary buffer could not be allocated; "
                               "the outputs are incomplete")
+
+    def _serial_entry(self) -> tuple[Any, ctypes.c_int32 | None]:
+        if self._serial_kernel is None:
+            assert self._serial is not None
+            self._serial_kernel = self._serial()
+        return self._entry(self._serial_kernel)
 
     def _signature(self) -> str:
         parts = []

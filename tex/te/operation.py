@@ -33,6 +33,15 @@ def _int_value(value: Any) -> int | None:
     return None
 
 
+_SYMBOLIC = ("; shapes must be integers in this version (symbolic extents such as a "
+             "tex.var are not supported): build the program for a concrete size")
+
+
+def _is_symbolic(value: Any) -> bool:
+    """Whether ``value`` is a tex expression or iteration variable (a symbolic extent)."""
+    return isinstance(value, (Expr, IterVar))
+
+
 def check_shape(shape: Any, what: str) -> tuple[int, ...]:
     """A shape as a tuple of positive Python ints (a single int means 1-D)."""
     if _int_value(shape) is not None:
@@ -45,7 +54,8 @@ def check_shape(shape: Any, what: str) -> tuple[int, ...]:
         value = _int_value(extent)
         if value is None:
             raise TypeError(f"{what}: dimension {d} of shape {tuple(shape)} is "
-                            f"{type(extent).__name__} {extent!r}; expected an int")
+                            f"{type(extent).__name__} {extent!r}; expected an int"
+                            f"{_SYMBOLIC if _is_symbolic(extent) else ''}")
         if value <= 0:
             raise ValueError(f"{what}: dimension {d} of shape {tuple(shape)} is {value}; "
                              "extents must be positive")
@@ -107,7 +117,9 @@ def reduce_axis(dom: Any, name: str = "rv") -> IterVar:
     elif isinstance(dom, (tuple, list)) and len(dom) == 2:
         lo, hi = (_int_value(v) for v in dom)
         if lo is None or hi is None:
-            raise TypeError(f"reduce_axis '{name}': bounds must be ints, got {tuple(dom)}")
+            symbolic = _SYMBOLIC if any(_is_symbolic(v) for v in dom) else ""
+            raise TypeError(f"reduce_axis '{name}': bounds must be ints, got {tuple(dom)}"
+                            f"{symbolic}")
     else:
         raise TypeError(f"reduce_axis '{name}': expected a (lo, hi) pair, got {dom!r}")
     if hi <= lo:
