@@ -1404,8 +1404,25 @@ def _f_pow(f: _FunctionEmitter, d: DType, a: ir.Value, b: ir.Value) -> ir.Value:
 
 
 def _f_floordiv(f: _FunctionEmitter, d: DType, a: ir.Value, b: ir.Value) -> ir.Value:
-    # a // b -> floor(a / b)
-    return f.float_intrinsic("llvm.floor", f.b.fdiv(a, b, flags=f.m.fm))
+    # numpy.floor_divide (Python's float //), not floor(a / b), which rounds the quotient
+    # first (-511 // 13.1 in float16 is -40, floor(-39.0) -39): q = (a - fmod(a, b)) / b,
+    # minus one when the remainder's sign differs from b's, snapped to the nearest integer;
+    # a zero q takes the sign of a / b; b == 0 gives a / b (inf or nan)
+    bb, fm = f.b, f.m.fm
+    zero, one, half = (_const(a.type, v) for v in (0.0, 1.0, 0.5))
+    mod = f.fmod(a, b, d)
+    div = bb.fdiv(bb.fsub(a, mod, flags=fm), b, flags=fm)
+    flip = bb.and_(bb.fcmp_unordered("!=", mod, zero, flags=fm),
+                   bb.xor(bb.fcmp_ordered("<", b, zero, flags=fm),
+                          bb.fcmp_ordered("<", mod, zero, flags=fm)))
+    div = bb.select(flip, bb.fsub(div, one, flags=fm), div)
+    floor = f.float_intrinsic("llvm.floor", div)
+    up = bb.fcmp_ordered(">", bb.fsub(div, floor, flags=fm), half, flags=fm)
+    snapped = bb.select(up, bb.fadd(floor, one, flags=fm), floor)
+    quotient = bb.fdiv(a, b, flags=fm)
+    signed_zero = f.float_intrinsic("llvm.copysign", zero, quotient)
+    out = bb.select(bb.fcmp_unordered("!=", div, zero, flags=fm), snapped, signed_zero)
+    return bb.select(bb.fcmp_ordered("==", b, zero, flags=fm), quotient, out)
 
 
 def _f_floormod(f: _FunctionEmitter, d: DType, a: ir.Value, b: ir.Value) -> ir.Value:

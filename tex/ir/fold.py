@@ -189,6 +189,15 @@ def _zero_over(a: Expr, b: Expr) -> Expr | None:
     return a if is_const(a, 0) and not is_const(b, 0) else None  # 0 / x -> 0
 
 
+def _floordiv_one(a: Expr, b: Expr) -> Expr | None:
+    return a if is_const(b, 1) and a.dtype.is_integral else None  # i // 1 -> i (not 2.5 // 1.0)
+
+
+def _int_zero_over(a: Expr, b: Expr) -> Expr | None:
+    # 0 // x and 0 % x -> 0 on integers; on floats x may be 0 or nan (numpy: nan)
+    return _zero_over(a, b) if a.dtype.is_integral else None
+
+
 def _floormod_one(a: Expr, b: Expr) -> Expr | None:
     return _zero(a) if is_const(b, 1) and a.dtype.is_int else None  # i % 1 -> 0
 
@@ -222,8 +231,8 @@ _BINARY_RULES: dict[Op, tuple[Rule, ...]] = {
     Op.SUB: (_sub_zero, _sub_self_int, _sub_from_zero, _sub_neg),
     Op.MUL: (_mul_one, _mul_zero, _mul_consts_int),
     Op.DIV: (_div_one, _zero_over),
-    Op.FLOORDIV: (_div_one, _zero_over),
-    Op.FLOORMOD: (_floormod_one, _zero_over),
+    Op.FLOORDIV: (_floordiv_one, _int_zero_over),
+    Op.FLOORMOD: (_floormod_one, _int_zero_over),
     Op.POW: (_pow_one, _pow_zero),
     Op.MAX: (_idempotent,),
     Op.MIN: (_idempotent,),

@@ -4,7 +4,9 @@ Used by constant folding (on 0-d arrays) and by the reference interpreter
 (``tex.testing.evaluate``, on whole index grids). Both operands of a binary op already
 have the node's dtype. Integer semantics follow C/LLVM: wrap-around on overflow, ``DIV``
 truncates toward zero; ``FLOORDIV``/``FLOORMOD`` round toward minus infinity; integer
-division by zero gives 0 here (it is undefined in compiled code). ``ROUND`` rounds half
+division by zero gives 0 here (it is undefined in compiled code; a constant zero divisor is
+refused at construction). Float ``FLOORDIV``/``FLOORMOD`` are NumPy's ``floor_divide`` and
+``mod`` (Python's ``//`` and ``%``); float division by zero gives IEEE inf/nan. ``ROUND`` rounds half
 to even. Callers run these under ``np.errstate(all="ignore")``.
 """
 from __future__ import annotations
@@ -38,7 +40,9 @@ def _div(a: Array, b: Array) -> Array:
 
 def _floordiv(a: Array, b: Array) -> Array:
     if a.dtype.kind == "f":
-        return np.floor(np.true_divide(a, b))
+        # NumPy's (Python's) definition, not floor(a / b): the quotient is not rounded
+        # before the floor (float16 is computed in float32, as the compiled code does)
+        return np.floor_divide(a, b)
     safe_b = np.where(b == 0, 1, b)
     return np.where(b == 0, 0, np.floor_divide(a, safe_b)).astype(a.dtype, copy=False)
 
