@@ -489,9 +489,10 @@ def grad_program(loss: Tensor, wrt: Sequence[Tensor] | Tensor | None = None,
     else:
         wrt_list = [wrt] if isinstance(wrt, Tensor) else list(wrt)
         if not wrt_list:  # nothing to differentiate: the backward would have no outputs
+            names = ", ".join(repr(t.name) for t in feeds)
             raise ValueError(f"grad_program: wrt is empty; pass the placeholders of "
                              f"'{loss.name}' to differentiate with respect to, or "
-                             f"wrt=None for all of them ({', '.join(repr(t.name) for t in feeds)})")
+                             f"wrt=None for all of them ({names})")
         for i, t in enumerate(wrt_list):
             if not isinstance(t, Tensor):
                 raise TypeError(f"grad_program: wrt[{i}] must be a Tensor, got "

@@ -6,8 +6,8 @@ have the node's dtype. Integer semantics follow C/LLVM: wrap-around on overflow,
 truncates toward zero; ``FLOORDIV``/``FLOORMOD`` round toward minus infinity; integer
 division by zero gives 0 here (it is undefined in compiled code; a constant zero divisor is
 refused at construction). Float ``FLOORDIV``/``FLOORMOD`` are NumPy's ``floor_divide`` and
-``mod`` (Python's ``//`` and ``%``); float division by zero gives IEEE inf/nan. ``ROUND`` rounds half
-to even. Callers run these under ``np.errstate(all="ignore")``.
+``mod`` (Python's ``//`` and ``%``); float division by zero gives IEEE inf/nan. ``ROUND``
+rounds half to even. Callers run these under ``np.errstate(all="ignore")``.
 """
 from __future__ import annotations
 
