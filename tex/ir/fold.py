@@ -266,7 +266,8 @@ def binary(op: Op, a: Any, b: Any) -> Expr:
         # refused at construction (as TVM does): the compiled code's result is undefined
         what, sym = _DIVISIONS[op]
         raise ValueError(f"integer {what} by zero: '{ea} {sym} {eb}' divides by the constant "
-                         "0; guard the divisor or use a nonzero constant (float division by 0.0 is allowed: IEEE inf/nan, as in NumPy)")
+                         "0; guard the divisor or use a nonzero constant (float division "
+                         "by 0.0 is allowed: IEEE inf/nan, as in NumPy)")
     if isinstance(ea, Const) and isinstance(eb, Const):
         return _fold_binary(op, ea, eb, dtype)
     # canonical order for commutative ops: the constant goes right (1 + x -> x + 1)
