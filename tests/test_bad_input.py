@@ -732,7 +732,87 @@ TESTING: list[Case] = [
      ValueError, r"check_grad: eps must be a positive float, got 0"),
 ]
 
-CORPUS: list[Case] = [*BUILDERS, *TOPI, *AUTODIFF, *SCHEDULES, *LOWER_BUILD, *CALLS, *TESTING]
+# --------------------------------------------------------------------------------------
+# issue 20: switches, cycles, dtypes, zero divisors, symbolic shapes, targets, settings
+# --------------------------------------------------------------------------------------
+
+def _override_int_adjoints(out: Any, deps: Any, head: Any) -> Any:
+    return [tex.compute(d.shape, lambda *i: tex.const(1, "int32"), name="int_adj") for d in deps]
+
+
+def _fdiff_int(out: Any, inp: Any, head: Any) -> Any:
+    shape = head.shape[:head.ndim - out.ndim] + inp.shape
+    return tex.compute(shape, lambda *i: tex.const(0, "int32"), name="int_adj")
+
+
+def _dump_into_a_file() -> Any:
+    import tempfile
+    with tempfile.NamedTemporaryFile() as f, tex.debug.config(dump="all", dump_dir=f.name):
+        return tex.lower(sched(), [X, Y, R])
+
+
+ISSUE20: list[Case] = [
+    ("partial-index-times-float", lambda: tex.compute((2,), lambda i: A[i] * 2.0, name="P"),
+     TypeError, r"'A\[i\]' indexes 1 of the 2 dimensions of 'A' \(shape \(2, 3\)\): 'A' "
+                r"needs 2 indices"),
+    ("partial-index-reflected", lambda: tex.compute((2,), lambda i: 1.0 - A[i], name="P"),
+     TypeError, r"'A' needs 2 indices to give a value, e\.g\. A\[i, j1\]"),
+    ("partial-index-in-expression", lambda: tex.compute((2,), lambda i: B[i] + A[i], name="P"),
+     TypeError, r"'A\[i\]' indexes 1 of the 2 dimensions of 'A'"),
+    ("partial-index-in-intrinsic", lambda: tex.compute((2,), lambda i: tex.exp(A[i]), name="P"),
+     TypeError, r"'A' needs 2 indices"),
+    ("int-floordiv-by-constant-zero", lambda: tex.compute((4,), lambda i: i // 0, name="P"),
+     ValueError, r"integer floor division by zero: 'i // 0'"),
+    ("int-mod-by-constant-zero", lambda: tex.compute((4,), lambda i: I[i] % 0, name="P"),
+     ValueError, r"integer modulo by zero: 'I\[i\] % 0'"),
+    ("int-truncdiv-by-constant-zero",
+     lambda: tex.compute((4,), lambda i: tex.truncdiv(i, 0), name="P"),
+     ValueError, r"integer division by zero: 'i / 0'"),
+    ("int-floormod-intrinsic-by-zero",
+     lambda: tex.compute((4,), lambda i: tex.floormod(i + 1, tex.const(0, "int64")), name="P"),
+     ValueError, r"integer modulo by zero"),
+    ("placeholder-symbolic-shape", lambda: tex.placeholder((nvar, 2), name="P"),
+     TypeError, r"placeholder 'P': dimension 0 .* shapes must be integers in this version"),
+    ("compute-symbolic-shape", lambda: tex.compute((nvar,), lambda i: i, name="P"),
+     TypeError, r"compute 'P': dimension 0 .* shapes must be integers in this version"),
+    ("reduce-axis-symbolic-bound", lambda: tex.reduce_axis((0, nvar), name="kv"),
+     TypeError, r"reduce_axis 'kv': bounds must be ints.* shapes must be integers"),
+    ("override-cycle-self",
+     lambda: tex.differentiate(L, [A], override={Q: ([Q], lambda o, d, h: [h])}),
+     ValueError, r"differentiate: override forms a cycle: 'Q' -> 'Q'"),
+    ("override-cycle-through-consumer",
+     lambda: tex.differentiate(L, [A], override={Q: ([A, L], lambda o, d, h: [h, h])}),
+     ValueError, r"differentiate: override forms a cycle: 'Q_red' -> 'Q' -> 'Q_red'"),
+    ("override-int-adjoint",
+     lambda: tex.differentiate(L, [A], override={Q: ([A, M], _override_int_adjoints)}),
+     TypeError, r"the override of 'Q' returned dtype int32 for the adjoint of 'A' \(float32\)"),
+    ("fdiff-int-adjoint", lambda: tex.differentiate(L, [A], fdiff=_fdiff_int),
+     TypeError, r"differentiate: fdiff returned dtype int32 for the adjoint of 'Q'"),
+    ("grad-program-wrt-empty", lambda: tex.autodiff.grad_program(L, wrt=[]),
+     ValueError, r"grad_program: wrt is empty; .*'A', 'M'"),
+    ("jacobian-optimize-str", lambda: tex.autodiff.Jacobian(Q, A, optimize="no"),
+     TypeError, r"Jacobian: optimize must be a bool \(True or False\), got str 'no'"),
+    ("simplify-use-sympy-str", lambda: tex.arith.simplify(nvar + 0, use_sympy="no"),
+     TypeError, r"simplify: use_sympy must be a bool"),
+    ("build-fastmath-str", lambda: tex.build(sched(), [X, Y, R], fastmath="no"),
+     TypeError, r"build: fastmath must be a bool \(True or False\), got str 'no'"),
+    ("build-fastmath-int", lambda: tex.build([C], fastmath=1),
+     TypeError, r"build: fastmath must be a bool \(True or False\), got int 1"),
+    ("build-lowered-fastmath-str",
+     lambda: tex.build.build_lowered(tex.lower(sched(), [X, Y, R]), fastmath="yes"),
+     TypeError, r"build: fastmath must be a bool"),
+    ("build-cuda-unknown-arch", lambda: tex.build(sched(), [X, Y, R], target="cuda -arch=sm_1000"),
+     ValueError, r"-arch must be sm_50 or newer .*sm_80, .*sm_90a.* got 'sm_1000'"),
+    ("build-cuda-unknown-arch-55", lambda: tex.build([C], target="cuda -arch=sm_55"),
+     ValueError, r"got 'sm_55'"),
+    ("dump-dir-is-a-file", _dump_into_a_file,
+     ValueError, r"TEX_DUMP_DIR='.*' is not a directory"),
+    ("config-num-threads-str", lambda: tex.debug.config(num_threads="4").__enter__(),
+     ValueError, r"config: num_threads must be a non-negative int"),
+]
+
+CORPUS: list[Case] = [*BUILDERS, *TOPI, *AUTODIFF, *SCHEDULES, *LOWER_BUILD, *CALLS, *TESTING,
+                      *ISSUE20]
 
 
 @pytest.mark.parametrize("name,thunk,exc,match", CORPUS, ids=_ids(CORPUS))
