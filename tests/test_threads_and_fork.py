@@ -1,0 +1,132 @@
+"""Process-level safety of parallel kernels: TEX_NUM_THREADS is validated and clamped, and a
+child forked after the parent ran a parallel loop computes correct results (serially)
+instead of hanging in libgomp. Each case runs in a fresh interpreter under a timeout, so a
+regression fails instead of hanging the suite."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMEOUT = 90
+
+
+def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` with this checkout's tex; kill its whole process group on timeout."""
+    environ = {k: v for k, v in os.environ.items() if k != "TEX_NUM_THREADS"}
+    environ.update(env, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT,
+                            env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail(f"timed out after {TIMEOUT} s (hang):\n{code}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+PARALLEL_KERNEL = """
+    import os, numpy as np, tex
+    A = tex.placeholder((64, 32), "float32", name="A")
+    B = tex.compute((64, 32), lambda i, j: A[i, j] * 2.0 + 1.0, name="B")
+    s = tex.create_schedule(B.op)
+    s[B].parallel(B.op.axis[0])
+    f = tex.build(s, [A, B])
+    assert "GOMP_parallel" in f.get_source("ll")
+    a = np.arange(64 * 32, dtype="float32").reshape(64, 32)
+"""
+
+
+BAD_THREADS = ["abc", "0", "-3", "", "2.5"]
+
+
+def test_bad_tex_num_threads_is_a_clear_error_at_import() -> None:
+    """Each bad value makes the import of tex.debug (and so of tex) raise, naming it."""
+    r = _run(f"""
+    import importlib, os
+    import tex.debug
+    for value in {BAD_THREADS!r}:
+        os.environ["TEX_NUM_THREADS"] = value
+        try:
+            importlib.reload(tex.debug)
+        except ValueError as e:
+            print(e)
+        else:
+            print("accepted", repr(value))
+    """)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == len(BAD_THREADS)
+    for value, line in zip(BAD_THREADS, lines):
+        assert line.startswith(f"TEX_NUM_THREADS={value!r} is not a positive integer"), line
+    r = _run("import tex", TEX_NUM_THREADS="abc")
+    assert r.returncode != 0 and "ValueError: TEX_NUM_THREADS='abc'" in r.stderr, r.stderr
+
+
+def test_huge_tex_num_threads_is_clamped_and_computes() -> None:
+    """100000 used to segfault and 40000 made libgomp exit the process."""
+    r = _run(PARALLEL_KERNEL + """
+    import tex.debug
+    assert tex.debug.current().num_threads == tex.debug.max_threads(), tex.debug.current()
+    b = np.zeros_like(a); f(a, b)
+    assert (b == a * 2 + 1).all()
+    print("ok")
+    """, TEX_NUM_THREADS="100000")
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+    assert "using" in r.stderr and "the most tex allows" in r.stderr  # the clamp warns
+
+
+def test_config_num_threads_is_clamped() -> None:
+    import tex
+
+    with pytest.warns(RuntimeWarning, match="the most tex allows"):
+        with tex.debug.config(num_threads=10**6) as c:
+            assert c.num_threads == tex.debug.max_threads()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")
+@pytest.mark.parametrize("threads", ["2", None])
+def test_forked_child_after_a_parallel_kernel_computes_correctly(threads: str | None) -> None:
+    """The parent runs a parallel kernel (libgomp's pool starts), forks; the child runs the
+    same function and a new build, and must get the right numbers without hanging."""
+    r = _run(PARALLEL_KERNEL + """
+    b = np.zeros_like(a); f(a, b); assert (b == a * 2 + 1).all()
+    pid = os.fork()
+    if pid == 0:
+        ok = True
+        for k in range(3):
+            c = np.zeros_like(a); f(a + k, c); ok &= bool((c == (a + k) * 2 + 1).all())
+        C = tex.compute((64, 32), lambda i, j: A[i, j] - 1.0, name="C")
+        s2 = tex.create_schedule(C.op); s2[C].parallel(C.op.axis[0])
+        g = tex.build(s2, [A, C]); d = np.zeros_like(a); g(a, d)
+        ok &= bool((d == a - 1).all())
+        os._exit(0 if ok else 3)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, status
+    b = np.zeros_like(a); f(a, b); assert (b == a * 2 + 1).all()  # the parent is unaffected
+    print("ok")
+    """, **({"TEX_NUM_THREADS": threads} if threads else {}))
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")
+def test_child_forked_before_any_parallel_run_keeps_parallel_loops() -> None:
+    r = _run(PARALLEL_KERNEL + """
+    from tex.runtime import openmp
+    pid = os.fork()
+    if pid == 0:
+        b = np.zeros_like(a); f(a, b)
+        os._exit(0 if openmp.parallel_allowed() and (b == a * 2 + 1).all() else 3)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, status
+    print("ok")
+    """, TEX_NUM_THREADS="2")
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
