@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import math
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -98,6 +99,7 @@ from ..lower.stmt import (
     Store,
     stmt_children,
     stmt_exprs,
+    symbol_name,
     walk_stmts,
 )
 from ..target import CPUInfo, register_probe, with_caches
@@ -243,6 +245,21 @@ def _const(t: ir.Type, value: object) -> ir.Constant:
 # Options and results
 # --------------------------------------------------------------------------------------
 
+# LLVM truncates the names of local values (arguments, instructions, blocks) to 1,024
+# characters, so two long tensor names sharing a prefix would collide ("redefinition"):
+# a long name keeps a prefix and gets a digest of the whole name
+_LOCAL_NAME_MAX = 240
+
+
+def _local(name: str) -> str:
+    """``name`` for a local LLVM value: unchanged up to ``_LOCAL_NAME_MAX`` characters,
+    else a prefix and a digest of the whole name (distinct for distinct names)."""
+    if len(name) <= _LOCAL_NAME_MAX:
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{name[:_LOCAL_NAME_MAX - 17]}.{digest}"
+
+
 @dataclass(frozen=True)
 class CodegenOptions:
     """Code generation switches (part of the compile cache key)."""
@@ -321,7 +338,7 @@ class _ModuleEmitter:
     def status_flag(self) -> ir.GlobalVariable:
         """``@<name>.status``: set to 1 when a large Allocate could not be malloc'ed."""
         if self.status is None:
-            g = ir.GlobalVariable(self.ir, _I32, f"{self.func.name}.status")
+            g = ir.GlobalVariable(self.ir, _I32, f"{symbol_name(self.func.name)}.status")
             g.initializer = ir.Constant(_I32, 0)
             g.align = 4
             self.status = g
@@ -415,7 +432,7 @@ class _ModuleEmitter:
 
     def next_parallel_name(self) -> str:
         self.par_count += 1
-        return f"{self.func.name}.par{self.par_count}"
+        return f"{symbol_name(self.func.name)}.par{self.par_count}"
 
 
 # --------------------------------------------------------------------------------------
@@ -591,7 +608,7 @@ class _FunctionEmitter:
         """An alloca in the entry block (promoted by mem2reg or reused per iteration)."""
         with self.b.goto_block(self.entry):
             size = None if count is None else ir.Constant(_I64, count)
-            a = self.b.alloca(t, size=size, name=name)
+            a = self.b.alloca(t, size=size, name=_local(name))
         a.type = _PTR  # llvmlite types allocas as typed pointers; LLVM wants opaque ones
         if align:
             a.align = align
@@ -887,7 +904,7 @@ class _FunctionEmitter:
 
     def element_ptr(self, base: ir.Value, st: ir.Type, i64: ir.Value, name: str) -> ir.Value:
         """``&base[i64]``; a vector of pointers for a vector of indices."""
-        p = self.b.gep(base, [i64], inbounds=True, source_etype=st, name=name)
+        p = self.b.gep(base, [i64], inbounds=True, source_etype=st, name=_local(name))
         if _lanes(i64):
             p.type = ir.VectorType(_PTR, _lanes(i64))  # llvmlite types it as a scalar ptr
         return p
@@ -901,18 +918,18 @@ class _FunctionEmitter:
         how, i64 = self.access(buf, index, ix, load=True)
         p = self.element_ptr(base, st, i64, f"{buf.name}.ptr")
         if how == "scalar":
-            v = b.load(p, typ=st, align=d.itemsize, name=buf.name)
+            v = b.load(p, typ=st, align=d.itemsize, name=_local(buf.name))
             return b.icmp_unsigned("!=", v, ir.Constant(_I8, 0)) if d.is_bool else v
         n = self.lanes
         vt = ir.VectorType(st, n)
         zero = _const(vt, 0.0 if d.is_float else 0)
         if how == "contiguous" and self.mask is None:
-            v = b.load(p, typ=vt, align=d.itemsize, name=buf.name)
+            v = b.load(p, typ=vt, align=d.itemsize, name=_local(buf.name))
         elif how.startswith("stride"):  # lanes first + l*k: the span, every k-th element
             k = int(how[6:])
             span_t = ir.VectorType(st, (n - 1) * k + 1)
             if self.mask is None:
-                span = b.load(p, typ=span_t, align=d.itemsize, name=buf.name)
+                span = b.load(p, typ=span_t, align=d.itemsize, name=_local(buf.name))
             else:
                 # the span's element q*k is lane q's (its mask bit); those between are off
                 lane_mask = self.splat(self.mask, n)
@@ -923,13 +940,13 @@ class _FunctionEmitter:
                                  for j in range(span_t.count)]))
                 fn = self.m.intrinsic("llvm.masked.load", span_t,
                                       [_PTR, _I32, with_off.type, span_t], [span_t, _PTR])
-                span = b.call(fn, [p, align, with_off, _const(span_t, 0)], name=buf.name)
+                span = b.call(fn, [p, align, with_off, _const(span_t, 0)], name=_local(buf.name))
             v = b.shuffle_vector(span, ir.Constant(span.type, ir.Undefined),
                                  ir.Constant(ir.VectorType(_I32, n),
                                              [ir.Constant(_I32, q * k) for q in range(n)]))
         elif how.startswith("dup"):  # lanes base//k + l//k: n/k elements, each k times
             k = int(how[3:])
-            few = b.load(p, typ=ir.VectorType(st, n // k), align=d.itemsize, name=buf.name)
+            few = b.load(p, typ=ir.VectorType(st, n // k), align=d.itemsize, name=_local(buf.name))
             v = b.shuffle_vector(few, ir.Constant(few.type, ir.Undefined),
                                  ir.Constant(ir.VectorType(_I32, n),
                                              [ir.Constant(_I32, q // k) for q in range(n)]))
@@ -937,12 +954,12 @@ class _FunctionEmitter:
             mask = self.splat(self.mask, n)
             fn = self.m.intrinsic("llvm.masked.load", vt, [_PTR, _I32, mask.type, vt],
                                   [vt, _PTR])
-            v = b.call(fn, [p, align, mask, zero], name=buf.name)
+            v = b.call(fn, [p, align, mask, zero], name=_local(buf.name))
         else:
             mask = self.true_mask(n) if self.mask is None else self.splat(self.mask, n)
             fn = self.m.intrinsic("llvm.masked.gather", vt, [p.type, _I32, mask.type, vt],
                                   [vt, p.type])
-            v = b.call(fn, [p, align, mask, zero], name=buf.name)
+            v = b.call(fn, [p, align, mask, zero], name=_local(buf.name))
         return b.icmp_unsigned("!=", v, _const(vt, 0)) if d.is_bool else v
 
     def store(self, s: Store) -> None:
@@ -1063,7 +1080,7 @@ class _FunctionEmitter:
         b = self.b
         malloc = self.m.declare("malloc", _PTR, [_I64])
         free = self.m.declare("free", _VOID, [_PTR])
-        p = b.call(malloc, [ir.Constant(_I64, nbytes)], name=buf.name)
+        p = b.call(malloc, [ir.Constant(_I64, nbytes)], name=_local(buf.name))
         failed = b.icmp_unsigned("==", p, ir.Constant(_PTR, None))
         with b.if_then(failed, likely=False):
             b.store_atomic(ir.Constant(_I32, 1), self.m.status_flag(), "monotonic", 4)
@@ -1081,12 +1098,13 @@ class _FunctionEmitter:
         ext = self.cast(self.value(s.extent), s.extent.dtype, d)
         if isinstance(lo, ir.Constant) and isinstance(ext, ir.Constant):
             return lo, ir.Constant(lo.type, lo.constant + ext.constant)
-        return lo, self.b.add(lo, ext, name=f"{s.var.name}.end")
+        return lo, self.b.add(lo, ext, name=f"{_local(s.var.name)}.end")
 
     @contextlib.contextmanager
     def counted(self, name: str, lo: ir.Value, hi: ir.Value) -> Iterator[ir.Value]:
         """``for name in [lo, hi)``: yields the index; the body goes where the builder is."""
         b = self.b
+        name = _local(name)
         counter = self.alloca(lo.type, f"{name}.addr")
         b.store(lo, counter)
         cond = b.append_basic_block(f"{name}.cond")
@@ -1137,7 +1155,7 @@ class _FunctionEmitter:
                 self.vars[s.var] = ir.Constant(lo.type, lo.constant + k)
             else:
                 self.vars[s.var] = self.b.add(lo, ir.Constant(lo.type, k),
-                                              name=f"{s.var.name}.{k}")
+                                              name=f"{_local(s.var.name)}.{k}")
             self.stmt(s.body)
         self.vars.pop(s.var, None)
 
@@ -1155,10 +1173,11 @@ class _FunctionEmitter:
         elif full > 1:
             with self.counted(f"{s.var.name}.chunk", ir.Constant(t, 0), ir.Constant(t, full)) \
                     as c:
-                base = self.b.add(lo, self.b.mul(c, ir.Constant(t, w)), name=f"{s.var.name}.base")
+                base = self.b.add(lo, self.b.mul(c, ir.Constant(t, w)),
+                                  name=f"{_local(s.var.name)}.base")
                 self.vector_body(s, base, w, align)
         if rest:
-            base = self.b.add(lo, ir.Constant(t, full * w), name=f"{s.var.name}.rest")
+            base = self.b.add(lo, ir.Constant(t, full * w), name=f"{_local(s.var.name)}.rest")
             rest_align = math.gcd(lo_c, full * w) if lo_c is not None else 1
             self.vector_body(s, base, rest, rest_align)
 
@@ -1168,7 +1187,7 @@ class _FunctionEmitter:
         self.vbase_align = align
         steps = ir.Constant(ir.VectorType(t, w), [ir.Constant(t, k) for k in range(w)])
         self.lanes, self.vvar, self.mask = w, s.var, None
-        self.vars[s.var] = self.b.add(self.splat(base, w), steps, name=s.var.name)
+        self.vars[s.var] = self.b.add(self.splat(base, w), steps, name=_local(s.var.name))
         self.stmt(s.body)
         del self.vars[s.var]
         self.lanes, self.vvar, self.mask = 0, None, None
@@ -1180,7 +1199,7 @@ class _FunctionEmitter:
         lo, hi = self.bounds(s)
         d = s.var.dtype
         t = _scalar_type(d)
-        ext = self.b.sub(hi, lo, name=f"{s.var.name}.extent")
+        ext = self.b.sub(hi, lo, name=f"{_local(s.var.name)}.extent")
         # captured values: variables and buffers used inside and bound out here
         used_vars: dict[Var, None] = {}
         used_bufs: dict[Tensor, None] = {}
@@ -1203,15 +1222,15 @@ class _FunctionEmitter:
         body_fn.attributes.add("nounwind")
         inner = _FunctionEmitter(m, body_fn, in_parallel=True)
         for arg, x in zip(body_fn.args, bufs):
-            arg.name = x.name
+            arg.name = _local(x.name)
             arg.add_attribute("noalias")
             arg.add_attribute("captures(none)")
             inner.bufs[x] = arg
         for arg, v in zip(body_fn.args[len(bufs):], scalars):
-            arg.name = v.name
+            arg.name = _local(v.name)
             inner.vars[v] = arg
         a_lo, a_hi = body_fn.args[-2:]
-        a_lo.name, a_hi.name = f"{s.var.name}.lo", f"{s.var.name}.hi"
+        a_lo.name, a_hi.name = f"{_local(s.var.name)}.lo", f"{_local(s.var.name)}.hi"
         with inner.counted(s.var.name, a_lo, a_hi) as i:
             inner.vars[s.var] = i
             inner.stmt(s.body)
@@ -1481,13 +1500,14 @@ def emit_llvm(func: LoweredFunc, options: CodegenOptions | None = None) -> tuple
     whether the module has a malloc status flag."""
     options = options or CodegenOptions()
     host = host_target()
-    module = ir.Module(name=func.name)
+    symbol = symbol_name(func.name)
+    module = ir.Module(name=symbol)
     module.triple = host.triple
     module.data_layout = host.data_layout
     m = _ModuleEmitter(func, options, module, max(4, 2 * host.vector_bits // 32))
     arg_types = [(_PTR if isinstance(p, BufferParam) else _abi_ir_type(p.var.dtype))
                  for p in func.params]
-    fn = ir.Function(m.ir, ir.FunctionType(_VOID, arg_types), func.name)
+    fn = ir.Function(m.ir, ir.FunctionType(_VOID, arg_types), symbol)
     fn.attributes.add("nounwind")
     f = _FunctionEmitter(m, fn, in_parallel=False)
     bind_params(f, fn, func.params)
@@ -1500,7 +1520,7 @@ def bind_params(f: _FunctionEmitter, fn: ir.Function, params: Sequence[Param]) -
     """Name ``fn``'s arguments after ``params`` and make them the emitter's buffers and
     variables (buffers are ``noalias``; bool scalars arrive as i8, float16 as i16 bits)."""
     for arg, p in zip(fn.args, params):
-        arg.name = p.name
+        arg.name = _local(p.name)
         if isinstance(p, BufferParam):
             arg.add_attribute("noalias")
             arg.add_attribute("captures(none)")
@@ -1509,9 +1529,9 @@ def bind_params(f: _FunctionEmitter, fn: ir.Function, params: Sequence[Param]) -
             d = p.var.dtype
             v: ir.Value = arg
             if d.is_bool:
-                v = f.b.icmp_unsigned("!=", arg, ir.Constant(_I8, 0), name=p.name)
+                v = f.b.icmp_unsigned("!=", arg, ir.Constant(_I8, 0), name=_local(p.name))
             elif d.name == "float16":
-                v = f.b.bitcast(arg, ir.HalfType(), name=p.name)
+                v = f.b.bitcast(arg, ir.HalfType(), name=_local(p.name))
             f.vars[p.var] = v
 
 
@@ -1584,8 +1604,9 @@ def compile_llvm(func: LoweredFunc, options: CodegenOptions | None = None) -> Co
     mod = optimize(text, context=context)
     opt_text = str(mod)
     debug.dump("llvm.opt", opt_text)
-    compiled = CompiledModule(func.name, text, opt_text, mod,
-                              f"{func.name}.status" if has_status else None, tuple(notes),
+    symbol = symbol_name(func.name)
+    compiled = CompiledModule(symbol, text, opt_text, mod,
+                              f"{symbol}.status" if has_status else None, tuple(notes),
                               context=context)
     if debug.should_dump("asm"):
         debug.dump("asm", compiled.asm)

@@ -51,13 +51,14 @@ from ..dtype import DType
 from ..ir.expr import Binary, Op, TensorRead, Unary
 from ..lower.gpu import DeviceProgram, Kernel
 from ..lower.lower import loop_domains
-from ..lower.stmt import Allocate, Barrier, BufferParam, For, ForKind, Stmt
+from ..lower.stmt import Allocate, Barrier, BufferParam, For, ForKind, Stmt, symbol_name
 from ..target import CudaTarget
 from .llvm import (
     LLVM_LOCK,
     CodegenOptions,
     _abi_ir_type,
     _FunctionEmitter,
+    _local,
     _ModuleEmitter,
     _scalar_type,
     _storage_type,
@@ -205,13 +206,14 @@ class _PTXFunctionEmitter(_FunctionEmitter):
         n = int(buf.shape[0])
         if s.scope == "shared":
             arr = ir.ArrayType(st, n)
-            g = ir.GlobalVariable(self.m.ir, arr, f"{self.m.kernel.name}.{buf.name}",
+            g = ir.GlobalVariable(self.m.ir, arr,
+                                  f"{self.m.kernel.name}.{symbol_name(buf.name)}",
                                   addrspace=3)
             g.linkage = "internal"
             g.initializer = ir.Constant(arr, ir.Undefined)
             g.align = 16
             first = self.b.gep(g, [ir.Constant(_I32, 0), ir.Constant(_I32, 0)], inbounds=True,
-                               source_etype=arr, name=buf.name)
+                               source_etype=arr, name=_local(buf.name))
             first.type = _SHARED_PTR  # llvmlite types it as a typed pointer
             self.bufs[buf] = first
         elif s.scope == "local":
@@ -298,7 +300,7 @@ def emit_ptx_llvm(program: DeviceProgram, target: CudaTarget,
     options = options or CodegenOptions()
     with LLVM_LOCK:
         tm = _target_machine(target)
-        module = ir.Module(name=program.func.name)
+        module = ir.Module(name=symbol_name(program.func.name))
         module.triple = TRIPLE
         module.data_layout = str(tm.target_data)
     for kernel in program.kernels:

@@ -62,6 +62,7 @@ from .stmt import (
     seq,
     stmt_children,
     stmt_exprs,
+    symbol_name,
     walk_stmts,
     with_stmt_children,
 )
@@ -150,7 +151,8 @@ def split_kernels(func: LoweredFunc, limits: GPULimits | None = None) -> DeviceP
     parts = list(body.body) if isinstance(body, Seq) else [body]
     kernels = []
     for part in parts:
-        kernels.append(_kernel(func, part, f"{func.name}_kernel{len(kernels)}", temps, limits))
+        kernels.append(_kernel(func, part, f"{symbol_name(func.name)}_kernel{len(kernels)}",
+                               temps, limits))
     return DeviceProgram(func, tuple(temps), tuple(kernels))
 
 

@@ -21,6 +21,8 @@ Nodes are frozen dataclasses; passes build new trees.
 from __future__ import annotations
 
 import enum
+import hashlib
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -32,7 +34,23 @@ __all__ = [
     "ForKind", "Stmt", "For", "Store", "Allocate", "IfThenElse", "LetStmt", "Seq", "Barrier",
     "BufferParam", "ScalarParam", "Param", "LoweredFunc", "make_buffer", "seq",
     "stmt_children", "stmt_exprs", "with_stmt_children", "walk_stmts", "map_exprs",
+    "symbol_name",
 ]
+
+# a symbol the code generators may emit as is: an ASCII C identifier of bounded length
+_SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
+
+
+def symbol_name(name: str) -> str:
+    """``name`` as a linker symbol (a function or kernel name): unchanged when it is an ASCII
+    C identifier of at most 200 characters; otherwise its ASCII letters, digits and
+    underscores (others become ``_``), cut to 160, and a digest of the whole name, so
+    distinct names stay distinct (JIT lookups and PTX accept only ASCII identifiers)."""
+    if _SYMBOL.fullmatch(name):
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    base = re.sub(r"[^A-Za-z0-9_]", "_", name)[:160]
+    return f"{'' if base[:1].isalpha() or base[:1] == '_' else 'f_'}{base}_{digest}"
 
 
 class ForKind(enum.Enum):
