@@ -272,13 +272,20 @@ class _Grid:
 class _Scope:
     """A memo of node values valid where ``mask`` (None: everywhere) is true."""
 
-    __slots__ = ("mask", "memo", "parent", "top")
+    __slots__ = ("mask", "memo", "parent", "_top")
 
     def __init__(self, mask: Array | None, parent: _Scope | None) -> None:
         self.mask = mask
         self.memo: dict[Expr, Array] = {}
         self.parent = parent
-        self.top: _Scope = self if parent is None else parent.top
+        # a root does not store itself: that reference cycle kept its memo (a reduction
+        # chunk's temporaries) alive until the cycle collector ran, chunk after chunk
+        self._top = None if parent is None else parent.top
+
+    @property
+    def top(self) -> _Scope:
+        """The outermost scope."""
+        return self if self._top is None else self._top
 
     def get(self, node: Expr) -> Array | None:
         """The node's value from this scope or an enclosing one, or None."""
@@ -629,6 +636,7 @@ def _evaluate_reduction(op: ComputeOp, body: list[Expr],
         if fast is None:
             assert fold is not None  # for the type checker: made above when fast is None
             acc = fold.run(acc, sources, mask, lane)
+            del sources, top, mask
             continue
         v = sources[0]
         if mask is not None:
@@ -636,6 +644,8 @@ def _evaluate_reduction(op: ComputeOp, body: list[Expr],
         v = np.broadcast_to(v, np.broadcast_shapes(v.shape, lane))
         part = _CHUNK_REDUCE[fast](v)
         acc = [_as(NUMPY_BINARY[fast](acc[0], part), red.dtype)]
+        # this chunk's temporaries go before the next chunk allocates its own
+        del v, sources, top, mask
     return [_materialize(acc[e.value_index], op.shape, e.dtype) for e in body]
 
 
