@@ -807,6 +807,10 @@ ISSUE20: list[Case] = [
      ValueError, r"got 'sm_55'"),
     ("dump-dir-is-a-file", _dump_into_a_file,
      ValueError, r"TEX_DUMP_DIR='.*' is not a directory"),
+    ("check-grad-precision-unknown", lambda: tex.testing.check_grad(L, [A], precision="double"),
+     ValueError, r"check_grad: precision must be one of 'float64', 'native', got 'double'"),
+    ("check-grad-precision-none", lambda: tex.testing.check_grad(L, [A], precision=None),
+     ValueError, r"check_grad: precision must be one of .* got None"),
     ("config-num-threads-str", lambda: tex.debug.config(num_threads="4").__enter__(),
      ValueError, r"config: num_threads must be a non-negative int"),
 ]

@@ -309,3 +309,75 @@ def test_autodiff_dense_and_scalar_loss() -> None:
     assert L.shape == ()
     check_grad(L, [X, W, B])
     check_grad(L, [X, W, B], head=np.array(0.5), max_points=200, seed=1)
+
+
+# --------------------------------------------------------------------------------------
+# precision: a float64 copy of the DAG by default
+# --------------------------------------------------------------------------------------
+
+def test_float32_program_passes_the_default_tolerances() -> None:
+    """Float32 finite differences are noise at ~1e-4: the default float64 copy checks the
+    gradient, not the rounding (this failed at index (2, 2) evaluated in float32)."""
+    X = tex.placeholder((5, 4), "float32", name="X")
+    check_grad(topi.sum(X * X), [X])
+    with pytest.raises(AssertionError, match="with respect to 'X' is wrong"):
+        check_grad(topi.sum(X * X), [X], precision="native")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_low_precision_programs_with_reductions_pass(dtype: str) -> None:
+    X = tex.placeholder((3, 6), dtype, name="X")
+    W = tex.placeholder((6, 4), dtype, name="W")
+    H = topi.tanh(topi.nn.dense(X, topi.transpose(W)))
+    L = topi.sum(topi.nn.softmax(H) * H)
+    check_grad(L, [X, W])
+
+
+def test_float64_mode_evaluates_a_float64_twin(monkeypatch: pytest.MonkeyPatch) -> None:
+    X, Y = square((3, 4), "float32")
+    seen: list[str] = []
+
+    def build(out, inputs, H):
+        seen.extend([out.dtype.name, inputs[0].dtype.name, H.dtype.name])
+        (Xc,) = inputs
+        return [tex.compute(Xc.shape, lambda i, j: 2.0 * Xc[i, j] * H[i, j], name="dX")]
+
+    patch_grads(monkeypatch, build)
+    check_grad(Y, [X])
+    assert seen == ["float64"] * 3
+
+
+def test_wrong_gradient_still_fails_in_float64_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    X, Y = square((3, 4), "float32")
+
+    def build(out, inputs, H):
+        (Xc,) = inputs
+        return [tex.compute(Xc.shape, lambda i, j: 2.001 * Xc[i, j] * H[i, j], name="dX")]
+
+    patch_grads(monkeypatch, build)
+    with pytest.raises(AssertionError, match="with respect to 'X' is wrong"):
+        check_grad(Y, [X])
+
+
+def test_float64_copy_keeps_requested_casts_and_integer_tensors() -> None:
+    from tex.testing.widen import float64_copy
+
+    X = tex.placeholder((4,), "float32", name="X")
+    I = tex.placeholder((4,), "int32", name="I")  # noqa: E741
+    H = tex.compute((4,), lambda i: X[i].astype("float16"), name="H")  # asked: kept
+    W = tex.compute((4,), lambda i: H[i].astype("float32") * 3.0, name="W")  # widening
+    N = tex.compute((4,), lambda i: (W[i] * 2.0).astype("int32") + I[i], name="N")
+    k = tex.reduce_axis((0, 4), name="k")
+    S = tex.compute((), lambda: tex.max(W[k] + N[k].astype("float32"), axis=k), name="S")
+    twin = float64_copy([S])
+    dtypes = {t.name: twin[t].dtype.name for t in (X, I, H, W, N, S)}
+    assert dtypes == {"X": "float64", "I": "int32", "H": "float16", "W": "float64",
+                      "N": "int32", "S": "float64"}
+    assert twin[I] is I and twin[X] is not X and twin[X].name == "X"
+    x = np.array([0.1, -2.3, 7.7, 1e-3], "float32")
+    i = np.array([1, 0, -2, 5], "int32")
+    got = tex.testing.evaluate(twin[S], {twin[X]: x.astype("float64"), I: i})
+    h = x.astype("float16").astype("float64")
+    w = h * 3.0
+    want = (w + ((w * 2.0).astype("int32") + i)).max()
+    assert got == want

@@ -10,7 +10,7 @@ one would. Gradients are ordinary tensors: print them, evaluate them, differenti
 # A scalar loss
 # -------------
 # A dense layer ``Y = X W^T + B`` and a loss ``L = sum(Y * H)`` with fixed weights ``H``.
-# Float64 placeholders keep the finite-difference checks below accurate.
+# Float64 placeholders keep the NumPy comparisons below exact to the last bits.
 import numpy as np
 
 import tex
@@ -40,6 +40,16 @@ dw, db = tex.testing.evaluate([dW, dB], feed)
 np.testing.assert_allclose(dw, feed[H].T @ feed[X])
 np.testing.assert_allclose(db, feed[H].sum(axis=0))
 print("check_grad and the NumPy gradients agree")
+
+# %%
+# ``check_grad`` evaluates both sides on a float64 copy of the DAG by default (float
+# placeholders and computations re-typed; an explicit narrowing ``astype`` and integer
+# tensors kept), so a float32 program passes with the default tolerances: float32 finite
+# differences are noise at about 1e-4 relative. ``precision="native"`` evaluates in the
+# program's own dtypes and then needs looser ``rtol``/``atol``.
+X32 = tex.placeholder((n, k), "float32", name="X32")
+tex.testing.check_grad(topi.sum(X32 * X32), [X32])
+tex.testing.check_grad(topi.sum(X32 * X32), [X32], precision="native", rtol=1e-2, atol=1e-3)
 
 # %%
 # Jacobians and heads

@@ -6,10 +6,13 @@ reference interpreter; the numeric side is central differences of the scalar fun
     f(x) = sum(head * out(x))
 
 whose gradient with respect to an input is exactly the vector-Jacobian product that
-``differentiate`` computes for that ``head``. Both sides run on the DAG as written, in its
-own dtypes: nothing is converted to float64 before ``evaluate``, only afterwards. So the
-finite differences are as accurate as the DAG's dtype allows; use float64 placeholders where
-a test wants tight tolerances (float32 differences are noisy, about 1e-4 relative at best).
+``differentiate`` computes for that ``head``. By default (``precision="float64"``) both
+sides run on a float64 copy of the DAG (``tex.testing.widen``: float placeholders and
+computations re-typed, narrowing casts and casts to integers kept, integer tensors
+unchanged), at data representable in the original dtypes: float32 finite differences are
+noise at about 1e-4 relative, float64 ones are accurate to about 1e-10, so the default
+tolerances check a float32 program's gradient, not its rounding. ``precision="native"``
+evaluates the DAG as written, in its own dtypes.
 
 Two details keep the differences accurate:
 
@@ -32,8 +35,12 @@ from ..ir.tensor import PlaceholderOp, Tensor, TensorSlice
 from ..ir.visit import topo_sort_ops
 from ..te import placeholder
 from .interpreter import _bind_feed, evaluate
+from .widen import float64_copy
 
-__all__ = ["check_grad"]
+__all__ = ["check_grad", "PRECISIONS"]
+
+# "float64": both sides on a float64 copy of the DAG (default); "native": in its own dtypes
+PRECISIONS = ("float64", "native")
 
 # Default finite-difference step per input dtype (about the cube root of the dtype's machine
 # epsilon, the step that balances truncation and rounding error of central differences).
@@ -48,7 +55,8 @@ HEAD_NAME = "check_grad_head"
 def check_grad(out: Tensor, inputs: Tensor | Sequence[Tensor],
                data: Mapping[Tensor | str, np.ndarray] | None = None,
                head: np.ndarray | None = None, *, rtol: float = 1e-4, atol: float = 1e-5,
-               eps: float | None = None, max_points: int = 64, seed: int = 0) -> None:
+               eps: float | None = None, max_points: int = 64, seed: int = 0,
+               precision: str = "float64") -> None:
     """Check ``tex.autodiff.differentiate`` against central finite differences.
 
     For the scalar function ``f(x) = sum(head * out(x))``, the gradient that
@@ -65,9 +73,13 @@ def check_grad(out: Tensor, inputs: Tensor | Sequence[Tensor],
     A value passes when ``|analytic - numeric| <= atol + rtol * |numeric|`` (the rule of
     ``np.testing.assert_allclose``; NaN never passes).
 
-    Everything is evaluated in the DAG's own dtypes. Float32 finite differences are noisy
-    (relative error around 1e-4 even with the best step), so tests that want the default
-    tolerances should use float64 placeholders; with float32, pass looser ``rtol``/``atol``.
+    By default both sides are evaluated on a float64 copy of the DAG (float placeholders
+    and computations re-typed; an explicit narrowing cast such as ``astype("float16")`` and
+    casts to integers kept; integer tensors stay integer), at data and a head representable
+    in the original dtypes: a float32 program is checked at float64 accuracy with the
+    default tolerances. ``precision="native"`` evaluates in the DAG's own dtypes, where
+    float32 finite differences are noisy (relative error around 1e-4 even with the best
+    step) and need looser ``rtol``/``atol``.
 
     Parameters
     ----------
@@ -88,12 +100,16 @@ def check_grad(out: Tensor, inputs: Tensor | Sequence[Tensor],
     rtol, atol : float
         Relative and absolute tolerance.
     eps : float, optional
-        The finite-difference step. Default per input dtype: 1e-6 for float64, 1e-3 for
-        float32, 1e-2 for float16.
+        The finite-difference step. Default per input dtype (of the evaluated DAG: float64
+        unless ``precision="native"``): 1e-6 for float64, 1e-3 for float32, 1e-2 for
+        float16.
     max_points : int
         Inputs with at most this many elements are checked element by element.
     seed : int
         Seeds the random data, head and directions.
+    precision : str
+        ``"float64"`` (default): evaluate both sides on a float64 copy of the DAG;
+        ``"native"``: in the DAG's own dtypes.
 
     Returns
     -------
@@ -109,7 +125,7 @@ def check_grad(out: Tensor, inputs: Tensor | Sequence[Tensor],
     ValueError
         ``head`` does not have ``out.shape``; ``inputs`` is empty; ``out`` is not finite at
         the data; ``eps`` is too small to change an entry of an input; ``eps``/``max_points``
-        out of range.
+        out of range; an unknown ``precision``.
     AssertionError
         The gradients disagree. The message names the input, the worst element (or
         direction), the analytic and numeric values and the largest absolute and relative
@@ -124,6 +140,9 @@ def check_grad(out: Tensor, inputs: Tensor | Sequence[Tensor],
     """
     _check_out(out)
     inputs = _check_inputs(inputs)
+    if not isinstance(precision, str) or precision not in PRECISIONS:
+        raise ValueError(f"check_grad: precision must be one of {', '.join(map(repr, PRECISIONS))}"
+                         f", got {precision!r}")
     if eps is not None and not (isinstance(eps, (int, float)) and math.isfinite(eps)
                                 and eps > 0):
         raise ValueError(f"check_grad: eps must be a positive float, got {eps!r}")
@@ -146,6 +165,12 @@ def check_grad(out: Tensor, inputs: Tensor | Sequence[Tensor],
     rng = np.random.default_rng(seed)
     head_arr = _make_head(out, head, rng)
     feed = _make_feed(out, inputs, data, rng)
+    if precision == "float64" and not _all_float64([out, *inputs]):
+        # the same point, evaluated on the float64 twin of the DAG
+        twin = float64_copy([out, *inputs])
+        out, inputs = twin[out], [twin[t] for t in inputs]
+        feed = {twin.get(t, t): a.astype(twin[t].dtype.numpy) if t in twin else a
+                for t, a in feed.items()}
     value = np.asarray(evaluate(out, feed), dtype=np.float64)
     if not np.isfinite(value).all():
         bad = tuple(int(i) for i in np.argwhere(~np.isfinite(value))[0])
@@ -270,6 +295,12 @@ def _make_feed(out: Tensor, inputs: Sequence[Tensor], data: Mapping[Any, Any],
             if tensor not in data and op.name not in names:
                 merged[tensor] = _random_data(op.dtype, op.shape, rng)
     return _bind_feed(ops, merged)
+
+
+def _all_float64(tensors: Sequence[Tensor]) -> bool:
+    """Whether every float tensor of the DAG is float64 already (then it is its own twin)."""
+    return all(t.dtype.name == "float64" for op in topo_sort_ops(tensors)
+               for t in op.outputs if t.dtype.is_float)
 
 
 def _differentiate(out: Tensor, inputs: list[Tensor], head: Tensor) -> Sequence[Tensor]:
