@@ -208,7 +208,8 @@ class BuiltFunction:
         # started (tex.runtime.openmp): there it runs ``serial()``, compiled on first need
         self._parallel = serial is not None and "GOMP_parallel" in kernel.sources.llvm_ir
         self._serial = serial
-        self._serial_kernel: Kernel | None = None
+        self._serial_kernel: Kernel | None = None  # kept alive with its entry point
+        self._serial_call: tuple[Any, ctypes.c_int32 | None] | None = None
 
     def _entry(self, kernel: Kernel) -> tuple[Any, ctypes.c_int32 | None]:
         """The ctypes function and malloc-failure flag of ``kernel``."""
@@ -253,10 +254,11 @@ class BuiltFunction:
                               "the outputs are incomplete")
 
     def _serial_entry(self) -> tuple[Any, ctypes.c_int32 | None]:
-        if self._serial_kernel is None:
-            assert self._serial is not None
+        if self._serial_call is None:
+            assert self._serial is not None  # only parallel kernels get here
             self._serial_kernel = self._serial()
-        return self._entry(self._serial_kernel)
+            self._serial_call = self._entry(self._serial_kernel)
+        return self._serial_call
 
     def _signature(self) -> str:
         parts = []
