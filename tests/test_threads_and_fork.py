@@ -19,7 +19,8 @@ TIMEOUT = 90
 
 def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
     """Run ``code`` with this checkout's tex; kill its whole process group on timeout."""
-    environ = {k: v for k, v in os.environ.items() if k != "TEX_NUM_THREADS"}
+    environ = {k: v for k, v in os.environ.items()
+               if k not in ("TEX_NUM_THREADS", "OMP_NUM_THREADS")}
     environ.update(env, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT,
                             env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -82,6 +83,19 @@ def test_huge_tex_num_threads_is_clamped_and_computes() -> None:
     """, TEX_NUM_THREADS="100000")
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
     assert "using" in r.stderr and "the most tex allows" in r.stderr  # the clamp warns
+
+
+def test_huge_omp_num_threads_is_clamped_too() -> None:
+    """Without TEX_NUM_THREADS the OpenMP default applies: OMP_NUM_THREADS=100000 made
+    libgomp segfault in the first parallel loop."""
+    r = _run(PARALLEL_KERNEL + """
+    import tex.debug
+    assert tex.debug.current().num_threads == tex.debug.max_threads(), tex.debug.current()
+    b = np.zeros_like(a); f(a, b)
+    assert (b == a * 2 + 1).all()
+    print("ok")
+    """, OMP_NUM_THREADS="100000")
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
 
 
 def test_config_num_threads_is_clamped() -> None:

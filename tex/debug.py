@@ -9,7 +9,8 @@ Environment variables (read once, at import):
   integer (absent: the OpenMP default, all cores unless ``OMP_NUM_THREADS`` says otherwise).
   Anything else ("abc", "0", "-3", "") is a ValueError at import. Values above
   ``MAX_THREADS_PER_CORE`` (4) times ``os.cpu_count()`` are clamped to that, with a
-  ``RuntimeWarning``: libgomp crashes or exits the process with tens of thousands.
+  ``RuntimeWarning``: libgomp crashes or exits the process with tens of thousands. Without
+  TEX_NUM_THREADS, an ``OMP_NUM_THREADS`` above that maximum is clamped the same way.
 
 Tests override the configuration with ``with tex.debug.config(dump="all"): ...``;
 the override is a ``contextvars`` value, so it never leaks between threads or tests.
@@ -87,6 +88,15 @@ def _parse_threads(text: str) -> int:
     return _clamp_threads(n, f"TEX_NUM_THREADS={text.strip()}")
 
 
+def _omp_default() -> int:
+    """0 (the OpenMP default), unless OMP_NUM_THREADS asks libgomp for more threads than
+    ``max_threads()`` (it segfaults with 100000): then that maximum, passed explicitly."""
+    first = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if first.isdigit() and int(first) > max_threads():
+        return _clamp_threads(int(first), f"OMP_NUM_THREADS={first}")
+    return 0
+
+
 def _from_env() -> Config:
     level = os.environ.get("TEX_DEBUG", "0").strip() or "0"
     try:
@@ -97,7 +107,7 @@ def _from_env() -> Config:
     if debug >= 2 and not dump:
         dump = frozenset({"all"})
     threads = os.environ.get("TEX_NUM_THREADS")
-    num_threads = 0 if threads is None else _parse_threads(threads)
+    num_threads = _omp_default() if threads is None else _parse_threads(threads)
     return Config(debug=debug, dump=dump, dump_dir=os.environ.get("TEX_DUMP_DIR") or None,
                   num_threads=num_threads)
 
