@@ -786,6 +786,12 @@ ISSUE20: list[Case] = [
     ("override-int-adjoint",
      lambda: tex.differentiate(L, [A], override={Q: ([A, M], _override_int_adjoints)}),
      TypeError, r"the override of 'Q' returned dtype int32 for the adjoint of 'A' \(float32\)"),
+    ("override-float16-adjoint",
+     lambda: tex.differentiate(L, [A], override={Q: ([A, M], lambda o, d, h: [
+         tex.compute(x.shape, lambda *i: tex.const(0.5, "float16"), name="h_adj")
+         for x in d])}),
+     TypeError, r"the override of 'Q' returned dtype float16 for the adjoint of 'A' "
+                r"\(float32\); an adjoint must have the dtype of the head of 'Q', float32"),
     ("fdiff-int-adjoint", lambda: tex.differentiate(L, [A], fdiff=_fdiff_int),
      TypeError, r"differentiate: fdiff returned dtype int32 for the adjoint of 'Q'"),
     ("grad-program-wrt-empty", lambda: tex.autodiff.grad_program(L, wrt=[]),

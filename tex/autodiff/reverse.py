@@ -164,7 +164,8 @@ def differentiate(output: Tensor, inputs: Sequence[Tensor] | Tensor | None = Non
     ------
     TypeError
         ``output``, an input, or ``head`` is not a Tensor; ``output`` or ``head`` is not
-        a float tensor; an override or fdiff returns an adjoint that is not a float tensor.
+        a float tensor; an override or fdiff returns an adjoint whose dtype is not the
+        head's.
     ValueError
         ``head``'s shape does not end with ``output.shape``; an override or fdiff returns
         the wrong number or shape of adjoints; the overrides form a cycle.
@@ -298,11 +299,14 @@ def differentiate(output: Tensor, inputs: Sequence[Tensor] | Tensor | None = Non
             if s.shape != want:
                 raise ValueError(f"differentiate: {who} returned shape {s.shape} for the "
                                  f"adjoint of '{d.name}', expected {want}")
-            if not s.dtype.is_float:  # summing would cast it silently
+            user = t in override or user_fdiff is not None
+            if not s.dtype.is_float or (user and s.dtype is not adj.dtype):
+                # the sum of the adjoints casts every part to the first one's dtype: an
+                # integer (or narrower) part would silently truncate the gradient
                 raise TypeError(f"differentiate: {who} returned dtype {s.dtype} for the "
-                                f"adjoint of '{d.name}' ({d.dtype}); an adjoint must be a "
-                                f"float tensor (the head's dtype {adj.dtype}), e.g. "
-                                f"astype('{adj.dtype}')")
+                                f"adjoint of '{d.name}' ({d.dtype}); an adjoint must have the "
+                                f"dtype of the head of '{t.name}', {adj.dtype} (e.g. "
+                                f"astype('{adj.dtype}'))")
             if _is_zeros(s):  # a cut path (floor, an integer cast): nothing to propagate
                 continue
             summands.setdefault(d, {})[t] = s
