@@ -96,6 +96,7 @@ from ..lower.stmt import (
     Seq,
     Stmt,
     Store,
+    peel_scopes,
     stmt_children,
     stmt_exprs,
     walk_stmts,
@@ -993,19 +994,16 @@ class _FunctionEmitter:
                 self.store(s)
             case For():
                 self.loop(s)
-            case LetStmt():
-                self.memo.clear()
-                v = self.value(s.value)
-                self.vars[s.var] = v
-                if self.lanes and _lanes(v):
-                    self.lets[s.var] = s.value
-                self.stmt(s.body)
-                del self.vars[s.var]
-                self.lets.pop(s.var, None)
+            case LetStmt() | Allocate():
+                # a chain of scopes (one allocation per stage: thousands in a long program)
+                # is entered in a loop and left in reverse, not recursively
+                chain, inner = peel_scopes(s)
+                leave = [self.enter_scope(w) for w in chain]
+                self.stmt(inner)
+                for done in reversed(leave):
+                    done()
             case IfThenElse():
                 self.if_then_else(s)
-            case Allocate():
-                self.allocate(s)
             case _:
                 raise InternalError(f"unknown statement {type(s).__name__}", self.m.func)
 
@@ -1043,7 +1041,21 @@ class _FunctionEmitter:
             self.stmt(s.else_case)
         self.mask = outer
 
-    def allocate(self, s: Allocate) -> None:
+    def enter_scope(self, s: Stmt) -> Callable[[], None]:
+        """Open the scope of a ``LetStmt`` or ``Allocate`` (not its body); the returned
+        function closes it."""
+        if isinstance(s, LetStmt):
+            self.memo.clear()
+            v = self.value(s.value)
+            self.vars[s.var] = v
+            if self.lanes and _lanes(v):
+                self.lets[s.var] = s.value
+
+            def leave_let() -> None:
+                del self.vars[s.var]
+                self.lets.pop(s.var, None)
+            return leave_let
+        assert isinstance(s, Allocate)
         buf = s.buffer
         st = _storage_type(buf.dtype)
         n = int(buf.shape[0])
@@ -1051,15 +1063,17 @@ class _FunctionEmitter:
         if self.lanes:  # one private copy per lane, interleaved (checked by _vector_plan)
             self.bufs[buf] = self.alloca(st, buf.name, count=n * self.lanes, align=64)
             self.private.add(buf)
-            self.stmt(s.body)
-            del self.bufs[buf]
-            self.private.discard(buf)
-            return
+
+            def leave_private() -> None:
+                del self.bufs[buf]
+                self.private.discard(buf)
+            return leave_private
         if nbytes <= MAX_STACK_BYTES:
             self.bufs[buf] = self.alloca(st, buf.name, count=n, align=64)
-            self.stmt(s.body)
-            del self.bufs[buf]
-            return
+
+            def leave_stack() -> None:
+                del self.bufs[buf]
+            return leave_stack
         b = self.b
         malloc = self.m.declare("malloc", _PTR, [_I64])
         free = self.m.declare("free", _VOID, [_PTR])
@@ -1069,9 +1083,11 @@ class _FunctionEmitter:
             b.store_atomic(ir.Constant(_I32, 1), self.m.status_flag(), "monotonic", 4)
             b.ret_void()
         self.bufs[buf] = p
-        self.stmt(s.body)
-        del self.bufs[buf]
-        b.call(free, [p])
+
+        def leave_heap() -> None:
+            del self.bufs[buf]
+            b.call(free, [p])
+        return leave_heap
 
     # loops ------------------------------------------------------------------------------
     def bounds(self, s: For) -> tuple[ir.Value, ir.Value]:
