@@ -573,6 +573,7 @@ class _FunctionEmitter:
         self.vars: dict[Var, ir.Value] = {}
         self.bufs: dict[Tensor, ir.Value] = {}
         self.memo: dict[Expr, ir.Value] = {}
+        self._safe: dict[Expr, bool] = {}
         # vectorized-loop state: lanes == 0 outside vector code
         self.lanes = 0
         self.vvar: Var | None = None
@@ -669,24 +670,84 @@ class _FunctionEmitter:
         v = memo.get(root)
         if v is not None:
             return v
-        stack: list[tuple[Expr, bool]] = [(root, False)]
+        # (node, state): 0 first visit, 1 children emitted, 2 a lazy node whose condition
+        # and shared operands are emitted (they are computed once, before its branches)
+        stack: list[tuple[Expr, int]] = [(root, 0)]
         while stack:
-            node, expanded = stack.pop()
+            node, state = stack.pop()
             if node in memo:
                 continue
-            if expanded:
+            if state == 1:
                 memo[node] = self.emit(node, [memo[k] for k in node.children()])
                 continue
             if self.is_lazy(node):
-                memo[node] = self.lazy(node)
+                pre = [] if state == 2 else [k for k in self.before_branches(node)
+                                             if k not in memo]
+                if pre:
+                    stack.append((node, 2))
+                    stack.extend((k, 0) for k in reversed(pre))
+                else:
+                    memo[node] = self.lazy(node)
                 continue
             kids = node.children()
             if not kids:
                 memo[node] = self.leaf(node)
                 continue
-            stack.append((node, True))
-            stack.extend((k, False) for k in reversed(kids) if k not in memo)
+            stack.append((node, 1))
+            stack.extend((k, 0) for k in reversed(kids) if k not in memo)
         return memo[root]
+
+    def before_branches(self, e: Expr) -> list[Expr]:
+        """What a lazy ``e`` evaluates before branching: its condition and the sub-
+        expressions both sides use that are safe to evaluate unguarded (``safe``). Emitted
+        once there, a value shared by the two sides of nested selects is not emitted again
+        per side (which doubled the code per level of nesting)."""
+        cond, a, b = _lazy_parts(e)
+
+        def frontier(root: Expr) -> dict[Expr, None]:
+            found: dict[Expr, None] = {}
+            seen: set[Expr] = set()
+            stack = [root]
+            while stack:
+                n = stack.pop()
+                if n in seen or n in self.memo or not n.children():
+                    continue
+                seen.add(n)
+                if self.safe(n):
+                    found[n] = None
+                elif not self.is_lazy(n):  # a nested lazy node guards its own operands
+                    stack.extend(n.children())
+            return found
+
+        shared = frontier(b)
+        return [cond, *(n for n in frontier(a) if n in shared)]
+
+    def safe(self, root: Expr) -> bool:
+        """Whether evaluating ``root`` unguarded can neither fault nor read out of bounds:
+        free of hazards, or a lazily evaluated select/``&&``/``||`` (which guards its own
+        sides) whose condition is safe."""
+        memo = self._safe
+        if root in memo:
+            return memo[root]
+        for node in post_order(root):
+            if node in memo:
+                continue
+            if not self.m.hazard(node):
+                memo[node] = True
+            elif self.is_lazy(node):
+                memo[node] = memo[_lazy_parts(node)[0]]
+            elif isinstance(node, TensorRead):
+                memo[node] = self.m.in_bounds(node) and all(memo[k] for k in node.indices)
+            else:
+                memo[node] = not self.hazard_here(node) and \
+                    all(memo[k] for k in node.children())
+        return memo[root]
+
+    def hazard_here(self, node: Expr) -> bool:
+        """Whether ``node`` itself (not its operands) may fault: an integer division by a
+        non-constant."""
+        return isinstance(node, Binary) and node.op in (Op.DIV, Op.FLOORDIV, Op.FLOORMOD) \
+            and node.dtype.is_integral and not isinstance(node.b, Const)
 
     def leaf(self, e: Expr) -> ir.Value:
         if isinstance(e, Const):
@@ -708,12 +769,7 @@ class _FunctionEmitter:
 
     def lazy(self, e: Expr) -> ir.Value:
         """cond ? a : b evaluating only the side taken (a mask per side in vector code)."""
-        if isinstance(e, Select):
-            cond, a, b = e.cond, e.a, e.b
-        elif e.op is Op.AND:  # a && b -> a ? b : false
-            cond, a, b = e.a, e.b, Const(False, e.dtype)
-        else:  # a || b -> a ? true : b
-            cond, a, b = e.a, Const(True, e.dtype), e.b
+        cond, a, b = _lazy_parts(e)
         c = self.value(cond)
         memo = self.memo
         saved = dict(memo)
@@ -1280,6 +1336,16 @@ class _FunctionEmitter:
 UnaryEmitter = Callable[[_FunctionEmitter, DType, ir.Value], ir.Value]
 IntBinaryEmitter = Callable[[_FunctionEmitter, DType, ir.Value, ir.Value, Expr], ir.Value]
 FloatBinaryEmitter = Callable[[_FunctionEmitter, DType, ir.Value, ir.Value], ir.Value]
+
+
+def _lazy_parts(e: Expr) -> tuple[Expr, Expr, Expr]:
+    """A lazily evaluated node as ``cond ? a : b`` (``a && b`` is ``a ? b : false``)."""
+    if isinstance(e, Select):
+        return e.cond, e.a, e.b
+    assert isinstance(e, Binary)
+    if e.op is Op.AND:
+        return e.a, e.b, Const(False, e.dtype)
+    return e.a, Const(True, e.dtype), e.b  # a || b
 
 
 def _u_neg(f: _FunctionEmitter, d: DType, x: ir.Value) -> ir.Value:
