@@ -9,7 +9,7 @@ Python; ``&&``, ``||`` and ``!`` are the logical operators), so the text reads u
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from .expr import (
     Binary,
@@ -78,18 +78,29 @@ _SHARE_MIN = 8
 _SIZE_CAP = 1 << 62
 
 
-def shared_subexpressions(*roots: Expr) -> set[Expr]:
-    """The nodes to print once, as bindings: none when the expressions print small as
-    trees; otherwise every non-trivial node with more than one parent."""
+def _sizes(roots: tuple[Expr, ...]) -> tuple[list[Expr], dict[Expr, int], dict[Expr, int]]:
+    """Post-order nodes, tree size (capped) and parent count of each."""
     from .visit import post_order
+    nodes = list(post_order(*roots))
     size: dict[Expr, int] = {}
     refs: dict[Expr, int] = {}
-    for node in post_order(*roots):
+    for node in nodes:
         n = 1
         for k in node.children():
             n += size[k]
             refs[k] = refs.get(k, 0) + 1
         size[node] = min(n, _SIZE_CAP)
+    return nodes, size, refs
+
+
+def shared_subexpressions(*roots: Expr) -> set[Expr]:
+    """The nodes to print once, as bindings: none when the expressions print small as
+    trees; otherwise every non-trivial node with more than one parent."""
+    _, size, refs = _sizes(roots)
+    return _shared(roots, size, refs)
+
+
+def _shared(roots: Sequence[Expr], size: dict[Expr, int], refs: dict[Expr, int]) -> set[Expr]:
     if sum(size[r] for r in roots) <= _TREE_BUDGET:
         return set()
     return {n for n, c in refs.items() if c > 1 and size[n] >= _SHARE_MIN}
@@ -100,9 +111,11 @@ def format_exprs(roots: list[Expr], names: Iterable[str]) -> tuple[list[tuple[st
     """The expressions as text, sharing sub-expressions: ``(bindings, texts)`` where each
     binding ``(name, text)`` (named from ``names``, in order of use, children first)
     defines a shared sub-expression that the texts and later bindings refer to by name.
-    Iterative: no recursion, whatever the depth."""
-    from .visit import post_order
-    shared = shared_subexpressions(*roots)
+    Iterative: no recursion, whatever the depth; a node's text is dropped once its last
+    parent is printed (a deep unshared chain keeps O(depth) text alive, not O(depth^2))."""
+    nodes, size, refs = _sizes(tuple(roots))
+    shared = _shared(roots, size, refs)
+    keep = set(roots)
     text: dict[Expr, tuple[str, int]] = {}
     bindings: list[tuple[str, str]] = []
     fresh = iter(names)
@@ -111,12 +124,16 @@ def format_exprs(roots: list[Expr], names: Iterable[str]) -> tuple[list[tuple[st
         s, p = text[child]
         return f"({s})" if p < min_prec else s
 
-    for node in post_order(*roots):
+    for node in nodes:
         text[node] = _format_node(node, text, wrap)
         if node in shared:
             name = next(fresh)
             bindings.append((name, text[node][0]))
             text[node] = (name, PREC_ATOM)
+        for k in node.children():
+            refs[k] -= 1
+            if refs[k] == 0 and k not in keep:
+                del text[k]
     return bindings, [text[r][0] for r in roots]
 
 
