@@ -5,6 +5,9 @@ where a counter exists, timed with generous margins otherwise). Timing curves li
 benchmarks/scaling.py."""
 from __future__ import annotations
 
+import contextlib
+import inspect
+import sys
 import time
 
 import numpy as np
@@ -91,11 +94,31 @@ def test_long_chain_of_stored_stages_lowers_and_prints():
     assert text.count("for (") == n
 
 
+@contextlib.contextmanager
+def _stack_budget(frames: int):  # type: ignore[no-untyped-def]
+    """Allow only ``frames`` more Python frames than the caller's depth: a walk that
+    recursed once per stage fails on a program that builds quickly."""
+    depth = len(inspect.stack(0))
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(depth + frames)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
+
+
 def test_long_chain_of_stored_stages_builds():
-    """The LLVM emitter enters and leaves the chain of allocations in a loop."""
-    n = 120
+    """The LLVM emitter enters and leaves the chain of allocations in a loop (it recursed
+    twice per allocation). 150 stages under a budget of 250 frames; longer stored chains
+    are slow in LLVM's optimizer (quadratic there: benchmarks/scaling.py)."""
+    n = 150
     A, out = _chain(n, size=4)
-    f = tex.build(tex.create_schedule(out.op), [A, out])
+    s = tex.create_schedule(out.op)
+    func = tex.lower(s, [A, out])
+    with _stack_budget(250):
+        f = tex.build(s, [A, out])
+        text = str(func)
+    assert text.count("allocate ") == n - 1
     a = np.arange(4, dtype="float32")
     got = np.zeros(4, "float32")
     f(a, got)
@@ -258,3 +281,14 @@ def test_gradient_of_nested_selects_is_linear_in_depth():
     for levels in (10, 20):
         A, N = _nested_selects(levels)
         tex.testing.check_grad(topi.sum(N), [A], data={A: a})
+
+
+def test_long_conjunction():
+    """``conjuncts`` of a 3,000-term ``&&`` chain (from ``fold.conjoin``) recursed once per
+    term."""
+    from tex.ir import fold
+
+    x = tex.placeholder((4,), name="x")
+    parts = [x[0] > -1.0 - 0.001 * k for k in range(3000)]
+    cond = fold.conjoin(parts)
+    assert fold.conjuncts(cond) == parts
