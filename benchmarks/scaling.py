@@ -23,6 +23,7 @@ linear, 2 quadratic).
     python benchmarks/scaling.py                  # sizes up to 2,000 stages
     python benchmarks/scaling.py --quick          # tiny sizes, checks only
     python benchmarks/scaling.py --only chain select
+    python benchmarks/scaling.py --max-n 100      # sizes up to 100 only
 
 Prints markdown tables and writes ``benchmarks/results/scaling.json``. Exit status 1 when
 a check fails.
@@ -150,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes, checks only")
     parser.add_argument("--only", nargs="+", choices=sorted(FAMILIES), default=None)
+    parser.add_argument("--max-n", type=int, default=None,
+                        help="skip the sizes above this (to compare with a slower version)")
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     args = parser.parse_args(argv)
     failed = False
@@ -161,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         print("| n | " + " | ".join(f"{p} s" for p in PHASES) + " | peak MB |")
         print("|---|" + "---|" * (len(PHASES) + 1))
         for n in (quick_sizes if args.quick else sizes):
+            if args.max_n is not None and n > args.max_n:
+                continue
             try:
                 row = {"n": n, **run_once(family, n, timed=True),
                        **run_once(family, n, timed=False)}
