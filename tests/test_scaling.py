@@ -292,3 +292,21 @@ def test_long_conjunction():
     parts = [x[0] > -1.0 - 0.001 * k for k in range(3000)]
     cond = fold.conjoin(parts)
     assert fold.conjuncts(cond) == parts
+
+
+def test_inliner_memo_follows_the_inlined_set():
+    """The shared memo of ``Inliner`` starts over when a stage whose reads it kept becomes
+    inlined, and expands chains and shared reads once."""
+    from tex.schedule.inline import Inliner
+
+    A = tex.placeholder((8,), name="A")
+    B = tex.compute((8,), lambda i: A[i] * 2.0, name="B")
+    C = tex.compute((8,), lambda i: B[i] + B[(i + 1) % 8], name="C")
+    s = tex.create_schedule(C.op)
+    inliner = Inliner(s)
+    assert inliner.expand(C.op.body[0]) is C.op.body[0]  # nothing inlined yet
+    s[B].compute_inline()
+    inliner.add(s[B])
+    got = inliner.expand(C.op.body[0])
+    assert {r.tensor.name for r in tex.ir.collect_reads(got)} == {"A"}
+    assert str(got) == "A[i] * 2.0 + A[(i + 1) % 8] * 2.0"
