@@ -14,7 +14,8 @@ is the training step ``[loss, dA]`` with ``loss = sum(out)``):
   allocation per stage).
 
 Per size: the seconds of each phase (``differentiate``, ``auto_schedule``, ``lower``,
-``build`` with a cold compile cache) and the peak of Python allocations over the phases
+``build`` with a cold compile cache; the minimum of ``--repeat`` runs, each on a fresh
+build of the program) and the peak of Python allocations over the phases
 (tracemalloc, in a second, untimed run: LLVM's own memory is not counted). The built
 function is checked against ``tex.testing.evaluate``. Under each table, the growth
 exponent of each phase between the two largest sizes (``log(t2/t1) / log(n2/n1)``: 1 is
@@ -151,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes, checks only")
     parser.add_argument("--only", nargs="+", choices=sorted(FAMILIES), default=None)
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="timed runs per size (fresh program each); the minimum is kept")
     parser.add_argument("--max-n", type=int, default=None,
                         help="skip the sizes above this (to compare with a slower version)")
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
@@ -167,7 +170,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.max_n is not None and n > args.max_n:
                 continue
             try:
-                row = {"n": n, **run_once(family, n, timed=True),
+                runs = [run_once(family, n, timed=True)["seconds"]
+                        for _ in range(1 if args.quick else max(1, args.repeat))]
+                row = {"n": n, "seconds": {p: min(r[p] for r in runs) for p in PHASES},
                        **run_once(family, n, timed=False)}
             except Exception:  # noqa: BLE001 - reported, the other sizes still run
                 failed = True
