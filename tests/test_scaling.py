@@ -109,8 +109,7 @@ def _stack_budget(frames: int):  # type: ignore[no-untyped-def]
 
 def test_long_chain_of_stored_stages_builds():
     """The LLVM emitter enters and leaves the chain of allocations in a loop (it recursed
-    twice per allocation). 150 stages under a budget of 250 frames; longer stored chains
-    are slow in LLVM's optimizer (quadratic there: benchmarks/scaling.py)."""
+    twice per allocation): 150 stages under a budget of 250 frames."""
     n = 150
     A, out = _chain(n, size=4)
     s = tex.create_schedule(out.op)
@@ -310,3 +309,24 @@ def test_inliner_memo_follows_the_inlined_set():
     got = inliner.expand(C.op.body[0])
     assert {r.tensor.name for r in tex.ir.collect_reads(got)} == {"A"}
     assert str(got) == "A[i] * 2.0 + A[(i + 1) % 8] * 2.0"
+
+
+def test_many_loop_nests_are_outlined():
+    """LLVM's loop passes are quadratic in the loops of one function (400 stored stages:
+    9 s to optimize, 1,500: 100 s): past OUTLINE_MIN_NESTS nests, each nest is a function
+    of its own (linear: 5 ms per stage); small functions are emitted as before."""
+    from tex.codegen.llvm import OUTLINE_MIN_NESTS
+
+    for n, outlined in ((OUTLINE_MIN_NESTS - 1, False), (OUTLINE_MIN_NESTS + 1, True)):
+        A, out = _chain(n, size=4)
+        ir_text = emit_llvm(legalize(tex.lower(tex.create_schedule(out.op), [A, out]),
+                                     "llvm"))[0]
+        assert ir_text.count('define internal void @"main.nest') == (n if outlined else 0)
+    times = {}
+    for n in (100, 300):
+        A, out = _chain(n, size=4)
+        s = tex.create_schedule(out.op)
+        t0 = time.perf_counter()
+        tex.build(s, [A, out])
+        times[n] = time.perf_counter() - t0
+    assert times[300] < 4.5 * times[100] + 0.2, times  # 3x the stages: linear

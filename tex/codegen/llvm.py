@@ -297,6 +297,7 @@ class _ModuleEmitter:
         self.options = options
         self.ir = module
         self.par_count = 0
+        self.nest_count = 0
         self.status: ir.GlobalVariable | None = None
         self.notes: list[str] = []
         self._hazard: dict[Expr, bool] = {}
@@ -581,6 +582,8 @@ class _FunctionEmitter:
         self.mask: ir.Value | None = None
         self.lets: dict[Var, Expr] = {}
         self.private: set[Tensor] = set()  # buffers allocated inside vector code
+        # loop nests of this function become functions of their own (``outlined``)
+        self.outline_nests = False
 
     def finish(self) -> None:
         if not self.b.block.is_terminated:
@@ -1045,7 +1048,10 @@ class _FunctionEmitter:
         match s:
             case Seq():
                 for child in s.body:
-                    self.stmt(child)
+                    if self.outline_nests and isinstance(child, For):
+                        self.outlined(child)
+                    else:
+                        self.stmt(child)
             case Store():
                 self.store(s)
             case For():
@@ -1246,17 +1252,12 @@ class _FunctionEmitter:
         self.lanes, self.vvar, self.mask = 0, None, None
         self.lets.clear()
 
-    def parallel(self, s: For) -> None:
-        """Outline ``s`` and run it with GOMP_parallel (see the module docstring)."""
-        m = self.m
-        lo, hi = self.bounds(s)
-        d = s.var.dtype
-        t = _scalar_type(d)
-        ext = self.b.sub(hi, lo, name=f"{s.var.name}.extent")
-        # captured values: variables and buffers used inside and bound out here
+    def captures(self, s: Stmt) -> tuple[list[Tensor], list[Var]]:
+        """The buffers and variables ``s`` uses that are bound out here (what an outlined
+        copy of ``s`` takes as arguments)."""
         used_vars: dict[Var, None] = {}
         used_bufs: dict[Tensor, None] = {}
-        for st in walk_stmts(s.body):
+        for st in walk_stmts(s):
             if isinstance(st, Store):
                 used_bufs.setdefault(st.buffer, None)
             for e in stmt_exprs(st):
@@ -1265,8 +1266,53 @@ class _FunctionEmitter:
                         used_vars.setdefault(node, None)
                     elif isinstance(node, TensorRead):
                         used_bufs.setdefault(node.tensor, None)
-        bufs = [x for x in used_bufs if x in self.bufs]
-        scalars = [v for v in used_vars if v in self.vars and v is not s.var]
+        return [x for x in used_bufs if x in self.bufs], \
+            [v for v in used_vars if v in self.vars]
+
+    def outlined(self, s: For) -> None:
+        """Emit the loop nest ``s`` as a call to an internal function of its own. LLVM's
+        loop passes grow quadratically with the loops of one function (a chain of 400
+        stored stages took 9 s to optimize, 1,500 stages 100 s); over many small functions
+        they stay linear. Used for functions with many top-level nests only."""
+        m = self.m
+        bufs, scalars = self.captures(s)
+        m.nest_count += 1
+        arg_types = [_PTR] * len(bufs) + [self.vars[v].type for v in scalars]
+        fn = ir.Function(m.ir, ir.FunctionType(_VOID, arg_types),
+                         f"{m.func.name}.nest{m.nest_count}")
+        fn.linkage = "internal"
+        fn.attributes.add("nounwind")
+        fn.attributes.add("noinline")  # inlined back, the caller would be one function again
+        inner = _FunctionEmitter(m, fn, in_parallel=self.in_parallel)
+        for arg, x in zip(fn.args, bufs):
+            arg.name = x.name
+            arg.add_attribute("noalias")  # distinct buffers (as the caller's parameters)
+            arg.add_attribute("captures(none)")
+            inner.bufs[x] = arg
+        for arg, v in zip(fn.args[len(bufs):], scalars):
+            arg.name = v.name
+            inner.vars[v] = arg
+        inner.stmt(s)
+        inner.finish()
+        self.memo.clear()
+        self.b.call(fn, [*(self.bufs[x] for x in bufs), *(self.vars[v] for v in scalars)])
+        if m.status is not None and any(isinstance(x, Allocate) for x in walk_stmts(s)):
+            # a failed malloc returned from the nest: return from here too
+            failed = self.b.load_atomic(m.status, "monotonic", 4, typ=_I32)
+            with self.b.if_then(self.b.icmp_unsigned("!=", failed, ir.Constant(_I32, 0)),
+                                likely=False):
+                self.b.ret_void()
+
+    def parallel(self, s: For) -> None:
+        """Outline ``s`` and run it with GOMP_parallel (see the module docstring)."""
+        m = self.m
+        lo, hi = self.bounds(s)
+        d = s.var.dtype
+        t = _scalar_type(d)
+        ext = self.b.sub(hi, lo, name=f"{s.var.name}.extent")
+        # captured values: variables and buffers used inside and bound out here
+        bufs, scalars = self.captures(s.body)
+        scalars = [v for v in scalars if v is not s.var]
         name = m.next_parallel_name()
         # the body: noalias buffer pointers, scalars, [lo, hi)
         arg_types = [_PTR] * len(bufs) + [self.vars[v].type for v in scalars] + [t, t]
@@ -1556,9 +1602,24 @@ def emit_llvm(func: LoweredFunc, options: CodegenOptions | None = None) -> tuple
     fn.attributes.add("nounwind")
     f = _FunctionEmitter(m, fn, in_parallel=False)
     bind_params(f, fn, func.params)
+    f.outline_nests = _loop_nests(func.body) > OUTLINE_MIN_NESTS
     f.stmt(func.body)
     f.finish()
     return str(m.ir), m.notes, m.status is not None
+
+
+# a function with more loop nests than this emits each as a function of its own
+OUTLINE_MIN_NESTS = 64
+
+
+def _loop_nests(body: Stmt) -> int:
+    """How many loop nests ``body`` runs in sequence (loops in a ``Seq``, plus one for a
+    body that is a loop)."""
+    n = 1 if isinstance(body, For) else 0
+    for st in walk_stmts(body):
+        if isinstance(st, Seq):
+            n += sum(1 for c in st.body if isinstance(c, For))
+    return n
 
 
 def bind_params(f: _FunctionEmitter, fn: ir.Function, params: Sequence[Param]) -> None:
