@@ -107,14 +107,18 @@ def auto_schedule(outputs: Tensor | Sequence[Tensor], target: str = "llvm") -> S
 # Analysis helpers
 # --------------------------------------------------------------------------------------
 
-def _cost(e: Expr) -> int:
-    """Rough cost of evaluating ``e`` once, in multiply-adds (reads count 1)."""
+def _cost(e: Expr, limit: float | None = None) -> int:
+    """Rough cost of evaluating ``e`` once, in multiply-adds (reads count 1). With a
+    ``limit``, the count stops once above it (the walk of a deep inlined body is then
+    bounded by the limit, not by the body)."""
     total = 0
     for node in post_order(e):
         if isinstance(node, (Unary, Binary)):
             total += _OP_COST.get(node.op.value, 1)
         elif isinstance(node, TensorRead):
             total += 1
+        if limit is not None and total > limit:
+            break
     return total
 
 
@@ -251,7 +255,9 @@ class _AutoScheduler:
                 evals += per_point * _iterations(reader.op) / size
         if evals <= 1.0:
             return 0.0  # evaluated once anyway: its cost does not matter (nor is computed)
-        return _cost(self.expanded(op)[0]) * (evals - 1.0)
+        # counted only up to what decides against inlining
+        limit = _INLINE_BUDGET / (evals - 1.0)
+        return _cost(self.expanded(op)[0], limit) * (evals - 1.0)
 
     # -- 2. one root stage -----------------------------------------------------------------
     def schedule_stage(self, st: Stage) -> None:
