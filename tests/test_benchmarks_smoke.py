@@ -86,3 +86,26 @@ def test_tape_quick(tmp_path: Path) -> None:
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     assert "| layernorm | auto |" in proc.stdout and "| softmax | none |" in proc.stdout
     assert out.exists()
+
+
+def test_scaling_quick(tmp_path: Path) -> None:
+    """benchmarks/scaling.py --quick runs every family (long chains, nested selects, deep
+    inlining, stored chains) at two tiny sizes through differentiate, auto_schedule, lower
+    and build, and checks the built functions against evaluate."""
+    import json
+
+    out = tmp_path / "scaling.json"
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/scaling.py", "--quick", "--output", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    assert "ERROR" not in proc.stdout
+    result = json.loads(out.read_text())
+    families = {r["name"]: r for r in result["workloads"]}
+    assert set(families) == {"chain", "select", "leaky", "stored"}
+    for name, r in families.items():
+        assert [row["n"] for row in r["rows"]] == ([5, 10] if name in ("select", "leaky")
+                                                   else [10, 20]), name
+        for row in r["rows"]:
+            assert set(row["seconds"]) == {"differentiate", "auto_schedule", "lower", "build"}
+            assert row["peak_bytes"] > 0

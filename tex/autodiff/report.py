@@ -126,13 +126,16 @@ def _body_zeros(t: Tensor, live: set[Tensor]) -> list[ZeroedPath]:
     dep = {n: True for b in op.body for n in active_nodes(
         b, lambda e: isinstance(e, TensorRead) and e.tensor in live)}
     found: list[ZeroedPath] = []
-    gated: set[Expr] = set()  # comparisons whose select/where carries the gradient anyway
+    # comparisons whose select/where carries the gradient anyway: one walk over all the
+    # gating conditions (one walk per select was quadratic in nested selects)
+    gates: list[Expr] = []
     for b in op.body:
         for n in post_order(b):
             if isinstance(n, Select) and (dep.get(n.a) or dep.get(n.b)):
-                gated.update(c for c in post_order(n.cond) if isinstance(c, Compare))
+                gates.append(n.cond)
             if isinstance(n, Reduce) and any(dep.get(s) for s in n.source):
-                gated.update(c for c in post_order(n.condition) if isinstance(c, Compare))
+                gates.append(n.condition)
+    gated: set[Expr] = {c for c in post_order(*gates) if isinstance(c, Compare)}
     seen: set[str] = set()
     for b in op.body:
         for n in post_order(b):

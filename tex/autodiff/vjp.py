@@ -202,31 +202,67 @@ def guard_reads(cond: Expr, dom: dict[Var, Range]) -> Expr:
     return guarded_and(fold.conjoin(free), fold.conjoin(reading))
 
 
+def _lift_through(e: Expr) -> tuple[Expr, ...]:
+    """The operands ``_lift`` looks through in ``e`` (what its lifted form is made of)."""
+    match e:
+        case Select(_, a, b) if _is_zero(b):
+            return (a,)
+        case Select(_, a, b) if _is_zero(a):
+            return (b,)
+        case Binary(Op.MUL | Op.ADD | Op.SUB, a, b):
+            return (a, b)
+        case Binary(Op.DIV, a, _) | Unary(Op.NEG, a):
+            return (a,)
+        case Cast(_, a) if a.dtype.is_float:
+            return (a,)
+    return ()
+
+
 def _lift(e: Expr) -> tuple[list[Expr], Expr]:
     """``e`` as ``select(c1 && c2 ..., v, 0)``: its non-zeroness conditions and value.
     Looks through products, quotients (numerator), negation and float casts; the terms
-    of a sum keep the conditions they do not share as a select around their value."""
+    of a sum keep the conditions they do not share as a select around their value.
+    Iterative and memoized per node: a Horner polynomial of degree 1,000 (a chain that
+    deep) or a shared sub-expression costs one visit per node."""
+    memo: dict[Expr, tuple[list[Expr], Expr]] = {}
+    stack: list[tuple[Expr, bool]] = [(e, False)]
+    while stack:
+        node, ready = stack.pop()
+        if node in memo:
+            continue
+        kids = _lift_through(node)
+        if kids and not ready:
+            stack.append((node, True))
+            stack.extend((k, False) for k in kids if k not in memo)
+            continue
+        memo[node] = _lift_node(node, memo)
+    return memo[e]
+
+
+def _lift_node(e: Expr, memo: dict[Expr, tuple[list[Expr], Expr]]
+               ) -> tuple[list[Expr], Expr]:
+    """One step of ``_lift``: ``e``'s lifted form from its operands' (in ``memo``)."""
     match e:
         case Select(c, a, b) if _is_zero(b):
-            inner_c, v = _lift(a)
+            inner_c, v = memo[a]
             return [c, *inner_c], v
         case Select(c, a, b) if _is_zero(a):
-            inner_c, v = _lift(b)
+            inner_c, v = memo[b]
             return [fold.logical_not(c), *inner_c], v
         case Binary(Op.MUL, a, b):
-            ca, va = _lift(a)
-            cb, vb = _lift(b)
+            ca, va = memo[a]
+            cb, vb = memo[b]
             if ca or cb or va is not a or vb is not b:
                 return ca + cb, fold.binary(Op.MUL, va, vb)
         case Binary(Op.DIV, a, b):
-            ca, va = _lift(a)
+            ca, va = memo[a]
             if ca or va is not a:
                 return ca, fold.binary(Op.DIV, va, b)
         case Binary(Op.ADD | Op.SUB as op, a, b):
             # the conditions both sides carry (a select's derivative multiplies each term
             # of a product rule by the same [c]) hold for the sum
-            ca, va = _lift(a)
-            cb, vb = _lift(b)
+            ca, va = memo[a]
+            cb, vb = memo[b]
             common = [c for c in ca if any(c is d for d in cb)]  # nodes are interned
 
             def rest(conds: list[Expr], v: Expr) -> Expr:
@@ -237,11 +273,11 @@ def _lift(e: Expr) -> tuple[list[Expr], Expr]:
                 # [c] * head[l] would read head where c is false)
                 return common, fold.binary(op, rest(ca, va), rest(cb, vb))
         case Unary(Op.NEG, a):
-            ca, va = _lift(a)
+            ca, va = memo[a]
             if ca or va is not a:
                 return ca, fold.unary(Op.NEG, va)
         case Cast(dtype, a) if a.dtype.is_float:
-            ca, va = _lift(a)
+            ca, va = memo[a]
             if ca or va is not a:
                 return ca, fold.cast(dtype, va)
     return [], e

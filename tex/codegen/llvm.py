@@ -97,6 +97,7 @@ from ..lower.stmt import (
     Seq,
     Stmt,
     Store,
+    peel_scopes,
     stmt_children,
     stmt_exprs,
     symbol_name,
@@ -313,6 +314,7 @@ class _ModuleEmitter:
         self.options = options
         self.ir = module
         self.par_count = 0
+        self.nest_count = 0
         self.status: ir.GlobalVariable | None = None
         self.notes: list[str] = []
         self._hazard: dict[Expr, bool] = {}
@@ -589,6 +591,7 @@ class _FunctionEmitter:
         self.vars: dict[Var, ir.Value] = {}
         self.bufs: dict[Tensor, ir.Value] = {}
         self.memo: dict[Expr, ir.Value] = {}
+        self._safe: dict[Expr, bool] = {}
         # vectorized-loop state: lanes == 0 outside vector code
         self.lanes = 0
         self.vvar: Var | None = None
@@ -596,6 +599,8 @@ class _FunctionEmitter:
         self.mask: ir.Value | None = None
         self.lets: dict[Var, Expr] = {}
         self.private: set[Tensor] = set()  # buffers allocated inside vector code
+        # loop nests of this function become functions of their own (``outlined``)
+        self.outline_nests = False
 
     def finish(self) -> None:
         if not self.b.block.is_terminated:
@@ -685,24 +690,84 @@ class _FunctionEmitter:
         v = memo.get(root)
         if v is not None:
             return v
-        stack: list[tuple[Expr, bool]] = [(root, False)]
+        # (node, state): 0 first visit, 1 children emitted, 2 a lazy node whose condition
+        # and shared operands are emitted (they are computed once, before its branches)
+        stack: list[tuple[Expr, int]] = [(root, 0)]
         while stack:
-            node, expanded = stack.pop()
+            node, state = stack.pop()
             if node in memo:
                 continue
-            if expanded:
+            if state == 1:
                 memo[node] = self.emit(node, [memo[k] for k in node.children()])
                 continue
             if self.is_lazy(node):
-                memo[node] = self.lazy(node)
+                pre = [] if state == 2 else [k for k in self.before_branches(node)
+                                             if k not in memo]
+                if pre:
+                    stack.append((node, 2))
+                    stack.extend((k, 0) for k in reversed(pre))
+                else:
+                    memo[node] = self.lazy(node)
                 continue
             kids = node.children()
             if not kids:
                 memo[node] = self.leaf(node)
                 continue
-            stack.append((node, True))
-            stack.extend((k, False) for k in reversed(kids) if k not in memo)
+            stack.append((node, 1))
+            stack.extend((k, 0) for k in reversed(kids) if k not in memo)
         return memo[root]
+
+    def before_branches(self, e: Expr) -> list[Expr]:
+        """What a lazy ``e`` evaluates before branching: its condition and the sub-
+        expressions both sides use that are safe to evaluate unguarded (``safe``). Emitted
+        once there, a value shared by the two sides of nested selects is not emitted again
+        per side (which doubled the code per level of nesting)."""
+        cond, a, b = _lazy_parts(e)
+
+        def frontier(root: Expr) -> dict[Expr, None]:
+            found: dict[Expr, None] = {}
+            seen: set[Expr] = set()
+            stack = [root]
+            while stack:
+                n = stack.pop()
+                if n in seen or n in self.memo or not n.children():
+                    continue
+                seen.add(n)
+                if self.safe(n):
+                    found[n] = None
+                elif not self.is_lazy(n):  # a nested lazy node guards its own operands
+                    stack.extend(n.children())
+            return found
+
+        shared = frontier(b)
+        return [cond, *(n for n in frontier(a) if n in shared)]
+
+    def safe(self, root: Expr) -> bool:
+        """Whether evaluating ``root`` unguarded can neither fault nor read out of bounds:
+        free of hazards, or a lazily evaluated select/``&&``/``||`` (which guards its own
+        sides) whose condition is safe."""
+        memo = self._safe
+        if root in memo:
+            return memo[root]
+        for node in post_order(root):
+            if node in memo:
+                continue
+            if not self.m.hazard(node):
+                memo[node] = True
+            elif self.is_lazy(node):
+                memo[node] = memo[_lazy_parts(node)[0]]
+            elif isinstance(node, TensorRead):
+                memo[node] = self.m.in_bounds(node) and all(memo[k] for k in node.indices)
+            else:
+                memo[node] = not self.hazard_here(node) and \
+                    all(memo[k] for k in node.children())
+        return memo[root]
+
+    def hazard_here(self, node: Expr) -> bool:
+        """Whether ``node`` itself (not its operands) may fault: an integer division by a
+        non-constant."""
+        return isinstance(node, Binary) and node.op in (Op.DIV, Op.FLOORDIV, Op.FLOORMOD) \
+            and node.dtype.is_integral and not isinstance(node.b, Const)
 
     def leaf(self, e: Expr) -> ir.Value:
         if isinstance(e, Const):
@@ -724,12 +789,7 @@ class _FunctionEmitter:
 
     def lazy(self, e: Expr) -> ir.Value:
         """cond ? a : b evaluating only the side taken (a mask per side in vector code)."""
-        if isinstance(e, Select):
-            cond, a, b = e.cond, e.a, e.b
-        elif e.op is Op.AND:  # a && b -> a ? b : false
-            cond, a, b = e.a, e.b, Const(False, e.dtype)
-        else:  # a || b -> a ? true : b
-            cond, a, b = e.a, Const(True, e.dtype), e.b
+        cond, a, b = _lazy_parts(e)
         c = self.value(cond)
         memo = self.memo
         saved = dict(memo)
@@ -1005,24 +1065,24 @@ class _FunctionEmitter:
         match s:
             case Seq():
                 for child in s.body:
-                    self.stmt(child)
+                    if self.outline_nests and isinstance(child, For):
+                        self.outlined(child)
+                    else:
+                        self.stmt(child)
             case Store():
                 self.store(s)
             case For():
                 self.loop(s)
-            case LetStmt():
-                self.memo.clear()
-                v = self.value(s.value)
-                self.vars[s.var] = v
-                if self.lanes and _lanes(v):
-                    self.lets[s.var] = s.value
-                self.stmt(s.body)
-                del self.vars[s.var]
-                self.lets.pop(s.var, None)
+            case LetStmt() | Allocate():
+                # a chain of scopes (one allocation per stage: thousands in a long program)
+                # is entered in a loop and left in reverse, not recursively
+                chain, inner = peel_scopes(s)
+                leave = [self.enter_scope(w) for w in chain]
+                self.stmt(inner)
+                for done in reversed(leave):
+                    done()
             case IfThenElse():
                 self.if_then_else(s)
-            case Allocate():
-                self.allocate(s)
             case _:
                 raise InternalError(f"unknown statement {type(s).__name__}", self.m.func)
 
@@ -1060,7 +1120,21 @@ class _FunctionEmitter:
             self.stmt(s.else_case)
         self.mask = outer
 
-    def allocate(self, s: Allocate) -> None:
+    def enter_scope(self, s: Stmt) -> Callable[[], None]:
+        """Open the scope of a ``LetStmt`` or ``Allocate`` (not its body); the returned
+        function closes it."""
+        if isinstance(s, LetStmt):
+            self.memo.clear()
+            v = self.value(s.value)
+            self.vars[s.var] = v
+            if self.lanes and _lanes(v):
+                self.lets[s.var] = s.value
+
+            def leave_let() -> None:
+                del self.vars[s.var]
+                self.lets.pop(s.var, None)
+            return leave_let
+        assert isinstance(s, Allocate)
         buf = s.buffer
         st = _storage_type(buf.dtype)
         n = int(buf.shape[0])
@@ -1068,15 +1142,17 @@ class _FunctionEmitter:
         if self.lanes:  # one private copy per lane, interleaved (checked by _vector_plan)
             self.bufs[buf] = self.alloca(st, buf.name, count=n * self.lanes, align=64)
             self.private.add(buf)
-            self.stmt(s.body)
-            del self.bufs[buf]
-            self.private.discard(buf)
-            return
+
+            def leave_private() -> None:
+                del self.bufs[buf]
+                self.private.discard(buf)
+            return leave_private
         if nbytes <= MAX_STACK_BYTES:
             self.bufs[buf] = self.alloca(st, buf.name, count=n, align=64)
-            self.stmt(s.body)
-            del self.bufs[buf]
-            return
+
+            def leave_stack() -> None:
+                del self.bufs[buf]
+            return leave_stack
         b = self.b
         malloc = self.m.declare("malloc", _PTR, [_I64])
         free = self.m.declare("free", _VOID, [_PTR])
@@ -1086,9 +1162,11 @@ class _FunctionEmitter:
             b.store_atomic(ir.Constant(_I32, 1), self.m.status_flag(), "monotonic", 4)
             b.ret_void()
         self.bufs[buf] = p
-        self.stmt(s.body)
-        del self.bufs[buf]
-        b.call(free, [p])
+
+        def leave_heap() -> None:
+            del self.bufs[buf]
+            b.call(free, [p])
+        return leave_heap
 
     # loops ------------------------------------------------------------------------------
     def bounds(self, s: For) -> tuple[ir.Value, ir.Value]:
@@ -1193,17 +1271,12 @@ class _FunctionEmitter:
         self.lanes, self.vvar, self.mask = 0, None, None
         self.lets.clear()
 
-    def parallel(self, s: For) -> None:
-        """Outline ``s`` and run it with GOMP_parallel (see the module docstring)."""
-        m = self.m
-        lo, hi = self.bounds(s)
-        d = s.var.dtype
-        t = _scalar_type(d)
-        ext = self.b.sub(hi, lo, name=f"{_local(s.var.name)}.extent")
-        # captured values: variables and buffers used inside and bound out here
+    def captures(self, s: Stmt) -> tuple[list[Tensor], list[Var]]:
+        """The buffers and variables ``s`` uses that are bound out here (what an outlined
+        copy of ``s`` takes as arguments)."""
         used_vars: dict[Var, None] = {}
         used_bufs: dict[Tensor, None] = {}
-        for st in walk_stmts(s.body):
+        for st in walk_stmts(s):
             if isinstance(st, Store):
                 used_bufs.setdefault(st.buffer, None)
             for e in stmt_exprs(st):
@@ -1212,8 +1285,53 @@ class _FunctionEmitter:
                         used_vars.setdefault(node, None)
                     elif isinstance(node, TensorRead):
                         used_bufs.setdefault(node.tensor, None)
-        bufs = [x for x in used_bufs if x in self.bufs]
-        scalars = [v for v in used_vars if v in self.vars and v is not s.var]
+        return [x for x in used_bufs if x in self.bufs], \
+            [v for v in used_vars if v in self.vars]
+
+    def outlined(self, s: For) -> None:
+        """Emit the loop nest ``s`` as a call to an internal function of its own. LLVM's
+        loop passes grow quadratically with the loops of one function (a chain of 400
+        stored stages took 9 s to optimize, 1,500 stages 100 s); over many small functions
+        they stay linear. Used for functions with many top-level nests only."""
+        m = self.m
+        bufs, scalars = self.captures(s)
+        m.nest_count += 1
+        arg_types = [_PTR] * len(bufs) + [self.vars[v].type for v in scalars]
+        fn = ir.Function(m.ir, ir.FunctionType(_VOID, arg_types),
+                         f"{symbol_name(m.func.name)}.nest{m.nest_count}")
+        fn.linkage = "internal"
+        fn.attributes.add("nounwind")
+        fn.attributes.add("noinline")  # inlined back, the caller would be one function again
+        inner = _FunctionEmitter(m, fn, in_parallel=self.in_parallel)
+        for arg, x in zip(fn.args, bufs):
+            arg.name = _local(x.name)
+            arg.add_attribute("noalias")  # distinct buffers (as the caller's parameters)
+            arg.add_attribute("captures(none)")
+            inner.bufs[x] = arg
+        for arg, v in zip(fn.args[len(bufs):], scalars):
+            arg.name = _local(v.name)
+            inner.vars[v] = arg
+        inner.stmt(s)
+        inner.finish()
+        self.memo.clear()
+        self.b.call(fn, [*(self.bufs[x] for x in bufs), *(self.vars[v] for v in scalars)])
+        if m.status is not None and any(isinstance(x, Allocate) for x in walk_stmts(s)):
+            # a failed malloc returned from the nest: return from here too
+            failed = self.b.load_atomic(m.status, "monotonic", 4, typ=_I32)
+            with self.b.if_then(self.b.icmp_unsigned("!=", failed, ir.Constant(_I32, 0)),
+                                likely=False):
+                self.b.ret_void()
+
+    def parallel(self, s: For) -> None:
+        """Outline ``s`` and run it with GOMP_parallel (see the module docstring)."""
+        m = self.m
+        lo, hi = self.bounds(s)
+        d = s.var.dtype
+        t = _scalar_type(d)
+        ext = self.b.sub(hi, lo, name=f"{_local(s.var.name)}.extent")
+        # captured values: variables and buffers used inside and bound out here
+        bufs, scalars = self.captures(s.body)
+        scalars = [v for v in scalars if v is not s.var]
         name = m.next_parallel_name()
         # the body: noalias buffer pointers, scalars, [lo, hi)
         arg_types = [_PTR] * len(bufs) + [self.vars[v].type for v in scalars] + [t, t]
@@ -1283,6 +1401,16 @@ class _FunctionEmitter:
 UnaryEmitter = Callable[[_FunctionEmitter, DType, ir.Value], ir.Value]
 IntBinaryEmitter = Callable[[_FunctionEmitter, DType, ir.Value, ir.Value, Expr], ir.Value]
 FloatBinaryEmitter = Callable[[_FunctionEmitter, DType, ir.Value, ir.Value], ir.Value]
+
+
+def _lazy_parts(e: Expr) -> tuple[Expr, Expr, Expr]:
+    """A lazily evaluated node as ``cond ? a : b`` (``a && b`` is ``a ? b : false``)."""
+    if isinstance(e, Select):
+        return e.cond, e.a, e.b
+    assert isinstance(e, Binary)
+    if e.op is Op.AND:
+        return e.a, e.b, Const(False, e.dtype)
+    return e.a, Const(True, e.dtype), e.b  # a || b
 
 
 def _u_neg(f: _FunctionEmitter, d: DType, x: ir.Value) -> ir.Value:
@@ -1511,9 +1639,24 @@ def emit_llvm(func: LoweredFunc, options: CodegenOptions | None = None) -> tuple
     fn.attributes.add("nounwind")
     f = _FunctionEmitter(m, fn, in_parallel=False)
     bind_params(f, fn, func.params)
+    f.outline_nests = _loop_nests(func.body) > OUTLINE_MIN_NESTS
     f.stmt(func.body)
     f.finish()
     return str(m.ir), m.notes, m.status is not None
+
+
+# a function with more loop nests than this emits each as a function of its own
+OUTLINE_MIN_NESTS = 64
+
+
+def _loop_nests(body: Stmt) -> int:
+    """How many loop nests ``body`` runs in sequence (loops in a ``Seq``, plus one for a
+    body that is a loop)."""
+    n = 1 if isinstance(body, For) else 0
+    for st in walk_stmts(body):
+        if isinstance(st, Seq):
+            n += sum(1 for c in st.body if isinstance(c, For))
+    return n
 
 
 def bind_params(f: _FunctionEmitter, fn: ir.Function, params: Sequence[Param]) -> None:

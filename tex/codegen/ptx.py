@@ -37,7 +37,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -200,7 +200,10 @@ class _PTXFunctionEmitter(_FunctionEmitter):
                                 "(tex.lower.gpu should have removed it)", self.m.func)
         super().loop(s)
 
-    def allocate(self, s: Allocate) -> None:
+    def enter_scope(self, s: Stmt) -> Callable[[], None]:
+        """Shared and local buffers (see the module doc); lets as on the CPU."""
+        if not isinstance(s, Allocate):
+            return super().enter_scope(s)
         buf = s.buffer
         st = _storage_type(buf.dtype)
         n = int(buf.shape[0])
@@ -225,8 +228,10 @@ class _PTXFunctionEmitter(_FunctionEmitter):
         else:
             raise InternalError(f"a {s.scope} buffer '{buf.name}' inside a kernel",
                                 self.m.func)
-        self.stmt(s.body)
-        del self.bufs[buf]
+
+        def leave() -> None:
+            del self.bufs[buf]
+        return leave
 
     # math through libdevice ----------------------------------------------------------
     def libdevice_call(self, name: str, d: DType, args: Sequence[ir.Value],

@@ -384,10 +384,18 @@ def _exact_roundtrip(inner: DType, outer: DType) -> bool:
 
 
 def conjuncts(e: Expr) -> list[Expr]:
-    """``a && b && c`` -> ``[a, b, c]``."""
-    if isinstance(e, Binary) and e.op is Op.AND:
-        return conjuncts(e.a) + conjuncts(e.b)
-    return [e]
+    """``a && b && c`` -> ``[a, b, c]`` (iterative: ``conjoin`` of thousands of
+    conditions is a chain that deep)."""
+    out: list[Expr] = []
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Binary) and node.op is Op.AND:
+            stack.append(node.b)
+            stack.append(node.a)
+        else:
+            out.append(node)
+    return out
 
 
 def conjoin(parts: Sequence[Expr]) -> Expr:

@@ -9,7 +9,7 @@ Python; ``&&``, ``||`` and ``!`` are the logical operators), so the text reads u
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from .expr import (
     Binary,
@@ -27,7 +27,8 @@ from .expr import (
 )
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 
-__all__ = ["format_expr", "format_tensor", "format_op", "format_program", "INFIX", "PREC"]
+__all__ = ["format_expr", "format_exprs", "shared_subexpressions", "binding_names",
+           "format_tensor", "format_op", "format_program", "INFIX", "PREC"]
 
 # infix symbol and precedence (higher binds tighter) of each operator that prints infix
 INFIX: dict[Op, tuple[str, int]] = {
@@ -68,19 +69,88 @@ def _const_prec(c: Const) -> int:
     return PREC_ATOM
 
 
-def format_expr(root: Expr) -> str:
-    """The expression as readable, precedence-aware text (iterative; shared subtrees are
-    printed where they occur)."""
+# A DAG whose tree (every shared node printed where it occurs) has more nodes than this
+# prints its big shared sub-expressions once, as named bindings: text stays linear in the
+# DAG (a chain of 40 inlined leaky_relu is a 40-node DAG and a 2^40-node tree).
+_TREE_BUDGET = 4096
+# shared sub-expressions smaller than this (in tree nodes) are printed where they occur
+_SHARE_MIN = 8
+_SIZE_CAP = 1 << 62
+
+
+def _sizes(roots: tuple[Expr, ...]) -> tuple[list[Expr], dict[Expr, int], dict[Expr, int]]:
+    """Post-order nodes, tree size (capped) and parent count of each."""
+    from .visit import post_order
+    nodes = list(post_order(*roots))
+    size: dict[Expr, int] = {}
+    refs: dict[Expr, int] = {}
+    for node in nodes:
+        n = 1
+        for k in node.children():
+            n += size[k]
+            refs[k] = refs.get(k, 0) + 1
+        size[node] = min(n, _SIZE_CAP)
+    return nodes, size, refs
+
+
+def shared_subexpressions(*roots: Expr) -> set[Expr]:
+    """The nodes to print once, as bindings: none when the expressions print small as
+    trees; otherwise every non-trivial node with more than one parent."""
+    _, size, refs = _sizes(roots)
+    return _shared(roots, size, refs)
+
+
+def _shared(roots: Sequence[Expr], size: dict[Expr, int], refs: dict[Expr, int]) -> set[Expr]:
+    if sum(size[r] for r in roots) <= _TREE_BUDGET:
+        return set()
+    return {n for n, c in refs.items() if c > 1 and size[n] >= _SHARE_MIN}
+
+
+def format_exprs(roots: list[Expr], names: Iterable[str]) -> tuple[list[tuple[str, str]],
+                                                                     list[str]]:
+    """The expressions as text, sharing sub-expressions: ``(bindings, texts)`` where each
+    binding ``(name, text)`` (named from ``names``, in order of use, children first)
+    defines a shared sub-expression that the texts and later bindings refer to by name.
+    Iterative: no recursion, whatever the depth; a node's text is dropped once its last
+    parent is printed (a deep unshared chain keeps O(depth) text alive, not O(depth^2))."""
+    nodes, size, refs = _sizes(tuple(roots))
+    shared = _shared(roots, size, refs)
+    keep = set(roots)
     text: dict[Expr, tuple[str, int]] = {}
+    bindings: list[tuple[str, str]] = []
+    fresh = iter(names)
 
     def wrap(child: Expr, min_prec: int) -> str:
         s, p = text[child]
         return f"({s})" if p < min_prec else s
 
-    from .visit import post_order
-    for node in post_order(root):
+    for node in nodes:
         text[node] = _format_node(node, text, wrap)
-    return text[root][0]
+        if node in shared:
+            name = next(fresh)
+            bindings.append((name, text[node][0]))
+            text[node] = (name, PREC_ATOM)
+        for k in node.children():
+            refs[k] -= 1
+            if refs[k] == 0 and k not in keep:
+                del text[k]
+    return bindings, [text[r][0] for r in roots]
+
+
+def binding_names(prefix: str = "%") -> Iterable[str]:
+    """``%0, %1, ...``: names no variable can have."""
+    k = 0
+    while True:
+        yield f"{prefix}{k}"
+        k += 1
+
+
+def format_expr(root: Expr) -> str:
+    """The expression as readable, precedence-aware text (iterative). Shared subtrees are
+    printed where they occur, unless that would make the text much bigger than the DAG:
+    then big shared ones are named once (``let %0 = ...; <expression over %0>``)."""
+    bindings, (body,) = format_exprs([root], binding_names())
+    return "".join(f"let {name} = {value}; " for name, value in bindings) + body
 
 
 def _format_node(node: Expr, text: dict, wrap) -> tuple[str, int]:  # type: ignore[type-arg]

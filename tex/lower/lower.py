@@ -92,6 +92,8 @@ from .stmt import (
     Store,
     make_buffer,
     map_exprs,
+    peel_scopes,
+    rewrap_scopes,
     seq,
     stmt_children,
     walk_stmts,
@@ -793,6 +795,10 @@ def remove_no_op(func: LoweredFunc) -> LoweredFunc:
     """Conditions decided by constants resolved; empty branches and loops removed."""
 
     def visit(s: Stmt) -> Stmt | None:
+        chain, s = peel_scopes(s)  # a long chain of allocations: a loop, not recursion
+        if chain:
+            inner = visit(s)
+            return None if inner is None else rewrap_scopes(chain, inner)
         kids = stmt_children(s)
         new = [visit(c) for c in kids]
         if isinstance(s, IfThenElse):
@@ -890,6 +896,9 @@ def partition_loops(func: LoweredFunc) -> LoweredFunc:
         return found
 
     def visit(s: Stmt) -> Stmt:
+        chain, s = peel_scopes(s)
+        if chain:
+            return rewrap_scopes(chain, visit(s))
         if isinstance(s, For) and s.kind is ForKind.SERIAL and isinstance(s.min, Const) \
                 and isinstance(s.extent, Const):
             lo0, n = int(s.min.value), int(s.extent.value)
@@ -936,6 +945,9 @@ def _blend(s: Stmt) -> Select | None:
 def _drop_guards(s: Stmt, keep: Mapping[int, list[Expr]]) -> Stmt:
     """Guards in ``keep`` reduced to their listed conjuncts (removed when none is left);
     a blended update keeps a select on the conjuncts left, or none."""
+    chain, s = peel_scopes(s)
+    if chain:
+        return rewrap_scopes(chain, _drop_guards(s, keep))
     if isinstance(s, Store) and id(s) in keep:
         sel = _blend(s)
         assert sel is not None
@@ -982,6 +994,9 @@ def remove_redundant_guards(func: LoweredFunc) -> LoweredFunc:
     ``if (c) { ... if (c) { s } }`` -> ``if (c) { ... s }``."""
 
     def visit(s: Stmt, known: frozenset[Expr]) -> Stmt:
+        chain, s = peel_scopes(s)
+        if chain:
+            return rewrap_scopes(chain, visit(s, known))
         if isinstance(s, IfThenElse):
             if s.cond in known and s.else_case is None:
                 return visit(s.then_case, known)

@@ -13,7 +13,8 @@
 """
 from __future__ import annotations
 
-from ..ir.printer import format_expr
+from ..ir.expr import Expr
+from ..ir.printer import binding_names, format_exprs
 from .stmt import (
     Allocate,
     Barrier,
@@ -33,48 +34,73 @@ __all__ = ["format_stmt", "format_func"]
 _INDENT = "  "
 
 
-def _lines(s: Stmt, depth: int, out: list[str]) -> None:
-    pad = _INDENT * depth
-    match s:
-        case For():
-            head = s.kind.value
-            if s.thread_tag:
-                head = f"{head} [{s.thread_tag}]"
-            out.append(f"{pad}{head} ({s.var.name}, {format_expr(s.min)}, "
-                       f"{format_expr(s.extent)}) {{")
-            _lines(s.body, depth + 1, out)
-            out.append(pad + "}")
-        case Store():
-            out.append(f"{pad}{s.buffer.name}[{format_expr(s.index)}] = {format_expr(s.value)}")
-        case Allocate():
-            scope = "" if s.scope == "global" else f" {s.scope}"
-            out.append(f"{pad}allocate{scope} {s.buffer.name}: {s.buffer.dtype.name}"
-                       f"[{s.buffer.shape[0]}]")
-            _lines(s.body, depth, out)
-        case IfThenElse():
-            out.append(f"{pad}if ({format_expr(s.cond)}) {{")
-            _lines(s.then_case, depth + 1, out)
-            if s.else_case is not None:
-                out.append(pad + "} else {")
-                _lines(s.else_case, depth + 1, out)
-            out.append(pad + "}")
-        case LetStmt():
-            out.append(f"{pad}let {s.var.name} = {format_expr(s.value)}")
-            _lines(s.body, depth, out)
-        case Barrier():
-            out.append(f"{pad}__syncthreads()")
-        case Seq():
-            for child in s.body:
-                _lines(child, depth, out)
-        case _:
-            out.append(f"{pad}<{type(s).__name__}>")
+class _Printer:
+    """Statement lines, iteratively (a chain of thousands of nested allocations does not
+    recurse). Expressions share their big common sub-expressions as ``let %k = ...`` lines
+    (``tex.ir.printer.format_exprs``), numbered through the whole function."""
+
+    def __init__(self) -> None:
+        self.out: list[str] = []
+        self.names = binding_names()
+
+    def exprs(self, pad: str, *roots: Expr) -> list[str]:
+        bindings, texts = format_exprs(list(roots), self.names)
+        self.out.extend(f"{pad}let {name} = {value}" for name, value in bindings)
+        return texts
+
+    def lines(self, root: Stmt, depth: int) -> None:
+        # items: (statement, depth) to print, or a finished line (a closing brace)
+        stack: list[tuple[Stmt, int] | str] = [(root, depth)]
+        out = self.out
+        while stack:
+            item = stack.pop()
+            if isinstance(item, str):
+                out.append(item)
+                continue
+            s, depth = item
+            pad = _INDENT * depth
+            match s:
+                case For():
+                    head = s.kind.value
+                    if s.thread_tag:
+                        head = f"{head} [{s.thread_tag}]"
+                    lo, extent = self.exprs(pad, s.min, s.extent)
+                    out.append(f"{pad}{head} ({s.var.name}, {lo}, {extent}) {{")
+                    stack.append(pad + "}")
+                    stack.append((s.body, depth + 1))
+                case Store():
+                    index, value = self.exprs(pad, s.index, s.value)
+                    out.append(f"{pad}{s.buffer.name}[{index}] = {value}")
+                case Allocate():
+                    scope = "" if s.scope == "global" else f" {s.scope}"
+                    out.append(f"{pad}allocate{scope} {s.buffer.name}: "
+                               f"{s.buffer.dtype.name}[{s.buffer.shape[0]}]")
+                    stack.append((s.body, depth))
+                case IfThenElse():
+                    (cond,) = self.exprs(pad, s.cond)
+                    out.append(f"{pad}if ({cond}) {{")
+                    stack.append(pad + "}")
+                    if s.else_case is not None:
+                        stack.append((s.else_case, depth + 1))
+                        stack.append(pad + "} else {")
+                    stack.append((s.then_case, depth + 1))
+                case LetStmt():
+                    (value,) = self.exprs(pad, s.value)
+                    out.append(f"{pad}let {s.var.name} = {value}")
+                    stack.append((s.body, depth))
+                case Barrier():
+                    out.append(f"{pad}__syncthreads()")
+                case Seq():
+                    stack.extend((child, depth) for child in reversed(s.body))
+                case _:
+                    out.append(f"{pad}<{type(s).__name__}>")
 
 
 def format_stmt(s: Stmt, depth: int = 0) -> str:
     """The loop nest as indented pseudo-code."""
-    out: list[str] = []
-    _lines(s, depth, out)
-    return "\n".join(out)
+    p = _Printer()
+    p.lines(s, depth)
+    return "\n".join(p.out)
 
 
 def _format_param(p: BufferParam | ScalarParam) -> str:

@@ -34,7 +34,7 @@ __all__ = [
     "ForKind", "Stmt", "For", "Store", "Allocate", "IfThenElse", "LetStmt", "Seq", "Barrier",
     "BufferParam", "ScalarParam", "Param", "LoweredFunc", "make_buffer", "seq",
     "stmt_children", "stmt_exprs", "with_stmt_children", "walk_stmts", "map_exprs",
-    "symbol_name",
+    "symbol_name", "peel_scopes", "rewrap_scopes",
 ]
 
 # a symbol the code generators may emit as is: an ASCII C identifier of bounded length
@@ -253,13 +253,30 @@ def walk_stmts(root: Stmt) -> Iterator[Stmt]:
         stack.extend(reversed(stmt_children(s)))
 
 
+def peel_scopes(s: Stmt) -> tuple[list[Stmt], Stmt]:
+    """The chain of ``Allocate``/``LetStmt`` wrappers around ``s`` (outermost first) and
+    the statement inside them. One temporary per stage nests one ``Allocate`` per stage:
+    recursive walks step over the chain with this, so their depth stays the loop depth."""
+    chain: list[Stmt] = []
+    while isinstance(s, (Allocate, LetStmt)):
+        chain.append(s)
+        s = s.body
+    return chain, s
+
+
+def rewrap_scopes(chain: Sequence[Stmt], body: Stmt) -> Stmt:
+    """``body`` inside the wrappers of ``chain`` (from ``peel_scopes``), rebuilt only where
+    something changed."""
+    for w in reversed(chain):
+        body = with_stmt_children(w, [body])
+    return body
+
+
 def map_exprs(root: Stmt, fn: Callable[[Expr], Expr]) -> Stmt:
     """``root`` with ``fn`` applied to every expression it holds directly (not recursively
-    into expressions; ``fn`` decides that)."""
+    into expressions; ``fn`` decides that). Iterative."""
 
-    def visit(s: Stmt) -> Stmt:
-        kids = [visit(c) for c in stmt_children(s)]
-        s = with_stmt_children(s, kids)
+    def apply(s: Stmt) -> Stmt:
         match s:
             case For():
                 return For(s.var, fn(s.min), fn(s.extent), s.kind, s.body, s.thread_tag)
@@ -271,4 +288,14 @@ def map_exprs(root: Stmt, fn: Callable[[Expr], Expr]) -> Stmt:
                 return LetStmt(s.var, fn(s.value), s.body)
         return s
 
-    return visit(root)
+    done: dict[int, Stmt] = {}  # id(original) -> rebuilt (originals stay alive in the tree)
+    stack: list[tuple[Stmt, bool]] = [(root, False)]
+    while stack:
+        s, expanded = stack.pop()
+        kids = stmt_children(s)
+        if not expanded:
+            stack.append((s, True))
+            stack.extend((c, False) for c in reversed(kids))
+            continue
+        done[id(s)] = apply(with_stmt_children(s, [done[id(c)] for c in kids]))
+    return done[id(root)]

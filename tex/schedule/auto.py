@@ -107,14 +107,18 @@ def auto_schedule(outputs: Tensor | Sequence[Tensor], target: str = "llvm") -> S
 # Analysis helpers
 # --------------------------------------------------------------------------------------
 
-def _cost(e: Expr) -> int:
-    """Rough cost of evaluating ``e`` once, in multiply-adds (reads count 1)."""
+def _cost(e: Expr, limit: float | None = None) -> int:
+    """Rough cost of evaluating ``e`` once, in multiply-adds (reads count 1). With a
+    ``limit``, the count stops once above it (the walk of a deep inlined body is then
+    bounded by the limit, not by the body)."""
     total = 0
     for node in post_order(e):
         if isinstance(node, (Unary, Binary)):
             total += _OP_COST.get(node.op.value, 1)
         elif isinstance(node, TensorRead):
             total += 1
+        if limit is not None and total > limit:
+            break
     return total
 
 
@@ -154,6 +158,7 @@ class _AutoScheduler:
         self.cores = info.cores
         self.analyzer = Analyzer()
         self.regs = 32 if info.vector_bits >= 512 else 16  # x86: AVX-512 doubles them
+        self.inliner = Inliner(s)
 
     def dot_tiles(self, ea: int, eb: int) -> tuple[tuple[int, int], float]:
         """The register tile ``ta x tb`` of a reduce-vector block over extents ``ea``, ``eb``:
@@ -175,9 +180,9 @@ class _AutoScheduler:
 
     # -- the effective body of a stage, with inlined producers substituted ----------------
     def expanded(self, op: ComputeOp) -> list[Expr]:
-        # a fresh Inliner each time: the set of inlined stages grows while scheduling
-        inliner = Inliner(self.s)
-        return [inliner.expand(e) for e in op.body]
+        # one Inliner for the whole run (its memo keeps this linear in the program): the
+        # set of inlined stages only grows, in producer-first order (``inline`` tells it)
+        return [self.inliner.expand(e) for e in op.body]
 
     def reads(self, op: ComputeOp) -> list[_Read]:
         found: list[_Read] = []
@@ -217,6 +222,16 @@ class _AutoScheduler:
     # -- 1. inlining ---------------------------------------------------------------------
     def inline(self) -> None:
         stages = self.s.stages
+        # who reads each tensor, and how many distinct reads per point (bodies do not
+        # change while inlining): one pass instead of one per candidate
+        readers: dict[Tensor, list[tuple[Stage, int]]] = {}
+        for reader in stages:
+            counts: dict[Tensor, int] = {}
+            for n in post_order(*reader.op.body):
+                if isinstance(n, TensorRead):
+                    counts[n.tensor] = counts.get(n.tensor, 0) + 1
+            for t, c in counts.items():
+                readers.setdefault(t, []).append((reader, c))
         for st in stages:
             op = st.op
             if st.is_output or op.reduce_axis or op.num_outputs != 1 or \
@@ -224,23 +239,25 @@ class _AutoScheduler:
                 continue
             if not op.axis:
                 continue
-            if self.recompute_cost(st) <= _INLINE_BUDGET:
+            if self.recompute_cost(st, readers.get(op.output(0), [])) <= _INLINE_BUDGET:
                 st.compute_inline()
+                self.inliner.add(st)
 
-    def recompute_cost(self, st: Stage) -> float:
+    def recompute_cost(self, st: Stage, readers: list[tuple[Stage, int]]) -> float:
         """Extra work per element of ``st`` if it is inlined: its cost times how many more
-        times than once its consumers (through inlined stages) evaluate it."""
+        times than once its consumers (through inlined stages) evaluate it. ``readers``:
+        the stages reading ``st`` with their distinct reads of it per point."""
         op = st.op
-        body_cost = _cost(self.expanded(op)[0])
         size = max(1, _size(op))
         evals = 0.0
-        for reader in self.s.stages:
-            if reader is st or op.output(0) not in reader.op.input_tensors:
-                continue
-            per_point = sum(1 for n in post_order(*reader.op.body)
-                            if isinstance(n, TensorRead) and n.tensor is op.output(0))
-            evals += per_point * _iterations(reader.op) / size
-        return body_cost * max(0.0, evals - 1.0)
+        for reader, per_point in readers:
+            if reader is not st:
+                evals += per_point * _iterations(reader.op) / size
+        if evals <= 1.0:
+            return 0.0  # evaluated once anyway: its cost does not matter (nor is computed)
+        # counted only up to what decides against inlining
+        limit = _INLINE_BUDGET / (evals - 1.0)
+        return _cost(self.expanded(op)[0], limit) * (evals - 1.0)
 
     # -- 2. one root stage -----------------------------------------------------------------
     def schedule_stage(self, st: Stage) -> None:

@@ -1,41 +1,87 @@
 """Effective bodies: a stage's expressions with the reads of inlined stages replaced by
 those stages' bodies. Shared by lowering (which emits them) and the auto-scheduler (which
-reads their index maps)."""
+reads their index maps).
+
+The expansion is linear in the size of the result's DAG: a read ``X[idx]`` of an inlined
+stage is replaced by X's own (small) body with its axes substituted by ``idx``, and that
+instance is expanded in turn, iteratively. Every node's expansion depends only on the node
+(its indices are concrete), so one memo serves every call; shared sub-expressions stay
+shared (nodes are interned) and an inlined chain of any length never recurses in Python.
+"""
 from __future__ import annotations
 
 from ..ir.expr import Expr, TensorRead
-from ..ir.tensor import ComputeOp
-from ..ir.visit import rewrite, substitute
+from ..ir.tensor import ComputeOp, Operation
+from ..ir.visit import substitute
 from .schedule import Schedule, Stage
 
 __all__ = ["Inliner"]
 
 
 class Inliner:
-    """Expands reads of the stages that are inlined in ``sch`` when it is built."""
+    """Expands reads of the stages that are inlined in ``sch`` when it is built.
+
+    The memo is valid while the set of inlined stages only grows by stages none of whose
+    reads were kept in an earlier expansion (``add`` checks, and starts over otherwise).
+    """
 
     def __init__(self, sch: Schedule) -> None:
-        self.inline_ops: dict[ComputeOp, Stage] = {
+        self.inline_ops: dict[Operation, Stage] = {
             st.op: st for st in sch.stages if st.attach_type == "inline"}
+        # node -> the node with every inlined read expanded (expanded nodes map to themselves)
         self.memo: dict[Expr, Expr] = {}
-        self.expanded: dict[ComputeOp, Expr] = {}
+        # operations whose reads some memo entry keeps as reads
+        self.kept: set[Operation] = set()
 
-    def _fn(self, node: Expr) -> Expr | None:
-        if isinstance(node, TensorRead) and node.tensor.op in self.inline_ops:
-            op = node.tensor.op
-            assert isinstance(op, ComputeOp)  # keys of inline_ops are compute ops
-            body = self.expanded.get(op)
-            if body is None:
-                body = self.expand(op.body[0])  # inlined stages have one output
-                self.expanded[op] = body
-            return substitute(body, {iv.var: ix for iv, ix in zip(op.axis, node.indices)})
-        return None
+    def add(self, stage: Stage) -> None:
+        """Count ``stage`` (just marked ``compute_inline``) as inlined from now on."""
+        self.inline_ops[stage.op] = stage
+        if stage.op in self.kept:  # some expansion kept its reads: it is stale
+            self.memo.clear()
+            self.kept.clear()
+
+    def _instance(self, read: TensorRead) -> Expr:
+        """The inlined stage's body at the point ``read`` names (not yet expanded)."""
+        op = read.tensor.op
+        assert isinstance(op, ComputeOp)  # keys of inline_ops are compute ops
+        body = op.body[0]  # inlined stages have one output
+        mapping = {iv.var: ix for iv, ix in zip(op.axis, read.indices) if iv.var is not ix}
+        return substitute(body, mapping)
 
     def expand(self, e: Expr) -> Expr:
         """``e`` with every read of an inlined stage replaced, transitively."""
-        # iterate until no inlined read remains (an inlined body may read another one)
-        while True:
-            new = rewrite(e, self._fn, self.memo)
-            if new is e:
-                return e
-            e = new
+        memo = self.memo
+        if e in memo:
+            return memo[e]
+        # (node, state): 0 visit the children, 1 rebuild the node, 2 the node is an inlined
+        # read whose instance (third item) has been expanded
+        stack: list[tuple] = [(e, 0, None)]
+        while stack:
+            node, state, instance = stack.pop()
+            if state == 2:
+                memo[node] = memo[instance]
+                continue
+            if node in memo:
+                continue
+            if state == 0:
+                stack.append((node, 1, None))
+                for child in reversed(node.children()):
+                    if child not in memo:
+                        stack.append((child, 0, None))
+                continue
+            kids = node.children()
+            new = node.with_children([memo[k] for k in kids]) if kids else node
+            if isinstance(new, TensorRead):
+                op = new.tensor.op
+                if op in self.inline_ops:
+                    inst = self._instance(new)
+                    if inst in memo:
+                        memo[node] = memo[inst]
+                    else:
+                        stack.append((node, 2, inst))
+                        stack.append((inst, 0, None))
+                    continue
+                self.kept.add(op)
+            memo[node] = new
+            memo[new] = new  # an expanded node expands to itself
+        return memo[e]

@@ -1,0 +1,332 @@
+"""Programs that grow (issue 20, items 10-13): long chains of stages, deep expressions and
+deeply inlined DAGs go through auto_schedule, lowering, printing, codegen, the interpreter
+and differentiation without RecursionError, with cost linear in the program (counted
+where a counter exists, timed with generous margins otherwise). Timing curves live in
+benchmarks/scaling.py."""
+from __future__ import annotations
+
+import contextlib
+import inspect
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import tex
+from tex import topi
+from tex.codegen.llvm import emit_llvm
+from tex.lower.legalize import legalize
+from tex.schedule import auto_schedule
+
+
+def _chain(n: int, size: int = 16) -> tuple[tex.Tensor, tex.Tensor]:
+    """``n`` element-wise stages, each reading the previous one once."""
+    A = tex.placeholder((size,), name="A")
+    x = A
+    for i in range(n):
+        x = tex.compute((size,), lambda j, x=x, i=i: x[j] * 0.999 + 0.001 * (i % 3),
+                        name=f"s{i}")
+    return A, x
+
+
+def _leaky_chain(n: int) -> tuple[tex.Tensor, tex.Tensor]:
+    """``n`` chained leaky_relu: each stage reads its input twice (a DAG, 2^n as a tree)."""
+    A = tex.placeholder((16,), name="A")
+    x = A
+    for i in range(n):
+        x = topi.nn.leaky_relu(x if i % 2 == 0 else x * -1.0, 0.5)
+    return A, x
+
+
+def test_auto_schedule_is_linear_in_chain_length():
+    """The inliner re-expanded the whole upstream chain for every candidate stage (cubic:
+    100 stages took 4 s, 200 took 35 s). A reduction at the end makes the scheduler read
+    the fully inlined body too. Doubling the length must not more than ~3.5x the time."""
+    times = {}
+    for n in (60, 120, 240):
+        _, out = _chain(n)
+        loss = topi.sum(out)
+        t0 = time.perf_counter()
+        s = auto_schedule(loss)
+        times[n] = time.perf_counter() - t0
+        assert sum(st.attach_type == "inline" for st in s.stages) == n  # the whole chain
+    assert times[120] < 3.5 * times[60] + 0.05 and times[240] < 3.5 * times[120] + 0.05, times
+
+
+def test_long_chain_end_to_end():
+    """1,500 element-wise stages: auto_schedule, lower, print, build, evaluate and
+    differentiate (RecursionError in the inliner, lowering and the LLVM emitter before)."""
+    n = 1500
+    A, out = _chain(n)
+    s = auto_schedule(out)
+    text = str(tex.lower(s, [A, out]))
+    assert text.count("\n") < 20  # one inlined loop nest
+    f = tex.build(s, [A, out])
+    a = np.random.default_rng(0).random(16).astype("float32")
+    got = np.zeros(16, "float32")
+    f(a, got)
+    want = a.astype(np.float64)
+    for i in range(n):
+        want = want * 0.999 + 0.001 * (i % 3)
+    np.testing.assert_allclose(got, want, rtol=1e-4)
+    np.testing.assert_allclose(tex.testing.evaluate(out, {A: a}), want, rtol=1e-4)
+    loss = topi.sum(out)
+    (grad,) = tex.differentiate(loss, [A])
+    np.testing.assert_allclose(tex.testing.evaluate(grad, {A: a}),
+                               np.full(16, 0.999 ** n), rtol=1e-3)
+    # the whole chain inlined into a reduction: the scheduler reads its expanded body
+    f = tex.build(auto_schedule([loss, grad]), [A, loss, grad])
+    got_loss, got_grad = np.zeros((), "float32"), np.zeros(16, "float32")
+    f(a, got_loss, got_grad)
+    np.testing.assert_allclose(got_loss, want.sum(), rtol=1e-4)
+    np.testing.assert_allclose(got_grad, np.full(16, 0.999 ** n), rtol=1e-3)
+
+
+def test_long_chain_of_stored_stages_lowers_and_prints():
+    """Without inlining every stage is a temporary: one nested Allocate per stage. The
+    lowering passes, map_exprs and the printer walk that chain without recursing."""
+    n = 1500
+    A, out = _chain(n, size=4)
+    func = tex.lower(tex.create_schedule(out.op), [A, out])
+    text = str(func)
+    assert text.count("allocate ") == n - 1
+    assert text.count("for (") == n
+
+
+@contextlib.contextmanager
+def _stack_budget(frames: int):  # type: ignore[no-untyped-def]
+    """Allow only ``frames`` more Python frames than the caller's depth: a walk that
+    recursed once per stage fails on a program that builds quickly."""
+    depth = len(inspect.stack(0))
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(depth + frames)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
+
+
+def test_long_chain_of_stored_stages_builds():
+    """The LLVM emitter enters and leaves the chain of allocations in a loop (it recursed
+    twice per allocation): 150 stages under a budget of 250 frames."""
+    n = 150
+    A, out = _chain(n, size=4)
+    s = tex.create_schedule(out.op)
+    func = tex.lower(s, [A, out])
+    with _stack_budget(250):
+        f = tex.build(s, [A, out])
+        text = str(func)
+    assert text.count("allocate ") == n - 1
+    a = np.arange(4, dtype="float32")
+    got = np.zeros(4, "float32")
+    f(a, got)
+    np.testing.assert_allclose(got, tex.testing.evaluate(out, {A: a}), rtol=1e-5)
+
+
+def _horner(degree: int) -> tuple[tex.Tensor, tex.Tensor]:
+    A = tex.placeholder((8,), name="A", dtype="float64")
+
+    def body(j):  # type: ignore[no-untyped-def]
+        e = tex.const(1.0, "float64")
+        for k in range(degree):
+            e = e * A[j] + 1.0 / (k + 2)
+        return e
+
+    return A, tex.compute((8,), body, name="P")
+
+
+def test_horner_polynomial_of_degree_1000_differentiated_and_built():
+    """One compute holding a 1,000-deep expression (RecursionError in vjp._lift)."""
+    A, P = _horner(1000)
+    L = topi.sum(P)
+    (g,) = tex.differentiate(L, [A])
+    s = auto_schedule([L, g])
+    f = tex.build(s, [A, L, g])
+    a = np.linspace(-0.9, 0.9, 8)
+    lo, go = np.zeros((), "float64"), np.zeros(8, "float64")
+    f(a, lo, go)
+    coeffs = [1.0] + [1.0 / (k + 2) for k in range(1000)]  # highest power first
+    np.testing.assert_allclose(lo, np.polyval(coeffs, a).sum(), rtol=1e-9)
+    np.testing.assert_allclose(go, np.polyval(np.polyder(coeffs), a), rtol=1e-9)
+    ref_l, ref_g = tex.testing.evaluate([L, g], {A: a})
+    np.testing.assert_allclose(ref_g, go, rtol=1e-9)
+    np.testing.assert_allclose(ref_l, lo, rtol=1e-9)
+    assert "P" in str(P)
+
+
+def _nested_sin(depth: int) -> tuple[tex.Tensor, tex.Tensor]:
+    A = tex.placeholder((8,), name="A", dtype="float64")
+
+    def body(j):  # type: ignore[no-untyped-def]
+        e = A[j]
+        for _ in range(depth):
+            e = tex.sin(e)
+        return e
+
+    return A, tex.compute((8,), body, name="S")
+
+
+@pytest.mark.parametrize("depth, build", [(1000, False), (300, True)])
+def test_nested_sin(depth: int, build: bool):
+    """1,000 nested sin: differentiated, scheduled, lowered, printed and evaluated
+    (RecursionError in vjp._lift). Built at 300 only: LLVM's machine-code generation of
+    one long basic block grows faster than linearly (3 s at 1,000: benchmarks/scaling.py)."""
+    A, S = _nested_sin(depth)
+    (g,) = tex.differentiate(topi.sum(S), [A])
+    a = np.linspace(-1.0, 1.0, 8)
+    want, dwant = a.copy(), np.ones(8)
+    for _ in range(depth):
+        dwant = dwant * np.cos(want)
+        want = np.sin(want)
+    s = auto_schedule([S, g])
+    text = str(tex.lower(s, [A, S, g]))
+    assert text.count("sin(") >= depth
+    np.testing.assert_allclose(tex.testing.evaluate(g, {A: a}), dwant, rtol=1e-9)
+    if build:
+        f = tex.build(s, [A, S, g])
+        got, dgot = np.zeros(8), np.zeros(8)
+        f(a, got, dgot)
+        np.testing.assert_allclose(got, want, rtol=1e-9)
+        np.testing.assert_allclose(dgot, dwant, rtol=1e-9)
+
+
+def test_inlined_leaky_relu_chain_stays_a_dag():
+    """40 chained leaky_relu inlined into one expression: a 40-level DAG, a 2^40 tree.
+    Printing (and so the compile-cache key) named the shared values instead of expanding
+    them (16 levels took 3 GB to build); the printed and the LLVM text grow linearly."""
+    sizes, ir_sizes = {}, {}
+    for n in (10, 20, 40):
+        A, out = _leaky_chain(n)
+        func = tex.lower(auto_schedule(out), [A, out])
+        sizes[n] = len(str(func))
+        ir_sizes[n] = len(emit_llvm(legalize(func, "llvm"))[0])
+    assert sizes[40] < 2.5 * sizes[20] and sizes[20] < 2.5 * sizes[10] + 2000, sizes
+    assert ir_sizes[40] < 2.5 * ir_sizes[20] < 6.25 * ir_sizes[10], ir_sizes
+    A, out = _leaky_chain(40)
+    f = tex.build(auto_schedule(out), [A, out])
+    a = np.random.default_rng(1).standard_normal(16).astype("float32")
+    got = np.zeros(16, "float32")
+    f(a, got)
+    np.testing.assert_allclose(got, tex.testing.evaluate(out, {A: a}), rtol=1e-6)
+
+
+def test_printed_expression_names_shared_values():
+    x = tex.placeholder((4,), name="x")[0]
+    e = x
+    for _ in range(30):
+        e = tex.if_then_else(e > 0.0, e, e * 0.5)
+    text = str(e)
+    assert len(text) < 5000 and text.startswith("let %0 = ")
+    small = tex.if_then_else(x > 0.0, x, x * 0.5)
+    assert str(small) == "select(x[0] > 0.0, x[0], x[0] * 0.5)"  # small DAGs print as before
+
+
+def _guarded_sum(n: int) -> tuple[tex.Tensor, tex.Tensor]:
+    """Nested selects whose taken side reads out of bounds elsewhere (emitted lazily) and
+    whose two sides share the inner select."""
+    A = tex.placeholder((n + 16,), name="A")
+
+    def body(j):  # type: ignore[no-untyped-def]
+        e = tex.const(0.0)
+        for k in range(n):
+            e = tex.if_then_else(j + 16 - k >= 0, e + A[j + 16 - k] * 0.5, e)
+        return e
+
+    return A, tex.compute((16,), body, name="G")
+
+
+def test_nested_lazy_selects_emit_shared_values_once():
+    """The LLVM emitter evaluated the shared inner select once per side of every level
+    (2^n code: 50 levels ran out of memory); now once, before the branches."""
+    ir_sizes = {}
+    for n in (6, 12):
+        A, G = _guarded_sum(n)
+        ir_sizes[n] = len(emit_llvm(legalize(tex.lower(tex.create_schedule(G.op), [A, G]),
+                                             "llvm"))[0])
+    assert ir_sizes[12] < 2.5 * ir_sizes[6], ir_sizes
+    A, G = _guarded_sum(400)
+    f = tex.build(tex.create_schedule(G.op), [A, G])
+    a = np.random.default_rng(2).random(416).astype("float32")
+    got = np.zeros(16, "float32")
+    f(a, got)
+    np.testing.assert_allclose(got, tex.testing.evaluate(G, {A: a}), rtol=1e-5)
+
+
+def _nested_selects(levels: int) -> tuple[tex.Tensor, tex.Tensor]:
+    A = tex.placeholder((6,), name="A", dtype="float64")
+
+    def body(j):  # type: ignore[no-untyped-def]
+        x = A[j]
+        e = x
+        for _ in range(levels):
+            e = tex.if_then_else(e > 0.5, e * e, e * x + 0.1)
+        return e
+
+    return A, tex.compute((6,), body, name="N")
+
+
+def test_gradient_of_nested_selects_is_linear_in_depth():
+    """Both sides of each select use the inner value: _lift walked the DAG as a tree
+    (ten levels took 17 s). Correct at 10 and 20 levels, cost linear in the depth."""
+    times = {}
+    for levels in (5, 10, 20):
+        A, N = _nested_selects(levels)
+        t0 = time.perf_counter()
+        tex.differentiate(topi.sum(N), [A])
+        times[levels] = time.perf_counter() - t0
+    assert times[10] < 3.5 * times[5] + 0.3 and times[20] < 3.5 * times[10] + 0.3, times
+    a = np.array([0.1, 0.3, 0.45, 0.6, 0.8, 0.95])
+    for levels in (10, 20):
+        A, N = _nested_selects(levels)
+        tex.testing.check_grad(topi.sum(N), [A], data={A: a})
+
+
+def test_long_conjunction():
+    """``conjuncts`` of a 3,000-term ``&&`` chain (from ``fold.conjoin``) recursed once per
+    term."""
+    from tex.ir import fold
+
+    x = tex.placeholder((4,), name="x")
+    parts = [x[0] > -1.0 - 0.001 * k for k in range(3000)]
+    cond = fold.conjoin(parts)
+    assert fold.conjuncts(cond) == parts
+
+
+def test_inliner_memo_follows_the_inlined_set():
+    """The shared memo of ``Inliner`` starts over when a stage whose reads it kept becomes
+    inlined, and expands chains and shared reads once."""
+    from tex.schedule.inline import Inliner
+
+    A = tex.placeholder((8,), name="A")
+    B = tex.compute((8,), lambda i: A[i] * 2.0, name="B")
+    C = tex.compute((8,), lambda i: B[i] + B[(i + 1) % 8], name="C")
+    s = tex.create_schedule(C.op)
+    inliner = Inliner(s)
+    assert inliner.expand(C.op.body[0]) is C.op.body[0]  # nothing inlined yet
+    s[B].compute_inline()
+    inliner.add(s[B])
+    got = inliner.expand(C.op.body[0])
+    assert {r.tensor.name for r in tex.ir.collect_reads(got)} == {"A"}
+    assert str(got) == "A[i] * 2.0 + A[(i + 1) % 8] * 2.0"
+
+
+def test_many_loop_nests_are_outlined():
+    """LLVM's loop passes are quadratic in the loops of one function (400 stored stages:
+    9 s to optimize, 1,500: 100 s): past OUTLINE_MIN_NESTS nests, each nest is a function
+    of its own (linear: 5 ms per stage); small functions are emitted as before."""
+    from tex.codegen.llvm import OUTLINE_MIN_NESTS
+
+    for n, outlined in ((OUTLINE_MIN_NESTS - 1, False), (OUTLINE_MIN_NESTS + 1, True)):
+        A, out = _chain(n, size=4)
+        ir_text = emit_llvm(legalize(tex.lower(tex.create_schedule(out.op), [A, out]),
+                                     "llvm"))[0]
+        assert ir_text.count('define internal void @"main.nest') == (n if outlined else 0)
+    times = {}
+    for n in (100, 300):
+        A, out = _chain(n, size=4)
+        s = tex.create_schedule(out.op)
+        t0 = time.perf_counter()
+        tex.build(s, [A, out])
+        times[n] = time.perf_counter() - t0
+    assert times[300] < 4.5 * times[100] + 0.2, times  # 3x the stages: linear
