@@ -90,3 +90,23 @@ def test_function_names_become_ascii_symbols(fname: str) -> None:
     ptx = tex.build(g, [A, D], target="cuda", name=fname).get_source("ptx")
     entries = [line.split()[-1].rstrip("(") for line in ptx.splitlines() if ".entry" in line]
     assert entries and all(e.isascii() and len(e) < 256 for e in entries), entries
+
+
+@pytest.mark.parametrize("names", [NAME_SETS["over-1023-shared-prefix"], NAME_SETS["unicode"]],
+                         ids=["long", "unicode"])
+def test_outlined_nests_take_any_names(names: tuple[str, ...]) -> None:
+    """Past OUTLINE_MIN_NESTS stored stages each nest is an internal function whose
+    arguments carry the buffers' names: long or odd names must not collide there either."""
+    from tex.codegen.llvm import OUTLINE_MIN_NESTS
+    A = tex.placeholder((4,), "float32", name=names[0])
+    stages = [A]
+    for k in range(OUTLINE_MIN_NESTS + 2):
+        prev = stages[-1]
+        stages.append(tex.compute((4,), lambda i, p=prev: p[i] + 1.0, name=f"{names[2]}{k}"))
+    s = tex.create_schedule(stages[-1].op)  # the default schedule stores every stage
+    f = tex.build(s, [A, stages[-1]], name=names[3])
+    assert ".nest1(" in f.get_source("ll")  # the nests are outlined
+    a = np.arange(4, dtype="float32")
+    out = np.zeros(4, "float32")
+    f(a, out)
+    np.testing.assert_allclose(out, a + OUTLINE_MIN_NESTS + 2)
