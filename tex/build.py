@@ -26,6 +26,7 @@ from .codegen.llvm import CodegenOptions, compile_llvm
 from .ir.expr import Var
 from .ir.tensor import PlaceholderOp, Tensor
 from .ir.visit import topo_sort_ops
+from .lower.bounds_check import strip_checks
 from .lower.legalize import legalize
 from .lower.stmt import LoweredFunc
 from .runtime.jit import CACHE, cache_key, jit_compile
@@ -79,7 +80,7 @@ def build_cuda(func: LoweredFunc, target: str = "cuda", fastmath: bool = False) 
 
 
 def build_lowered(func: LoweredFunc, target: str = "llvm",
-                  fastmath: bool = False) -> Any:
+                  fastmath: bool = False, bounds_check: bool = True) -> Any:
     """Compile a lowered function: legalize, generate LLVM, optimize, JIT (cached).
 
     Parameters
@@ -90,6 +91,9 @@ def build_lowered(func: LoweredFunc, target: str = "llvm",
         ``"llvm"`` (alias ``"cpu"``): the host CPU.
     fastmath : bool
         Allow LLVM's fast-math rewrites on float operations.
+    bounds_check : bool
+        Keep the run-time bounds checks ``lower`` put on reads it could not prove in
+        bounds (see ``build``); False removes them.
 
     Returns
     -------
@@ -100,12 +104,17 @@ def build_lowered(func: LoweredFunc, target: str = "llvm",
     ValueError
         For an unknown target, or a loop the target cannot run (GPU thread loops).
     """
+    if not isinstance(bounds_check, bool):
+        raise TypeError(f"build: bounds_check must be True or False, got "
+                        f"{type(bounds_check).__name__} {bounds_check!r}")
+    if not bounds_check:
+        func = strip_checks(func)
     if _target(target) == "cuda":
         return build_cuda(func, target, fastmath)
     target = _target(target)
     openmp = load_openmp() is not None
     options = CodegenOptions(fastmath=bool(fastmath), num_threads=debug.current().num_threads,
-                             openmp=openmp)
+                             openmp=openmp, bounds_check=bounds_check)
     key = cache_key(func, target, options)
     kernel = CACHE.get(key)
     if kernel is None:
@@ -126,7 +135,8 @@ def _default_args(outputs: Sequence[Tensor]) -> list[Tensor]:
 
 
 def build(sch: Any, args: Sequence[Tensor | Var] | None = None, target: str = "llvm",
-          name: str = "main", fastmath: bool = False) -> BuiltFunction:
+          name: str = "main", fastmath: bool = False, bounds_check: bool = True
+          ) -> BuiltFunction:
     """Compile a schedule (or output tensors) into a callable.
 
     Parameters
@@ -142,6 +152,17 @@ def build(sch: Any, args: Sequence[Tensor | Var] | None = None, target: str = "l
         The function name (in the generated code and error messages).
     fastmath : bool
         Allow fast-math float rewrites.
+    bounds_check : bool
+        Check at run time the reads ``lower`` cannot prove in bounds (indices read from
+        data or computed from scalar arguments; reads whose bounds are decided out of
+        range are refused at build time). Default True. A checked function that reads
+        out of bounds raises ``tex.testing.OutOfBoundsError`` (an ``IndexError`` and a
+        ``ValueError``) after the kernel has run to the end, naming the tensor, the
+        dimension, the index and the valid range of the first violation; the kernel
+        never touches memory outside its buffers: every out-of-bounds read gives 0, and
+        the outputs hold exactly what the program computes with those zeros (on CUDA the
+        zeros are used but not reported). False removes the checks, for data already
+        validated: an out-of-range index then reads whatever memory it reaches.
 
     Returns
     -------
@@ -151,7 +172,9 @@ def build(sch: Any, args: Sequence[Tensor | Var] | None = None, target: str = "l
     Raises
     ------
     TypeError, ValueError
-        For bad arguments, an unknown target or a loop the target cannot run.
+        For bad arguments, an unknown target or a loop the target cannot run; a read
+        out of bounds at some point of its stage, unguarded (``ValueError`` naming the
+        stage, the tensor, the dimension and the index range against the valid one).
 
     Example
     -------
@@ -175,9 +198,9 @@ def build(sch: Any, args: Sequence[Tensor | Var] | None = None, target: str = "l
         raise TypeError("build: a Schedule needs args (the tensors and vars in call order), "
                         "e.g. tex.build(s, [A, B, C])")
     if kind == "cuda":  # lower checks args (a list of tensors and vars, or one of them)
-        return build_cuda(lower(sch, args, name=name), target, fastmath)
+        return build_lowered(lower(sch, args, name=name), target, fastmath, bounds_check)
     func = lower(sch, args, name=name)
-    return build_lowered(func, target, fastmath)
+    return build_lowered(func, target, fastmath, bounds_check)
 
 
 class _CallableModule(types.ModuleType):

@@ -22,7 +22,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Config", "config", "current", "dump", "should_dump", "InternalError"]
+__all__ = ["Config", "config", "current", "dump", "should_dump", "InternalError",
+           "OutOfBoundsError"]
 
 
 class InternalError(RuntimeError):
@@ -33,6 +34,13 @@ class InternalError(RuntimeError):
         if ir is not None:
             text += f"\n--- IR ---\n{ir}"
         super().__init__(text)
+
+
+class OutOfBoundsError(IndexError, ValueError):
+    """A tensor read outside its shape at a point where the read is used (a program bug).
+
+    Raised by ``tex.testing.evaluate`` and by built functions' run-time bounds checks
+    (defined here, at the bottom of the layers, so that both can raise it)."""
 
 
 @dataclass(frozen=True)

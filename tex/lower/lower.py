@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import debug
-from ..arith import Analyzer, Interval, bounds
+from ..arith import Analyzer, Interval, bounds, dom_of
 from ..dtype import DTYPES, int32
 from ..ir import fold
 from ..ir.expr import (
@@ -77,6 +77,7 @@ from ..schedule.schedule import (
     Stage,
     create_schedule,
 )
+from .bounds_check import ReadChecker, is_report
 from .stmt import (
     Allocate,
     BufferParam,
@@ -207,6 +208,7 @@ class _Lowerer:
         self.names = names
         self.scalars = scalars
         self.inliner = Inliner(sch)
+        self.checker = ReadChecker(scalars)
         self.attached: dict[tuple[int, IterVar], list[Stage]] = {}
         for st in sch.stages:
             if st.attach_type == "scope":
@@ -326,7 +328,7 @@ class _Lowerer:
         outputs = st.op.outputs
 
         def read(e: Expr) -> Expr:
-            return self.flatten_reads(substitute(e, point), env)
+            return self.flatten_reads(substitute(self.checker.checked(e), point), env)
 
         def store_index(t: Tensor) -> Expr:
             return env[t].flat_index([point[iv.var] for iv in st.op.axis])
@@ -436,7 +438,7 @@ class _Lowerer:
             bound[iv.var] = var if g.dtype is iv.var.dtype else fold.cast(iv.var.dtype, var)
 
         def read_at(e: Expr) -> Expr:
-            return self.flatten_reads(substitute(e, bound), env)
+            return self.flatten_reads(substitute(self.checker.checked(e), bound), env)
 
         # the update
         buf = env[t].buffer
@@ -681,8 +683,19 @@ class _Lowerer:
         return _assemble([*threads, *pre], 0, len(threads) + len(pre), block)
 
     # -- reads ------------------------------------------------------------------------------
+    def check_reads(self) -> None:
+        """Every stage's reads proven in bounds, refused (``ValueError``) or marked for a
+        run-time check (``tex.lower.bounds_check``): inlined stages on their own bodies,
+        the others on their bodies with the inlined stages expanded."""
+        for st in self.sch.stages:
+            axes = [*st.op.axis, *st.op.reduce_axis]
+            body = list(st.op.body) if st.attach_type == "inline" else self.body_of(st)
+            self.checker.analyze(st.name, body, dom_of(axes))
+
     def flatten_reads(self, e: Expr, env: Mapping[Tensor, _Storage]) -> Expr:
         def fn(node: Expr) -> Expr | None:
+            if isinstance(node, TensorRead) and is_report(node.tensor):
+                return None  # a bounds report: its index is a value, not a position
             if isinstance(node, TensorRead):
                 where = env.get(node.tensor)
                 if where is None:
@@ -1103,6 +1116,7 @@ def lower(sch: Schedule | Tensor | Sequence[Tensor], args: Sequence[Tensor | Var
                         and node.tensor not in storage:
                     raise ValueError(f"lower: '{st.name}' reads the placeholder "
                                      f"'{node.tensor.name}', which is not in args")
+    lw.check_reads()
     temps: list[Tensor] = []
     parts: list[Stmt] = []
     for st in sch.stages:

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from ..debug import OutOfBoundsError
 from ..dtype import DType
 from ..ir.expr import Var
 from ..ir.tensor import Tensor
@@ -203,6 +204,11 @@ class BuiltFunction:
         self._cfunc = ctypes.CFUNCTYPE(None, *ctypes_args)(kernel.address)
         self._status = (ctypes.c_int32.from_address(kernel.status_address)
                         if kernel.status_address else None)
+        self._oob = (ctypes.c_int32.from_address(kernel.bounds_address)
+                     if kernel.bounds_address else None)
+        self._oob_value = (ctypes.c_int64.from_address(kernel.bounds_value_address)
+                           if kernel.bounds_value_address else None)
+        self._checks = kernel.sources.bounds_checks
 
     # -- calling ---------------------------------------------------------------------------
     def __call__(self, *arrays: Any) -> None:
@@ -228,12 +234,31 @@ class BuiltFunction:
                 spans.append((ptr, ptr + a.nbytes, spec.position))
         if self._outputs and len(spans) > 1:
             check_overlap(self.name, self._specs, spans)
-        self._cfunc(*cargs)
+        if self._oob is None:
+            self._cfunc(*cargs)
+        else:
+            self._call_checked(cargs)
         status = self._status
         if status is not None and status.value:
             status.value = 0
             raise MemoryError(f"{self.name}: a temporary buffer could not be allocated; "
                               "the outputs are incomplete")
+
+    def _call_checked(self, cargs: list[Any]) -> None:
+        """Run a kernel with bounds checks (its error slot is per kernel: one call at a
+        time) and raise ``OutOfBoundsError`` for the first violation it recorded."""
+        oob, value = self._oob, self._oob_value
+        assert oob is not None and value is not None
+        with self._kernel.lock:
+            oob.value = 0
+            self._cfunc(*cargs)
+            number, index = oob.value, value.value
+            oob.value = 0
+        if number:
+            raise OutOfBoundsError(
+                f"{self.name}: {self._checks[number - 1].describe(index)}. The call ran to "
+                "the end with every out-of-bounds read giving 0 (outputs are written "
+                "accordingly); fix the index data, or clip it (topi.take(mode='clip'))")
 
     def _signature(self) -> str:
         parts = []

@@ -1,0 +1,287 @@
+"""Read bounds of a stage: proven, refused at build time, or checked when the kernel runs.
+
+``lower`` asks ``ReadChecker.analyze`` about every stage body (inlined bodies expanded, over
+the stage's root domains: the schedule's splits and their remainder guards play no part).
+Each read ``A[i0, .., ik]`` is classified dimension by dimension with interval bounds
+(``tex.arith``):
+
+- **in bounds**: the index's interval lies in ``[0, n)``; nothing to do.
+- **refused**: the read is evaluated unconditionally (no ``if_then_else`` branch, no
+  reduction ``where=`` around it), its index is an affine function of the loop variables
+  alone (no tensor read, no scalar argument), and its interval leaves ``[0, n)``. The
+  interval of an affine function of independent loop variables over a box is exact, so
+  some point of the domain really reads out of bounds: ``ValueError`` naming the stage,
+  the tensor, the dimension and both ranges.
+- **checked at run time**: everything else that is not proven (indices read from data or
+  using scalar arguments, non-affine indices, guarded reads whose guard the analysis
+  cannot use). Guards help the proof: a guard's conjuncts that compare a loop variable, or
+  the index itself, with constants narrow the range (``select(i >= 1, A[i - 1], 0)``,
+  ``select(I[i] < 4, A[I[i]], 0)`` with a check of ``I[i] >= 0`` only).
+
+A checked read becomes ``select(0 <= ix && ix < n, A[..], report)`` for each checked
+dimension, where ``report`` is a read of a ``BoundsReportOp`` tensor at the index. The code
+generators evaluate a select's sides lazily when a side may fault, so ``A`` is read only
+in bounds; the report records the first violation (check, index value) in the kernel's
+error slot and yields 0. ``strip_checks`` takes the checks out again
+(``build(..., bounds_check=False)``).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from ..arith import Analyzer, Bounds, Interval
+from ..dtype import DType
+from ..ir import fold
+from ..ir.expr import Binary, Compare, Const, Expr, Op, Reduce, Select, TensorRead, Var
+from ..ir.tensor import PlaceholderOp, Tensor
+from ..ir.visit import post_order
+from .stmt import LoweredFunc, map_exprs
+
+__all__ = ["BoundsReportOp", "ReadChecker", "is_report", "strip_checks", "report_ops"]
+
+
+class BoundsReportOp(PlaceholderOp):
+    """The report of an out-of-bounds read of dimension ``dim`` of ``tensor_name``
+    (extent ``extent``): ``TensorRead(op.output(0), [index])`` records ``index`` as the
+    first violation (unless one is recorded already) and yields 0. Not a buffer."""
+
+    __slots__ = ("tensor_name", "dim", "extent")
+    tensor_name: str
+    dim: int
+    extent: int
+
+    def __init__(self, tensor_name: str, dim: int, extent: int, dtype: DType) -> None:
+        super().__init__(f"{tensor_name}.oob{dim}", (1,), dtype)
+        self._init(tensor_name=tensor_name, dim=dim, extent=extent)
+
+    def describe(self, value: int) -> str:
+        """The message for a violation with index ``value``."""
+        return (f"index {value} in dimension {self.dim} of '{self.tensor_name}' is out of "
+                f"bounds (valid range [0, {self.extent - 1}])")
+
+
+def is_report(t: Tensor) -> bool:
+    """Whether ``t`` is a bounds report (not a buffer)."""
+    return isinstance(t.op, BoundsReportOp)
+
+
+def _is_report_read(e: Expr) -> bool:
+    return isinstance(e, TensorRead) and isinstance(e.tensor.op, BoundsReportOp)
+
+
+def report_ops(func: LoweredFunc) -> list[BoundsReportOp]:
+    """The bounds reports of ``func``, in order of first appearance."""
+    from .stmt import stmt_exprs, walk_stmts
+    found: dict[BoundsReportOp, None] = {}
+    seen: set[Expr] = set()
+    for s in walk_stmts(func.body):
+        for e in stmt_exprs(s):
+            for node in post_order(e):
+                if node in seen:
+                    continue
+                seen.add(node)
+                if isinstance(node, TensorRead) and isinstance(node.tensor.op, BoundsReportOp):
+                    found.setdefault(node.tensor.op, None)
+    return list(found)
+
+
+def _conjuncts(cond: Expr) -> list[Expr]:
+    out: list[Expr] = []
+    stack = [cond]
+    while stack:
+        c = stack.pop()
+        if isinstance(c, Binary) and c.op is Op.AND:
+            stack.extend((c.a, c.b))
+        else:
+            out.append(c)
+    return out
+
+
+# comparison -> (sign, c0): ``a op b`` holds iff ``sign * (a - b) <= c0`` (integers)
+_AS_LE = {Op.LT: (1, -1), Op.LE: (1, 0), Op.GT: (-1, -1), Op.GE: (-1, 0)}
+
+
+class _Guard:
+    """What a set of guard conditions tells about values: ``(coefs, c0)`` facts meaning
+    ``sum coef * atom <= c0``, and a narrowed domain for the loop variables."""
+
+    def __init__(self, an: Analyzer, dom: Mapping[Var, Interval], conds: Sequence[Expr]
+                 ) -> None:
+        self.facts: list[tuple[dict[Expr, int], int]] = []
+        narrowed = dict(dom)
+        for cond in conds:
+            for c in _conjuncts(cond):
+                if isinstance(c, Compare) and c.op is Op.EQ and c.a.dtype.is_int:
+                    self._add(an, c.a - c.b, 0)
+                    self._add(an, c.b - c.a, 0)
+                    continue
+                if not (isinstance(c, Compare) and c.op in _AS_LE and c.a.dtype.is_int):
+                    continue
+                sign, slack = _AS_LE[c.op]
+                self._add(an, c.a - c.b if sign > 0 else c.b - c.a, slack)
+        for terms, c0 in self.facts:
+            if len(terms) == 1:
+                (atom, k), = terms.items()
+                if isinstance(atom, Var) and atom in narrowed:
+                    iv = narrowed[atom]
+                    lo, hi = iv.lo, iv.hi
+                    if k > 0:
+                        top = c0 // k
+                        hi = top if hi is None else min(hi, top)
+                    else:
+                        bottom = -(c0 // -k)
+                        lo = bottom if lo is None else max(lo, bottom)
+                    if lo is not None and hi is not None and lo > hi:
+                        lo = hi  # the guard holds nowhere: any point will do
+                    narrowed[atom] = Interval(lo, hi)
+        self.bounds = Bounds(narrowed)
+
+    def _add(self, an: Analyzer, diff: Expr, slack: int) -> None:
+        lf = an.linear(diff)
+        if lf.terms:
+            self.facts.append((dict(lf.terms), slack - lf.const))
+
+    def range_of(self, an: Analyzer, ix: Expr) -> tuple[int | None, int | None]:
+        """Bounds of ``ix`` from the narrowed domain and from facts on ``ix`` itself."""
+        iv = self.bounds(ix)
+        lo, hi = iv.lo, iv.hi
+        lf = an.linear(ix)
+        for terms, c0 in self.facts:
+            # terms == k * (ix's terms) for k = +-1: k * (ix - const) <= c0
+            for k in (1, -1):
+                if len(terms) == len(lf.terms) and lf.terms and all(
+                        terms.get(a) == k * c for a, c in lf.terms.items()):
+                    if k == 1:
+                        top = c0 + lf.const
+                        hi = top if hi is None else min(hi, top)
+                    else:
+                        bottom = lf.const - c0
+                        lo = bottom if lo is None else max(lo, bottom)
+        return lo, hi
+
+
+class ReadChecker:
+    """Per-``lower`` state: which reads need a run-time check, and their reports."""
+
+    def __init__(self, scalars: Iterable[Var]) -> None:
+        self.scalars = set(scalars)
+        self.checks: dict[TensorRead, tuple[int, ...]] = {}
+        self._reports: dict[tuple[Tensor, int, DType], BoundsReportOp] = {}
+
+    def analyze(self, stage: str, roots: Sequence[Expr], dom: Mapping[Var, Interval]) -> None:
+        """Classify every read of ``roots`` (a stage's body, its axes ranging over
+        ``dom``); raise ``ValueError`` for a read that is out of bounds at some point
+        of the domain where it is evaluated unconditionally (see the module docstring)."""
+        an = Analyzer(dict(dom))
+        guards: dict[tuple[Expr, ...], _Guard] = {}
+        seen: set[tuple[Expr, tuple[Expr, ...]]] = set()
+        stack: list[tuple[Expr, tuple[Expr, ...]]] = [(r, ()) for r in roots]
+        while stack:
+            node, conds = stack.pop()
+            if (node, conds) in seen:
+                continue
+            seen.add((node, conds))
+            if isinstance(node, TensorRead) and not isinstance(node.tensor.op, BoundsReportOp):
+                g = guards.get(conds)
+                if g is None:
+                    g = guards[conds] = _Guard(an, dom, conds)
+                self._classify(stage, node, conds, g, an, dom)
+            if isinstance(node, Select):
+                stack.append((node.cond, conds))
+                stack.append((node.a, (*conds, node.cond)))
+                stack.append((node.b, (*conds, fold.logical_not(node.cond))))
+            elif isinstance(node, Reduce):
+                inner = conds if isinstance(node.condition, Const) else \
+                    (*conds, node.condition)
+                stack.extend((s, inner) for s in node.source)
+                stack.append((node.condition, conds))
+                stack.extend((i, conds) for i in node.init)
+            else:
+                stack.extend((k, conds) for k in node.children())
+
+    def _classify(self, stage: str, read: TensorRead, conds: tuple[Expr, ...], g: _Guard,
+                  an: Analyzer, dom: Mapping[Var, Interval]) -> None:
+        dims: list[int] = []
+        for d, (ix, n) in enumerate(zip(read.indices, read.tensor.shape)):
+            lo, hi = g.range_of(an, ix)
+            if lo is not None and hi is not None and lo >= 0 and hi <= n - 1:
+                continue
+            if not conds and self._affine_in_loops(an, ix, dom):
+                raise ValueError(
+                    f"lower: '{stage}' reads '{read.tensor.name}' out of bounds in "
+                    f"dimension {d}: the index {ix} ranges over [{lo}, {hi}] but the valid "
+                    f"range is [0, {n - 1}] (shape {tuple(read.tensor.shape)}). Fix the "
+                    "index, or guard the read with tex.if_then_else(cond, read, other) or "
+                    "a reduction's where=")
+            dims.append(d)
+        if dims:
+            old = self.checks.get(read, ())
+            self.checks[read] = tuple(sorted(set(old) | set(dims)))
+
+    def _affine_in_loops(self, an: Analyzer, ix: Expr, dom: Mapping[Var, Interval]) -> bool:
+        """An affine function of bounded loop variables only (its interval is exact)."""
+        lf = an.linear(ix)
+        for atom in lf.terms:
+            if not (isinstance(atom, Var) and atom in dom and atom not in self.scalars):
+                return False
+            iv = dom[atom]
+            if iv.lo is None or iv.hi is None:
+                return False
+        return True
+
+    def report(self, t: Tensor, dim: int) -> Tensor:
+        """The report tensor for dimension ``dim`` of ``t``."""
+        key = (t, dim, t.dtype)
+        op = self._reports.get(key)
+        if op is None:
+            op = self._reports[key] = BoundsReportOp(t.name, dim, int(t.shape[dim]), t.dtype)
+        return op.output(0)
+
+    def checked(self, root: Expr) -> Expr:
+        """``root`` with each read needing a check wrapped in its checks."""
+        checks = self.checks
+        if not checks:
+            return root
+        memo: dict[Expr, Expr] = {}
+        stack: list[tuple[Expr, bool]] = [(root, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if node in memo:
+                continue
+            if not expanded:
+                stack.append((node, True))
+                stack.extend((k, False) for k in node.children() if k not in memo)
+                continue
+            kids = node.children()
+            new = node.with_children([memo[k] for k in kids]) if kids else node
+            dims = checks.get(node) if isinstance(node, TensorRead) else None
+            if dims:
+                assert isinstance(new, TensorRead)
+                for d in reversed(dims):
+                    ix = new.indices[d]
+                    n = int(new.tensor.shape[d])
+                    ok = fold.binary(Op.AND, ix >= 0, ix < n)
+                    new = Select(ok, new, TensorRead(self.report(node.tensor, d), [ix]))
+            memo[node] = new
+        return memo[root]
+
+
+def strip_checks(func: LoweredFunc) -> LoweredFunc:
+    """``func`` without its run-time bounds checks (each checked read reads directly)."""
+    if not report_ops(func):
+        return func
+    memo: dict[Expr, Expr] = {}
+
+    def unchecked(e: Expr) -> Expr:
+        from ..ir.visit import rewrite
+
+        def fn(node: Expr) -> Expr | None:
+            if isinstance(node, Select):
+                if _is_report_read(node.b):
+                    return node.a
+                if _is_report_read(node.a):
+                    return node.b
+            return None
+        return rewrite(e, fn, memo)
+
+    return LoweredFunc(func.name, func.params, map_exprs(func.body, unchecked), func.attrs)
