@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..arith import Analyzer, Bounds, Interval
+from ..arith.rules import LinearForm
 from ..dtype import DType
 from ..ir import fold
 from ..ir.expr import Binary, Compare, Const, Expr, Op, Reduce, Select, TensorRead, Var
@@ -142,21 +143,74 @@ class _Guard:
             self.facts.append((dict(lf.terms), slack - lf.const))
 
     def range_of(self, an: Analyzer, ix: Expr) -> tuple[int | None, int | None]:
-        """Bounds of ``ix`` from the narrowed domain and from facts on ``ix`` itself."""
-        iv = self.bounds(ix)
-        lo, hi = iv.lo, iv.hi
-        lf = an.linear(ix)
+        """Bounds of ``ix``: interval bounds on the narrowed domain, tightened at every
+        node of ``ix`` by the facts on that node (``(r - ry + 1) // 2`` with the guard
+        ``r >= ry - 1 && r < ry + 3`` is in ``[0, 1]``)."""
+        memo: dict[Expr, tuple[int | None, int | None]] = {}
+        for node in post_order(ix):
+            if node in memo:
+                continue
+            iv = self.bounds(node) if node.dtype.is_integral else Interval(None, None)
+            lo, hi = iv.lo, iv.hi
+            if isinstance(node, Binary) and node.a in memo and node.b in memo:
+                (alo, ahi), (blo, bhi) = memo[node.a], memo[node.b]
+                c = int(node.b.value) if isinstance(node.b, Const) else None
+                nlo: int | None = None
+                nhi: int | None = None
+                if node.op is Op.ADD:
+                    nlo = None if alo is None or blo is None else alo + blo
+                    nhi = None if ahi is None or bhi is None else ahi + bhi
+                elif node.op is Op.SUB:
+                    nlo = None if alo is None or bhi is None else alo - bhi
+                    nhi = None if ahi is None or blo is None else ahi - blo
+                elif node.op is Op.FLOORDIV and c is not None and c > 0:
+                    nlo = None if alo is None else alo // c
+                    nhi = None if ahi is None else ahi // c
+                elif node.op is Op.MUL and c is not None and c >= 0:
+                    nlo = None if alo is None else alo * c
+                    nhi = None if ahi is None else ahi * c
+                lo = nlo if lo is None else lo if nlo is None else max(lo, nlo)
+                hi = nhi if hi is None else hi if nhi is None else min(hi, nhi)
+            if node.dtype.is_int and self.facts:
+                flo, fhi = self._fact_range(an.linear(node))
+                lo = flo if lo is None else lo if flo is None else max(lo, flo)
+                hi = fhi if hi is None else hi if fhi is None else min(hi, fhi)
+                # x + y // c == (c*x + y) // c: facts may bound c*x + y as a whole
+                # (x = s2, y = s - rx + 1 after a split s = 2*s2 + s.phase)
+                if isinstance(node, Binary) and node.op is Op.ADD:
+                    for x, y in ((node.a, node.b), (node.b, node.a)):
+                        if isinstance(y, Binary) and y.op is Op.FLOORDIV and \
+                                isinstance(y.b, Const) and int(y.b.value) > 0:
+                            c = int(y.b.value)
+                            flo, fhi = self._fact_range(an.linear(x).scale(c).add(
+                                an.linear(y.a)))
+                            if flo is not None:
+                                lo = flo // c if lo is None else max(lo, flo // c)
+                            if fhi is not None:
+                                hi = fhi // c if hi is None else min(hi, fhi // c)
+            memo[node] = (lo, hi)
+        return memo[ix]
+
+    def _fact_range(self, lf: LinearForm) -> tuple[int | None, int | None]:
+        """Bounds of the linear form ``lf`` from the facts whose terms are a multiple of its."""
+        lo: int | None = None
+        hi: int | None = None
+        if not lf.terms:
+            return lf.const, lf.const
+        first, c_first = next(iter(lf.terms.items()))
         for terms, c0 in self.facts:
-            # terms == k * (ix's terms) for k = +-1: k * (ix - const) <= c0
-            for k in (1, -1):
-                if len(terms) == len(lf.terms) and lf.terms and all(
-                        terms.get(a) == k * c for a, c in lf.terms.items()):
-                    if k == 1:
-                        top = c0 + lf.const
-                        hi = top if hi is None else min(hi, top)
-                    else:
-                        bottom = lf.const - c0
-                        lo = bottom if lo is None else max(lo, bottom)
+            f_first = terms.get(first)
+            if len(terms) != len(lf.terms) or not f_first or c_first % f_first:
+                continue
+            m = c_first // f_first
+            # lf's terms == m * the fact's terms: m * (fact) <= or >= m * c0
+            if all(terms.get(a) is not None and c == m * terms[a] for a, c in lf.terms.items()):
+                if m > 0:
+                    top = m * c0 + lf.const
+                    hi = top if hi is None else min(hi, top)
+                else:
+                    bottom = m * c0 + lf.const
+                    lo = bottom if lo is None else max(lo, bottom)
         return lo, hi
 
 
@@ -214,6 +268,12 @@ class ReadChecker:
                     "index, or guard the read with tex.if_then_else(cond, read, other) or "
                     "a reduction's where=")
             dims.append(d)
+            import os
+            if os.environ.get("TEXDBG") and not any(
+                    isinstance(n, TensorRead) or (isinstance(n, Var) and n in self.scalars)
+                    for n in post_order(ix)):
+                with open("/tmp/texdbg.log", "a") as fh:
+                    fh.write(f"{stage}: {read} dim {d} [{lo}, {hi}] guards={len(conds)}\n")
         if dims:
             old = self.checks.get(read, ())
             self.checks[read] = tuple(sorted(set(old) | set(dims)))
@@ -257,11 +317,13 @@ class ReadChecker:
             dims = checks.get(node) if isinstance(node, TensorRead) else None
             if dims:
                 assert isinstance(new, TensorRead)
+                value: Expr = new
                 for d in reversed(dims):
                     ix = new.indices[d]
                     n = int(new.tensor.shape[d])
                     ok = fold.binary(Op.AND, ix >= 0, ix < n)
-                    new = Select(ok, new, TensorRead(self.report(node.tensor, d), [ix]))
+                    value = Select(ok, value, TensorRead(self.report(node.tensor, d), [ix]))
+                new = value
             memo[node] = new
         return memo[root]
 

@@ -205,6 +205,7 @@ class _Lowerer:
                  scalars: set[Var]) -> None:
         self.sch = sch
         self.storage = storage
+        self.params = {t: where for t, where in storage.items()}  # the arguments' storage
         self.names = names
         self.scalars = scalars
         self.inliner = Inliner(sch)
@@ -563,17 +564,52 @@ class _Lowerer:
         for iv in child.op.reduce_axis:
             root_min[iv] = _i32(iv.dom.min)
             root_ext[iv] = iv.dom.extent
+        if any(t in self.params for t in child.op.outputs):
+            box = self.argument_box(child, box, enclosing)
+            root_min.update(zip(child.op.axis, box.los))
+            root_ext.update(zip(child.op.axis, box.exts))
         clip: dict[IterVar, int] = {}
         for iv, lo, e, n_d in zip(child.op.axis, box.los, box.exts, child.op.shape):
             if not (isinstance(lo, Const) and lo.value == 0 and e == n_d):
                 clip[iv] = n_d
         buffers: list[Tensor] = []
         for t in child.op.outputs:
+            if t in self.params:  # an argument: computed in place, in the caller's array
+                env[t] = self.params[t]
+                continue
             buf = make_buffer(self.names.fresh(t.name), math.prod(box.exts), t.dtype)
             buffers.append(buf)
             env[t] = _Storage(buf, box.exts, box.los)
         return (self.nest(child, root_min, root_ext, clip, env, enclosing), buffers,
                 self.scope_of(child, enclosing))
+
+    def argument_box(self, child: Stage, box: _Region, enclosing: Sequence[_Level]
+                     ) -> _Region:
+        """The box an attached stage whose output is an argument computes per iteration:
+        ``box`` (what its readers need) when the boxes of all iterations of the enclosing
+        loops cover the whole tensor (without overlap when a loop runs in parallel), else
+        the whole tensor when every enclosing loop is serial (each iteration recomputes
+        it, in place); otherwise ``ValueError``."""
+        shape = tuple(int(n) for n in child.op.shape)
+        whole = _Region(tuple(_i32(0) for _ in shape), shape)
+        if box.exts == shape and all(isinstance(lo, Const) and lo.value == 0
+                                     for lo in box.los):
+            return box
+        parallel = [lv for lv in enclosing
+                    if lv.kind in (ForKind.PARALLEL, ForKind.THREAD) and lv.extent > 1]
+        tiling = _tiling(box, shape, enclosing)
+        if tiling is not None and (tiling == "disjoint" or not parallel):
+            return box
+        if not parallel:
+            return whole
+        loops = ", ".join(f"'{lv.iv.name}'" for lv in parallel)
+        assert child.attach_ivar is not None and child.attach_stage is not None
+        raise ValueError(
+            f"lower: '{child.name}' is an argument (the caller's array must be written in "
+            f"full), but it is computed at '{child.attach_ivar.name}' of "
+            f"'{child.attach_stage.name}' inside the parallel loop(s) {loops}, whose "
+            f"iterations compute {'overlapping parts' if tiling else 'only parts'} of it; "
+            f"compute_root '{child.name}', or leave it out of the arguments")
 
     # -- reductions across GPU threads -------------------------------------------------------
     def cross_thread_reduction(self, st: Stage, levels: list[_Level],
@@ -706,6 +742,38 @@ class _Lowerer:
                                  "(a tex.var); pass it in args to make it a scalar argument")
             return None
         return rewrite(e, fn)
+
+
+def _tiling(box: _Region, shape: Sequence[int], enclosing: Sequence[_Level]) -> str | None:
+    """How the boxes ``box.los + [0, box.exts)`` of all iterations of the enclosing loops
+    cover a tensor of ``shape``: "disjoint" (each element once), "overlapping", or None
+    when they may leave elements out (or that cannot be shown: each low must be affine in
+    loop variables no other dimension uses, over at most 2**16 values)."""
+    extent = {lv.var: lv.extent for lv in enclosing}
+    an = Analyzer()
+    used: set[Var] = set()
+    disjoint = True
+    for lo, ext, n in zip(box.los, box.exts, shape):
+        lf = an.linear(lo)
+        if any(not (isinstance(v, Var) and v in extent) or v in used for v in lf.terms):
+            return None
+        used.update(lf.terms)  # type: ignore[arg-type]
+        values = [lf.const]
+        for v, c in lf.terms.items():
+            if math.prod(extent[w] for w in lf.terms) > 1 << 16:
+                return None
+            values = [x + c * k for x in values for k in range(extent[v])]  # type: ignore[index]
+        values.sort()
+        if values[0] > 0 or values[-1] + ext < n:
+            return None
+        for a, b in zip(values, values[1:]):
+            if b - a > ext:
+                return None
+            if b - a < ext:
+                disjoint = False
+    if any(lv.extent > 1 and lv.var not in used for lv in enclosing):
+        disjoint = False  # a loop the box does not move with recomputes it
+    return "disjoint" if disjoint else "overlapping"
 
 
 def _outside_reader(child: Stage, parent: Stage, loop: str, other: Stage) -> ValueError:
