@@ -257,7 +257,8 @@ class _Lowerer:
             n = ext[iv]
             ann = st.annotations.get(iv, "serial")
             kind = _KIND.get(ann, ForKind.SERIAL)
-            var = Var(iv.name, int32, "axis")
+            # a fused loop over more than 2**31 - 1 points counts in int64
+            var = Var(iv.name, int64 if n > _INT32_LIMIT else int32, "axis")
             tag = st.bindings[iv].tag if iv in st.bindings else ""
             if tag == "vthread":  # a virtual thread: iterations interleaved in one thread
                 kind, tag = ForKind.UNROLLED, ""
@@ -267,7 +268,10 @@ class _Lowerer:
         guards: list[Expr] = []
         for rel in reversed(st.relations):
             if isinstance(rel, Split):
-                v = value[rel.outer] * rel.factor + value[rel.inner]
+                o, i = value[rel.outer], value[rel.inner]
+                if ext[rel.outer] * rel.factor > _INT32_LIMIT:  # the remainder overflows
+                    o, i = fold.cast(int64, o), fold.cast(int64, i)
+                v = o * fold.const(rel.factor, o.dtype) + i
                 value[rel.parent] = v
                 if ext[rel.outer] * rel.factor != ext[rel.parent]:
                     guards.append(v < ext[rel.parent])
@@ -279,6 +283,8 @@ class _Lowerer:
         point: dict[Var, Expr] = {}
         for iv in roots:
             v = value[iv]
+            if v.dtype is not iv.var.dtype:  # computed in int64: in range, narrowed
+                v = fold.cast(iv.var.dtype, v)
             lo = root_min.get(iv)
             if lo is not None and not (isinstance(lo, Const) and lo.value == 0):
                 v = lo + v
@@ -831,7 +837,8 @@ def _assemble(levels: Sequence[_Level], start: int, stop: int, inner: Stmt) -> S
                     body = Allocate(buf, scope, body)
         if lv.extent == 1 and lv.kind is not ForKind.THREAD:
             continue
-        body = For(lv.var, _i32(0), _i32(lv.extent), lv.kind, body, lv.tag)
+        body = For(lv.var, fold.const(0, lv.var.dtype), fold.const(lv.extent, lv.var.dtype),
+                   lv.kind, body, lv.tag)
     return body
 
 
