@@ -268,12 +268,6 @@ class ReadChecker:
                     "index, or guard the read with tex.if_then_else(cond, read, other) or "
                     "a reduction's where=")
             dims.append(d)
-            import os
-            if os.environ.get("TEXDBG") and not any(
-                    isinstance(n, TensorRead) or (isinstance(n, Var) and n in self.scalars)
-                    for n in post_order(ix)):
-                with open("/tmp/texdbg.log", "a") as fh:
-                    fh.write(f"{stage}: {read} dim {d} [{lo}, {hi}] guards={len(conds)}\n")
         if dims:
             old = self.checks.get(read, ())
             self.checks[read] = tuple(sorted(set(old) | set(dims)))

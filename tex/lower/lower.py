@@ -95,6 +95,7 @@ from .stmt import (
     map_exprs,
     seq,
     stmt_children,
+    stmt_exprs,
     walk_stmts,
     with_stmt_children,
 )
@@ -1082,8 +1083,113 @@ def remove_redundant_guards(func: LoweredFunc) -> LoweredFunc:
     return LoweredFunc(func.name, func.params, visit(func.body, frozenset()), func.attrs)
 
 
+def hoist_checks(func: LoweredFunc) -> LoweredFunc:
+    """Bounds checks whose condition does not vary in a loop leave it (loop unswitching):
+    ``for j { .. select(ok, A[..], report) .. }`` with ``ok`` independent of ``j`` ->
+    ``if (ok) { for j { .. A[..] .. } } else { the loop as it was }``; an enclosing
+    loop whose whole body is such an ``if`` moves into both branches (no copy), so a
+    check on an embedding row ``I[i]`` is tested once per row. Only conditions safe to
+    evaluate before the loop move (reads proven in bounds, none of a buffer the loop
+    writes, no integer division by a variable); one condition per loop, so code at most
+    doubles per check. Functions without checks are returned unchanged."""
+    if not _has_checks(func):
+        return func
+    an = Analyzer(loop_domains(func.body))
+    safe_memo: dict[Expr, bool] = {}
+    made: set[int] = set()  # the ifs made here (an enclosing loop may move into them)
+
+    def safe(e: Expr) -> bool:
+        got = safe_memo.get(e)
+        if got is None:
+            got = True
+            for n in post_order(e):
+                if isinstance(n, TensorRead):
+                    iv = an.bounds(n.indices[0]) if len(n.indices) == 1 else None
+                    if is_report(n.tensor) or iv is None or iv.lo is None or \
+                            iv.hi is None or iv.lo < 0 or iv.hi >= int(n.tensor.shape[0]):
+                        got = False
+                        break
+                elif isinstance(n, Binary) and n.op in (Op.DIV, Op.FLOORDIV, Op.FLOORMOD) \
+                        and not isinstance(n.b, Const):
+                    got = False
+                    break
+            safe_memo[e] = got
+        return got
+
+    def movable(cond: Expr, loop: For) -> bool:
+        """``cond`` has one value during ``loop`` and may be computed before it."""
+        inner: set[Var] = {loop.var}
+        stored: set[Tensor] = set()
+        for st in walk_stmts(loop.body):
+            if isinstance(st, (For, LetStmt)):
+                inner.add(st.var)
+            elif isinstance(st, (Store, Allocate)):
+                stored.add(st.buffer)
+        return safe(cond) and not any(
+            (isinstance(x, Var) and x in inner) or (isinstance(x, TensorRead) and
+                                                     x.tensor in stored)
+            for x in post_order(cond))
+
+    def invariant_check(loop: For) -> Expr | None:
+        for st in walk_stmts(loop.body):
+            for e in stmt_exprs(st):
+                for n in post_order(e):
+                    if isinstance(n, Select) and _is_check(n) and movable(n.cond, loop):
+                        return n.cond
+        return None
+
+    def decide(body: Stmt, cond: Expr) -> Stmt:
+        """``body`` where ``cond`` holds: its checks on ``cond`` pass."""
+        def fn(node: Expr) -> Expr | None:
+            if isinstance(node, Select) and node.cond is cond and _is_check(node):
+                return node.a
+            return None
+        memo: dict[Expr, Expr] = {}
+        return map_exprs(body, lambda e: rewrite(e, fn, memo))
+
+    def unswitch(loop: For, cond: Expr, then: Stmt, other: Stmt) -> Stmt:
+        out = IfThenElse(cond, For(loop.var, loop.min, loop.extent, loop.kind, then,
+                                   loop.thread_tag),
+                         _rename_loop(For(loop.var, loop.min, loop.extent, loop.kind, other,
+                                          loop.thread_tag)))
+        made.add(id(out))
+        return out
+
+    def visit(s: Stmt) -> Stmt:
+        kids = stmt_children(s)
+        if kids:
+            s = with_stmt_children(s, [visit(c) for c in kids])
+        if not isinstance(s, For) or s.kind is ForKind.THREAD:
+            return s
+        body = s.body
+        if isinstance(body, IfThenElse) and id(body) in made and \
+                body.else_case is not None and movable(body.cond, s):
+            return unswitch(s, body.cond, body.then_case, body.else_case)
+        cond = invariant_check(s)
+        if cond is None:
+            return s
+        # the other copy keeps its checks (they fail there): strip_checks still sees them
+        return unswitch(s, cond, decide(body, cond), body)
+
+    return LoweredFunc(func.name, func.params, visit(func.body), func.attrs)
+
+
+def _has_checks(func: LoweredFunc) -> bool:
+    for st in walk_stmts(func.body):
+        for e in stmt_exprs(st):
+            if any(isinstance(n, TensorRead) and is_report(n.tensor) for n in post_order(e)):
+                return True
+    return False
+
+
+def _is_check(s: Select) -> bool:
+    """A bounds check: ``select(ok, read, report)``."""
+    return isinstance(s.b, TensorRead) and is_report(s.b.tensor)
+
+
 PASSES: list[tuple[str, Callable[[LoweredFunc], LoweredFunc]]] = [
     ("simplify", simplify_pass),
+    ("hoist_checks", hoist_checks),
     ("partition_loops", partition_loops),
     ("remove_no_op", remove_no_op),
     ("remove_redundant_guards", remove_redundant_guards),
