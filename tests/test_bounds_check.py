@@ -272,3 +272,54 @@ def test_out_of_bounds_error_is_index_and_value_error() -> None:
     assert issubclass(OutOfBoundsError, IndexError) and issubclass(OutOfBoundsError,
                                                                    ValueError)
     assert tex.debug.OutOfBoundsError is OutOfBoundsError
+
+
+# -- found by the fuzzer (test_fuzz.py::test_data_dependent_reads_match_interpreter) -------
+
+def test_read_of_an_inlined_stage_through_data_is_checked() -> None:
+    """Inlining ``T[i] = P[0] + 1`` into ``C[j] = T[I[j]]`` leaves no read that depends on
+    ``I``: the check of ``T``'s index must survive the inlining."""
+    P = tex.placeholder((1,), name="P")
+    I = tex.placeholder((2,), "int32", name="I")
+    T = tex.compute((3,), lambda i: P[0] + 1.0, name="T")
+    C = tex.compute((2,), lambda j: T[I[j]] * 2.0, name="C")
+    s = tex.create_schedule(C.op)
+    s[T].compute_inline()
+    f = tex.build(s, [P, I, C])
+    p, c = np.array([1.5], np.float32), np.zeros(2, np.float32)
+    f(p, np.array([0, 2], np.int32), c)
+    np.testing.assert_array_equal(c, [5, 5])
+    bad = {P: p, I: np.array([0, 3], np.int32)}
+    with pytest.raises(OutOfBoundsError):
+        evaluate(C, bad)
+    with pytest.raises(OutOfBoundsError, match=r"index 3 in dimension 0 of 'T'"):
+        f(p, bad[I], c)
+
+
+def test_int64_index_into_an_inlined_select() -> None:
+    P = tex.placeholder((2,), name="P")
+    I = tex.placeholder((3,), "int64", name="I")
+    T = tex.compute((3,), lambda i: tex.if_then_else(i < 1, P[i], P[i - 1]), name="T")
+    C = tex.compute((3,), lambda j: T[I[j]], name="C")
+    s = tex.create_schedule(C.op)
+    s[T].compute_inline()
+    f = tex.build(s, [P, I, C])
+    p, ix, c = np.array([3, 4], np.float32), np.array([2, 0, 1], np.int64), np.zeros(3, np.float32)
+    f(p, ix, c)
+    np.testing.assert_array_equal(c, evaluate(C, {P: p, I: ix}))
+    with pytest.raises(OutOfBoundsError, match=rf"index {2**32} in dimension 0 of 'T'"):
+        f(p, np.array([0, 2**32, 1], np.int64), c)  # would wrap to 0 in int32
+
+
+def test_compute_at_a_producer_read_at_data_positions() -> None:
+    P = tex.placeholder((2, 3), name="P")
+    I = tex.placeholder((4,), "int32", name="I")
+    T = tex.compute((2, 3), lambda a, b: P[a, b] * 3.0, name="T")
+    C = tex.compute((4,), lambda j: T[1, I[j]], name="C")
+    s = tex.create_schedule(C.op)
+    s[T].compute_at(s[C], C.op.axis[0])
+    f = tex.build(s, [P, I, C])
+    p = np.arange(6, dtype=np.float32).reshape(2, 3)
+    ix, c = np.array([2, 0, 1, 2], np.int32), np.zeros(4, np.float32)
+    f(p, ix, c)
+    np.testing.assert_array_equal(c, evaluate(C, {P: p, I: ix}))

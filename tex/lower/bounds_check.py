@@ -214,12 +214,17 @@ class _Guard:
         return lo, hi
 
 
+def _inside(iv: Interval, n: int) -> bool:
+    return iv.lo is not None and iv.hi is not None and iv.lo >= 0 and iv.hi <= n - 1
+
+
 class ReadChecker:
     """Per-``lower`` state: which reads need a run-time check, and their reports."""
 
     def __init__(self, scalars: Iterable[Var]) -> None:
         self.scalars = set(scalars)
         self.checks: dict[TensorRead, tuple[int, ...]] = {}
+        self.seen: set[TensorRead] = set()  # every read classified
         self._reports: dict[tuple[Tensor, int, DType], BoundsReportOp] = {}
 
     def analyze(self, stage: str, roots: Sequence[Expr], dom: Mapping[Var, Interval]) -> None:
@@ -255,6 +260,7 @@ class ReadChecker:
 
     def _classify(self, stage: str, read: TensorRead, conds: tuple[Expr, ...], g: _Guard,
                   an: Analyzer, dom: Mapping[Var, Interval]) -> None:
+        self.seen.add(read)
         dims: list[int] = []
         for d, (ix, n) in enumerate(zip(read.indices, read.tensor.shape)):
             lo, hi = g.range_of(an, ix)
@@ -291,6 +297,25 @@ class ReadChecker:
             op = self._reports[key] = BoundsReportOp(t.name, dim, int(t.shape[dim]), t.dtype)
         return op.output(0)
 
+    def wrap_inlined(self, read: TensorRead, value: Expr) -> Expr:
+        """The inlined ``value`` of ``read`` (a read of an inlined stage), under the
+        read's checks: a read the analysis of its body did not see (inside indices that
+        were inlined themselves) is checked unless its interval is inside the shape."""
+        dims = self.checks.get(read)
+        if dims is None and read not in self.seen:
+            dims = tuple(d for d, (ix, n) in enumerate(zip(read.indices, read.tensor.shape))
+                         if not _inside(Bounds()(ix), int(n)))
+        return self._wrap(read, read, value, dims or ())
+
+    def _wrap(self, key: TensorRead, read: TensorRead, value: Expr, dims: Sequence[int]
+              ) -> Expr:
+        for d in reversed(dims):
+            ix = read.indices[d]
+            n = int(read.tensor.shape[d])
+            ok = fold.binary(Op.AND, ix >= 0, ix < n)
+            value = Select(ok, value, TensorRead(self.report(key.tensor, d), [ix]))
+        return value
+
     def checked(self, root: Expr) -> Expr:
         """``root`` with each read needing a check wrapped in its checks."""
         checks = self.checks
@@ -310,14 +335,8 @@ class ReadChecker:
             new = node.with_children([memo[k] for k in kids]) if kids else node
             dims = checks.get(node) if isinstance(node, TensorRead) else None
             if dims:
-                assert isinstance(new, TensorRead)
-                value: Expr = new
-                for d in reversed(dims):
-                    ix = new.indices[d]
-                    n = int(new.tensor.shape[d])
-                    ok = fold.binary(Op.AND, ix >= 0, ix < n)
-                    value = Select(ok, value, TensorRead(self.report(node.tensor, d), [ix]))
-                new = value
+                assert isinstance(new, TensorRead) and isinstance(node, TensorRead)
+                new = self._wrap(node, new, new, dims)
             memo[node] = new
         return memo[root]
 

@@ -209,8 +209,8 @@ class _Lowerer:
         self.params = {t: where for t, where in storage.items()}  # the arguments' storage
         self.names = names
         self.scalars = scalars
-        self.inliner = Inliner(sch)
         self.checker = ReadChecker(scalars)
+        self.inliner = Inliner(sch, self.checker.wrap_inlined)
         self.attached: dict[tuple[int, IterVar], list[Stage]] = {}
         for st in sch.stages:
             if st.attach_type == "scope":
@@ -554,6 +554,9 @@ class _Lowerer:
         exts: list[int] = []
         for d, n_d in enumerate(child.op.shape):
             region = Analyzer.union_range([an.affine_range(r.indices[d], ranging) for r in reads])
+            if region is not None and any(isinstance(x, TensorRead)
+                                          for x in post_order(region[0])):
+                region = None  # a box placed by data: the whole dimension
             if region is None or region[1] >= n_d:
                 los.append(_i32(0))
                 exts.append(n_d)
@@ -728,12 +731,16 @@ class _Lowerer:
     # -- reads ------------------------------------------------------------------------------
     def check_reads(self) -> None:
         """Every stage's reads proven in bounds, refused (``ValueError``) or marked for a
-        run-time check (``tex.lower.bounds_check``): inlined stages on their own bodies,
-        the others on their bodies with the inlined stages expanded."""
+        run-time check (``tex.lower.bounds_check``): every stage on its own body first
+        (reads of inlined stages included: their checks wrap the inlined values), then
+        the stages that are not inlined on their bodies with the inlined ones expanded."""
         for st in self.sch.stages:
-            axes = [*st.op.axis, *st.op.reduce_axis]
-            body = list(st.op.body) if st.attach_type == "inline" else self.body_of(st)
-            self.checker.analyze(st.name, body, dom_of(axes))
+            self.checker.analyze(st.name, list(st.op.body),
+                                 dom_of([*st.op.axis, *st.op.reduce_axis]))
+        for st in self.sch.stages:
+            if st.attach_type != "inline":
+                self.checker.analyze(st.name, self.body_of(st),
+                                     dom_of([*st.op.axis, *st.op.reduce_axis]))
 
     def flatten_reads(self, e: Expr, env: Mapping[Tensor, _Storage]) -> Expr:
         def fn(node: Expr) -> Expr | None:
@@ -1287,6 +1294,7 @@ def lower(sch: Schedule | Tensor | Sequence[Tensor], args: Sequence[Tensor | Var
         params.append(BufferParam(buf, a, is_output))
 
     lw = _Lowerer(sch, storage, names, scalars)
+    lw.check_reads()
     # placeholders read by the computation must be arguments
     for st in sch.stages:
         if st.attach_type == "inline":
@@ -1294,10 +1302,9 @@ def lower(sch: Schedule | Tensor | Sequence[Tensor], args: Sequence[Tensor | Var
         for e in lw.body_of(st):
             for node in post_order(e):
                 if isinstance(node, TensorRead) and isinstance(node.tensor.op, PlaceholderOp) \
-                        and node.tensor not in storage:
+                        and node.tensor not in storage and not is_report(node.tensor):
                     raise ValueError(f"lower: '{st.name}' reads the placeholder "
                                      f"'{node.tensor.name}', which is not in args")
-    lw.check_reads()
     temps: list[Tensor] = []
     parts: list[Stmt] = []
     for st in sch.stages:

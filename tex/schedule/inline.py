@@ -3,6 +3,9 @@ those stages' bodies. Shared by lowering (which emits them) and the auto-schedul
 reads their index maps)."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from ..ir import fold
 from ..ir.expr import Expr, TensorRead
 from ..ir.tensor import ComputeOp
 from ..ir.visit import rewrite, substitute
@@ -14,7 +17,11 @@ __all__ = ["Inliner"]
 class Inliner:
     """Expands reads of the stages that are inlined in ``sch`` when it is built."""
 
-    def __init__(self, sch: Schedule) -> None:
+    def __init__(self, sch: Schedule,
+                 wrap: Callable[[TensorRead, Expr], Expr] | None = None) -> None:
+        # wrap(read, value): what replaces ``read`` given its inlined ``value`` (lowering
+        # puts the read's bounds checks around it); the value itself by default
+        self.wrap = wrap
         self.inline_ops: dict[ComputeOp, Stage] = {
             st.op: st for st in sch.stages if st.attach_type == "inline"}
         self.memo: dict[Expr, Expr] = {}
@@ -28,7 +35,11 @@ class Inliner:
             if body is None:
                 body = self.expand(op.body[0])  # inlined stages have one output
                 self.expanded[op] = body
-            return substitute(body, {iv.var: ix for iv, ix in zip(op.axis, node.indices)})
+            # an index of another dtype (int64 data) is narrowed: in range it fits
+            value = substitute(body, {iv.var: ix if ix.dtype is iv.var.dtype else
+                                      fold.cast(iv.var.dtype, ix)
+                                      for iv, ix in zip(op.axis, node.indices)})
+            return value if self.wrap is None else self.wrap(node, value)
         return None
 
     def expand(self, e: Expr) -> Expr:
