@@ -33,11 +33,23 @@ How a schedule becomes loops (as in TVM's ScheduleOps + InferBound, on static sh
    the region outside the producer's shape are skipped by a guard. Other stages computed
    inside ``L`` may read the producer too: regions are inferred consumers first, so the
    producer's box covers their boxes' reads (softmax: max, exp and sum per row).
+   A stage whose output is an argument is computed in place, in the caller's array: the
+   boxes of the iterations must cover the tensor (checked on the enclosing loops), else the
+   box is the whole tensor (serial loops) or the build is refused (parallel or thread
+   loops), so that every argument ends up fully written. A box placed by data (a producer
+   read at ``I[j]``) is the whole dimension.
 6. **Storage flattening.** Every tensor lives in a 1-D buffer: arguments are parameters,
    other root stages are allocated around the whole body, attached ones inside their loop.
+   Flat offsets into buffers of more than 2**31 - 1 elements, fused loops over more points
+   and split remainders past it are computed in int64.
+7. **Bounds of reads** (``tex.lower.bounds_check``, before any nest is built): a read out of
+   bounds, unguarded, with an exact (affine) index range, is a ``ValueError``; a read not
+   proven in bounds is wrapped in a run-time check (``select(ok, read, report)``), reads
+   of inlined stages included (their checks wrap the inlined value).
 
 Then the passes of ``PASSES`` run in order (each dumpable with ``TEX_DUMP=lower.<name>``):
-simplification of indices and conditions with ``tex.arith`` on the loop domains, removal of
+simplification of indices and conditions with ``tex.arith`` on the loop domains, hoisting
+of bounds checks out of the loops they do not depend on, loop partitioning, removal of
 conditions it proves, and removal of empty statements.
 """
 from __future__ import annotations
@@ -1251,7 +1263,9 @@ def lower(sch: Schedule | Tensor | Sequence[Tensor], args: Sequence[Tensor | Var
     ------
     TypeError, ValueError
         Bad args (not tensors, duplicates, a placeholder the computation reads is missing,
-        an inlined tensor listed as an output, a free variable not passed).
+        an inlined tensor listed as an output, a free variable not passed); a read out of
+        bounds at some point of its domain, unguarded; an argument computed at a parallel
+        loop whose iterations would not write it exactly once.
     """
     if not isinstance(sch, Schedule):
         iterable = isinstance(sch, Iterable) and not isinstance(sch, (str, bytes))
