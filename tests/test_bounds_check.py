@@ -67,6 +67,27 @@ def test_static_out_of_bounds_read_in_an_inlined_stage_is_refused() -> None:
         tex.build(s, args)
 
 
+def test_non_affine_and_guarded_static_reads_are_decided_exactly() -> None:
+    """Indices without data are decided at build time by evaluating them on the domain
+    where their guards hold (as evaluate would), however non-affine."""
+    past = tex.compute((4,), lambda i: B4[i // 2 + 3], name="C")  # reads B[4] at i = 2, 3
+    with pytest.raises(ValueError, match=r"'B' out of bounds in dimension 0: the index "
+                                         r"i // 2 \+ 3 ranges over \[3, 4\]"):
+        tex.build(past)
+    guarded = tex.compute((4,), lambda i: tex.if_then_else(i >= 1, B4[i + 2], 0.0), name="G")
+    with pytest.raises(OutOfBoundsError):
+        evaluate(guarded, {B4: np.zeros(4, np.float32)})
+    with pytest.raises(ValueError, match=r"ranges over \[3, 5\] where its guard holds"):
+        tex.build(guarded)
+    even = tex.compute((4,), lambda i: tex.if_then_else(tex.floormod(i, 2) == 0, B4[i + 1],
+                                                        0.0), name="E")
+    f = tex.build(even)  # i + 1 in {1, 3}: in bounds, no check left
+    assert ".oob" not in f.lowered
+    b, out = np.arange(4, dtype=np.float32), np.zeros(4, np.float32)
+    f(b, out)
+    np.testing.assert_array_equal(out, evaluate(even, {B4: b}))
+
+
 def _guarded_shift() -> tex.Tensor:
     return tex.compute((4,), lambda i: tex.if_then_else(i >= 1, B4[i - 1], 0.0), name="C")
 

@@ -27,13 +27,29 @@ error slot and yields 0. ``strip_checks`` takes the checks out again
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
 
 from ..arith import Analyzer, Bounds, Interval
 from ..arith.rules import LinearForm
 from ..dtype import DType
 from ..ir import fold
-from ..ir.expr import Binary, Compare, Const, Expr, Op, Reduce, Select, TensorRead, Var
+from ..ir.expr import (
+    Binary,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    Op,
+    Reduce,
+    Select,
+    TensorRead,
+    Unary,
+    Var,
+)
+from ..ir.semantics import NUMPY_BINARY, NUMPY_UNARY
 from ..ir.tensor import PlaceholderOp, Tensor
 from ..ir.visit import post_order
 from .stmt import LoweredFunc, map_exprs
@@ -214,6 +230,64 @@ class _Guard:
         return lo, hi
 
 
+# exact decisions by evaluation: at most this many points of the variables an index uses
+EXACT_POINTS = 1 << 16
+
+
+def _exact_range(ix: Expr, conds: Sequence[Expr], dom: Mapping[Var, Interval]
+                 ) -> tuple[int, int] | None | bool:
+    """``(lo, hi)`` of ``ix`` over the points of ``dom`` where every condition holds,
+    computed on the grid of the loop variables they use (NumPy, ``tex.ir.semantics``, in
+    int64); True when no point is active; None when that cannot be computed (a tensor
+    read, a scalar argument, an unbounded or too large domain)."""
+    roots = [ix, *conds]
+    used: dict[Var, None] = {}
+    for r in roots:
+        for n in post_order(r):
+            if isinstance(n, (TensorRead, Reduce)):
+                return None
+            if isinstance(n, Var):
+                iv = dom.get(n)
+                if iv is None or iv.lo is None or iv.hi is None:
+                    return None
+                used.setdefault(n, None)
+    sizes = [int(dom[v].hi) - int(dom[v].lo) + 1 for v in used]  # type: ignore[operator]
+    if math.prod(sizes) > EXACT_POINTS:
+        return None
+    env: dict[Expr, np.ndarray] = {}
+    for k, v in enumerate(used):
+        shape = [1] * len(sizes)
+        shape[k] = sizes[k]
+        env[v] = np.arange(dom[v].lo, dom[v].hi + 1, dtype=np.int64).reshape(shape)
+    with np.errstate(all="ignore"):
+        for r in roots:
+            for n in post_order(r):
+                if n in env:
+                    continue
+                if isinstance(n, Const):
+                    env[n] = np.asarray(n.value, np.int64 if n.dtype.is_int else
+                                        n.dtype.numpy)
+                elif isinstance(n, Unary) and n.op in NUMPY_UNARY:
+                    env[n] = np.asarray(NUMPY_UNARY[n.op](env[n.a]))
+                elif isinstance(n, (Binary, Compare)) and n.op in NUMPY_BINARY:
+                    env[n] = np.asarray(NUMPY_BINARY[n.op](env[n.a], env[n.b]))
+                elif isinstance(n, Select):
+                    env[n] = np.where(env[n.cond], env[n.a], env[n.b])
+                elif isinstance(n, Cast) and n.dtype.is_int and env[n.a].dtype.kind in "iub":
+                    env[n] = env[n.a].astype(np.int64)  # no overflow in index arithmetic
+                else:
+                    return None
+        full = tuple(sizes)
+        values = np.broadcast_to(env[ix], full)
+        active = np.ones(full, bool)
+        for c in conds:
+            active &= np.broadcast_to(env[c].astype(bool), full)
+    if not active.any():
+        return True
+    chosen = values[active]
+    return int(chosen.min()), int(chosen.max())
+
+
 def _inside(iv: Interval, n: int) -> bool:
     return iv.lo is not None and iv.hi is not None and iv.lo >= 0 and iv.hi <= n - 1
 
@@ -266,6 +340,18 @@ class ReadChecker:
             lo, hi = g.range_of(an, ix)
             if lo is not None and hi is not None and lo >= 0 and hi <= n - 1:
                 continue
+            exact = _exact_range(ix, conds, dom)
+            if exact is True or (isinstance(exact, tuple) and exact[0] >= 0 and
+                                 exact[1] <= n - 1):
+                continue  # in bounds at every point where it is evaluated
+            if isinstance(exact, tuple):
+                where = " where its guard holds" if conds else ""
+                raise ValueError(
+                    f"lower: '{stage}' reads '{read.tensor.name}' out of bounds in "
+                    f"dimension {d}: the index {ix} ranges over [{exact[0]}, {exact[1]}]"
+                    f"{where} but the valid range is [0, {n - 1}] (shape "
+                    f"{tuple(read.tensor.shape)}). Fix the index, or guard the read with "
+                    "tex.if_then_else(cond, read, other) or a reduction's where=")
             if not conds and self._affine_in_loops(an, ix, dom):
                 raise ValueError(
                     f"lower: '{stage}' reads '{read.tensor.name}' out of bounds in "
