@@ -1,29 +1,33 @@
 """Read bounds of a stage: proven, refused at build time, or checked when the kernel runs.
 
-``lower`` asks ``ReadChecker.analyze`` about every stage body (inlined bodies expanded, over
-the stage's root domains: the schedule's splits and their remainder guards play no part).
-Each read ``A[i0, .., ik]`` is classified dimension by dimension with interval bounds
-(``tex.arith``):
+``lower`` asks ``ReadChecker.analyze`` about every stage: its own body over its own
+domain (inlined stages too), then, for stages that are not inlined, the body with the
+inlined stages expanded (over the stage's root domains: the schedule's splits and their
+remainder guards play no part). Each read ``A[i0, .., ik]`` is classified dimension by
+dimension, with its *guards* (the ``if_then_else`` branches and reduction ``where=``
+around it; ``&&``/``||`` do not guard, as in ``tex.testing.evaluate``):
 
-- **in bounds**: the index's interval lies in ``[0, n)``; nothing to do.
-- **refused**: the read is evaluated unconditionally (no ``if_then_else`` branch, no
-  reduction ``where=`` around it), its index is an affine function of the loop variables
-  alone (no tensor read, no scalar argument), and its interval leaves ``[0, n)``. The
-  interval of an affine function of independent loop variables over a box is exact, so
-  some point of the domain really reads out of bounds: ``ValueError`` naming the stage,
-  the tensor, the dimension and both ranges.
-- **checked at run time**: everything else that is not proven (indices read from data or
-  using scalar arguments, non-affine indices, guarded reads whose guard the analysis
-  cannot use). Guards help the proof: a guard's conjuncts that compare a loop variable, or
-  the index itself, with constants narrow the range (``select(i >= 1, A[i - 1], 0)``,
-  ``select(I[i] < 4, A[I[i]], 0)`` with a check of ``I[i] >= 0`` only).
+- **in bounds** when interval bounds (``tex.arith``) put the index inside ``[0, n)``; the
+  guards' conjuncts that compare a loop variable, the index or one of its sub-terms with
+  constants narrow the range (``select(i >= 1, A[i - 1], 0)``; ``select(I[i] < 4, A[I[i]],
+  0)`` keeps a check of ``I[i] >= 0`` only). Or, when the index and its guards use loop
+  variables only (no tensor read, no scalar argument) over at most ``EXACT_POINTS``
+  points, when the index evaluated on that grid (NumPy, ``tex.ir.semantics``) is inside
+  wherever the guards hold.
+- **refused** (``ValueError`` naming the stage, the tensor, the dimension and the index
+  range against the valid one) when that evaluation finds an active point out of bounds,
+  or when the read is unguarded and its index is an affine function of bounded loop
+  variables whose interval (then exact) leaves ``[0, n)``.
+- **checked at run time** otherwise: indices read from data or computed from scalar
+  arguments, and the rare static index neither decided nor small enough to evaluate.
 
 A checked read becomes ``select(0 <= ix && ix < n, A[..], report)`` for each checked
 dimension, where ``report`` is a read of a ``BoundsReportOp`` tensor at the index. The code
 generators evaluate a select's sides lazily when a side may fault, so ``A`` is read only
 in bounds; the report records the first violation (check, index value) in the kernel's
-error slot and yields 0. ``strip_checks`` takes the checks out again
-(``build(..., bounds_check=False)``).
+error slot and yields 0. A read of an inlined stage disappears when it is inlined: its
+checks wrap the inlined value instead (``wrap_inlined``, the ``Inliner`` hook).
+``strip_checks`` takes the checks out again (``build(..., bounds_check=False)``).
 """
 from __future__ import annotations
 
@@ -51,8 +55,8 @@ from ..ir.expr import (
 )
 from ..ir.semantics import NUMPY_BINARY, NUMPY_UNARY
 from ..ir.tensor import PlaceholderOp, Tensor
-from ..ir.visit import post_order
-from .stmt import LoweredFunc, map_exprs
+from ..ir.visit import post_order, rewrite
+from .stmt import LoweredFunc, map_exprs, stmt_exprs, walk_stmts
 
 __all__ = ["BoundsReportOp", "ReadChecker", "is_report", "strip_checks", "report_ops"]
 
@@ -88,7 +92,6 @@ def _is_report_read(e: Expr) -> bool:
 
 def report_ops(func: LoweredFunc) -> list[BoundsReportOp]:
     """The bounds reports of ``func``, in order of first appearance."""
-    from .stmt import stmt_exprs, walk_stmts
     found: dict[BoundsReportOp, None] = {}
     seen: set[Expr] = set()
     for s in walk_stmts(func.body):
@@ -434,8 +437,6 @@ def strip_checks(func: LoweredFunc) -> LoweredFunc:
     memo: dict[Expr, Expr] = {}
 
     def unchecked(e: Expr) -> Expr:
-        from ..ir.visit import rewrite
-
         def fn(node: Expr) -> Expr | None:
             if isinstance(node, Select):
                 if _is_report_read(node.b):
