@@ -1534,10 +1534,16 @@ def covered_ops() -> dict[str, frozenset[Op]]:
 # Driver
 # --------------------------------------------------------------------------------------
 
-def emit_llvm(func: LoweredFunc, options: CodegenOptions | None = None
-              ) -> tuple[str, list[str], bool, tuple[BoundsReportOp, ...]]:
-    """LLVM IR text (unoptimized) for a legalized ``func``; also the vectorization notes,
-    whether the module has a malloc status flag and its bounds checks, by number."""
+def emit_llvm(func: LoweredFunc, options: CodegenOptions | None = None) -> tuple[str, list[str],
+                                                                                 bool]:
+    """LLVM IR text (unoptimized) for a legalized ``func``; also the vectorization notes and
+    whether the module has a malloc status flag."""
+    m = _emit_module(func, options)
+    return str(m.ir), m.notes, m.status is not None
+
+
+def _emit_module(func: LoweredFunc, options: CodegenOptions | None = None) -> _ModuleEmitter:
+    """The module emitter after emitting ``func`` (its IR, notes, status flag, checks)."""
     options = options or CodegenOptions()
     host = host_target()
     module = ir.Module(name=func.name)
@@ -1552,7 +1558,7 @@ def emit_llvm(func: LoweredFunc, options: CodegenOptions | None = None
     bind_params(f, fn, func.params)
     f.stmt(func.body)
     f.finish()
-    return str(m.ir), m.notes, m.status is not None, tuple(m.checks)
+    return m
 
 
 def bind_params(f: _FunctionEmitter, fn: ir.Function, params: Sequence[Param]) -> None:
@@ -1635,7 +1641,8 @@ def compile_llvm(func: LoweredFunc, options: CodegenOptions | None = None) -> Co
         For loops bound to GPU threads.
     """
     options = options or CodegenOptions()
-    text, notes, has_status, checks = emit_llvm(func, options)
+    m = _emit_module(func, options)
+    text, notes, has_status, checks = str(m.ir), m.notes, m.status is not None, tuple(m.checks)
     debug.dump("llvm", text)
     # a context per module: the global one would keep every module's uniqued constants and
     # metadata for good (10 to 15 KB per kernel)

@@ -1111,8 +1111,9 @@ def hoist_checks(func: LoweredFunc) -> LoweredFunc:
     evaluate before the loop move (reads proven in bounds, none of a buffer the loop
     writes, no integer division by a variable); one condition per loop, so code at most
     doubles per check. Functions without checks are returned unchanged."""
-    if not _has_checks(func):
-        return func
+    if not _has_checks(func) or any(isinstance(st, For) and st.kind is ForKind.THREAD
+                                     for st in walk_stmts(func.body)):
+        return func  # on a GPU an if around a loop could split a block at its barriers
     an = Analyzer(loop_domains(func.body))
     safe_memo: dict[Expr, bool] = {}
     made: set[int] = set()  # the ifs made here (an enclosing loop may move into them)
