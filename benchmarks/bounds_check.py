@@ -17,7 +17,7 @@ checks, and the overhead. ``--quick``: tiny shapes, checks only.
     python benchmarks/bounds_check.py
     python benchmarks/bounds_check.py --quick
 
-Prints a markdown table and writes ``benchmarks/results/bounds_check.json``.
+Prints a markdown table and writes ``benchmarks/results/bounds_check.json`` (``--output``).
 """
 from __future__ import annotations
 

@@ -344,3 +344,24 @@ def test_compute_at_a_producer_read_at_data_positions() -> None:
     ix, c = np.array([2, 0, 1, 2], np.int32), np.zeros(4, np.float32)
     f(p, ix, c)
     np.testing.assert_array_equal(c, evaluate(C, {P: p, I: ix}))
+
+
+def test_cuda_checked_read_gives_zero_unreported() -> None:
+    """On CUDA a failed check reads 0 (never memory outside the buffer) but is not
+    reported yet (README); run on the GPU simulator, which flags any access outside a
+    buffer."""
+    A = tex.placeholder((4,), name="A")
+    I = tex.placeholder((32,), "int32", name="I")
+    C = tex.compute((32,), lambda i: A[I[i]] + 1.0, name="C")
+    s = tex.create_schedule(C.op)
+    bx, tx = s[C].split(C.op.axis[0], factor=8)
+    s[C].bind(bx, tex.thread_axis("blockIdx.x"))
+    s[C].bind(tx, tex.thread_axis("threadIdx.x"))
+    f = tex.build(s, [A, I, C], target="cuda -arch=sm_80")
+    a = np.arange(1, 5, dtype=np.float32)
+    ix = (np.arange(32) % 4).astype(np.int32)
+    ix[[3, 17]] = [-7, 10**6]
+    c = np.full(32, np.nan, np.float32)
+    f.simulate(a, ix, c)
+    expect = np.where((ix >= 0) & (ix < 4), a[np.clip(ix, 0, 3)], 0) + 1
+    np.testing.assert_array_equal(c, expect)
