@@ -47,6 +47,18 @@ def test_direct_read_past_2_31(huge: tuple[tex.Tensor, np.ndarray]) -> None:
     np.testing.assert_array_equal(out, [[5, 6, 7, 8], [1, 2, 3, 4]])
 
 
+def test_flatten_reads_past_2_31(huge: tuple[tex.Tensor, np.ndarray]) -> None:
+    X, x = huge
+    X3 = topi.reshape(X, (2, ROWS // 2, COLS))
+    F = topi.nn.flatten(X3)  # (2, 2**30 + 2**19): row 1 starts past 2**31 - 1 elements
+    n = F.shape[1]
+    C = tex.compute((4,), lambda i: F[1, n - 4 + i], name="C")
+    f = tex.build(C)
+    out = np.zeros(4, np.int8)
+    f(x, out)
+    np.testing.assert_array_equal(out, [1, 2, 3, 4])
+
+
 @pytest.mark.parametrize("mode", ["clip", "wrap"])
 def test_flat_take_past_2_31(huge: tuple[tex.Tensor, np.ndarray], mode: str) -> None:
     X, x = huge
