@@ -187,3 +187,25 @@ def test_gpu_thread_tiles_write_the_argument() -> None:
     f.simulate(a, b, c)
     np.testing.assert_allclose(b, a * 2 + 1, rtol=1e-6)
     np.testing.assert_allclose(c, a * 2 - 2, rtol=1e-6)
+
+
+def test_gpu_block_level_argument_is_refused() -> None:
+    """Computed at the block loop by the block's threads, an argument would pass between
+    threads through global memory without a barrier (the simulator saw the race)."""
+    A = tex.placeholder((64,), name="A")
+    B = tex.compute((64,), lambda i: A[i] * 2.0 + 1.0, name="B")
+    C = tex.compute((64,), lambda i: B[(i // 16) * 16 + 15 - i % 16] - 3.0, name="C")
+    s = tex.create_schedule(C.op)
+    bx, tx = s[C].split(C.op.axis[0], factor=16)
+    s[C].bind(bx, tex.thread_axis("blockIdx.x"))
+    s[C].bind(tx, tex.thread_axis("threadIdx.x"))
+    s[B].compute_at(s[C], bx)
+    s[B].bind(B.op.axis[0], tex.thread_axis("threadIdx.x"))
+    with pytest.raises(ValueError, match=r"'B' is an argument computed at 'i.outer' of 'C' "
+                                         r"outside 'threadIdx.x'"):
+        tex.build(s, [A, B, C], target="cuda -arch=sm_80")
+    f = tex.build(s, [A, C], target="cuda -arch=sm_80")  # B a temporary: shared, barrier
+    a = np.arange(64, dtype=np.float32)
+    c = np.full(64, np.nan, np.float32)
+    f.simulate(a, c)
+    np.testing.assert_allclose(c, (a * 2 - 2).reshape(4, 16)[:, ::-1].ravel())

@@ -342,8 +342,11 @@ class _Lowerer:
             regions[child] = self.infer_region(child, st, levels, k, point, children, regions,
                                                outer)
         for k, child in children:
+            # GPU threads of the block that run inside the attach point share the box
+            sharing = [lv for lv in levels[k + 1:]
+                       if lv.is_thread and lv.tag.startswith("threadIdx")]
             levels[k].attached.append(self.build_attached(
-                child, regions[child], env, [*outer, *levels[:k + 1]]))
+                child, regions[child], env, [*outer, *levels[:k + 1]], sharing))
         body = self.body_of(st)
         outputs = st.op.outputs
 
@@ -578,15 +581,29 @@ class _Lowerer:
         return _Region(tuple(los), tuple(exts))
 
     def build_attached(self, child: Stage, box: _Region, env: dict[Tensor, _Storage],
-                       enclosing: Sequence[_Level] = ()) -> tuple[Stmt, list[Tensor], str]:
+                       enclosing: Sequence[_Level] = (), sharing: Sequence[_Level] = ()
+                       ) -> tuple[Stmt, list[Tensor], str]:
         """The nest of ``child`` over its region; registers its buffers in ``env``
-        (``enclosing``: the loops around the attach point, outermost first)."""
+        (``enclosing``: the loops around the attach point, outermost first; ``sharing``:
+        the GPU thread indices inside it, whose threads share the box)."""
         root_min: dict[IterVar, Expr] = dict(zip(child.op.axis, box.los))
         root_ext: dict[IterVar, int] = dict(zip(child.op.axis, box.exts))
         for iv in child.op.reduce_axis:
             root_min[iv] = _i32(iv.dom.min)
             root_ext[iv] = iv.dom.extent
         if any(t in self.params for t in child.op.outputs):
+            if sharing or any(lv.is_thread for lv in enclosing) and child.bindings:
+                # the threads of a block would exchange the argument's elements through
+                # global memory, with no barrier between writes and reads
+                assert child.attach_ivar is not None and child.attach_stage is not None
+                where = f"outside {', '.join(repr(lv.tag) for lv in sharing)}" if sharing \
+                    else "with thread-bound loops of its own"
+                raise ValueError(
+                    f"lower: '{child.name}' is an argument computed at "
+                    f"'{child.attach_ivar.name}' of '{child.attach_stage.name}' {where}: the "
+                    "threads of a block would share it through global memory; compute it at "
+                    "the innermost thread loop, compute_root it, or leave it out of the "
+                    "arguments (a shared-memory copy is a stage of its own: cache_read)")
             box = self.argument_box(child, box, enclosing)
             root_min.update(zip(child.op.axis, box.los))
             root_ext.update(zip(child.op.axis, box.exts))
