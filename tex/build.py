@@ -26,7 +26,7 @@ from .codegen.llvm import CodegenOptions, compile_llvm
 from .ir.expr import Var
 from .ir.tensor import PlaceholderOp, Tensor
 from .ir.visit import topo_sort_ops
-from .lower.bounds_check import strip_checks
+from .lower.bounds_check import check_program, strip_checks
 from .lower.legalize import legalize
 from .lower.stmt import LoweredFunc
 from .runtime.jit import CACHE, cache_key, jit_compile
@@ -193,6 +193,7 @@ def build(sch: Any, args: Sequence[Tensor | Var] | None = None, target: str = "l
                             f"Tensors, got {type(sch).__name__} {sch!r}")
         if args is None:
             args = _default_args(tensors)
+        check_program(tensors)  # before auto_schedule renames stages (R.rf)
         sch = auto_schedule(tensors, target=target)
     elif args is None:
         raise TypeError("build: a Schedule needs args (the tensors and vars in call order), "

@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..arith import Analyzer, Bounds, Interval
+from ..arith import Analyzer, Bounds, Interval, dom_of
 from ..arith.rules import LinearForm
 from ..dtype import DType
 from ..ir import fold
@@ -54,11 +54,12 @@ from ..ir.expr import (
     Var,
 )
 from ..ir.semantics import NUMPY_BINARY, NUMPY_UNARY
-from ..ir.tensor import PlaceholderOp, Tensor
-from ..ir.visit import post_order, rewrite
+from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
+from ..ir.visit import post_order, rewrite, topo_sort_ops
 from .stmt import LoweredFunc, map_exprs, stmt_exprs, walk_stmts
 
-__all__ = ["BoundsReportOp", "ReadChecker", "is_report", "strip_checks", "report_ops"]
+__all__ = ["BoundsReportOp", "ReadChecker", "check_program", "is_report", "strip_checks",
+           "report_ops"]
 
 
 class BoundsReportOp(PlaceholderOp):
@@ -428,6 +429,16 @@ class ReadChecker:
                 new = self._wrap(node, new, new, dims)
             memo[node] = new
         return memo[root]
+
+
+def check_program(tensors: Sequence[Tensor]) -> None:
+    """Refuse the reads of the computes ``tensors`` depend on that are out of bounds (see
+    ``ReadChecker``), on the program as written: run before a schedule rewrites it (an
+    auto-scheduler's rfactor stage ``R.rf``), the message names the user's tensors."""
+    checker = ReadChecker(())
+    for op in topo_sort_ops(list(tensors)):
+        if isinstance(op, ComputeOp):
+            checker.analyze(op.name, list(op.body), dom_of([*op.axis, *op.reduce_axis]))
 
 
 def strip_checks(func: LoweredFunc) -> LoweredFunc:
