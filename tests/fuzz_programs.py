@@ -15,6 +15,8 @@ a fresh operand). Every step draws one template:
 * ``pad``: a shifted read guarded by an in-range condition (zero padding);
 * ``gather`` (only in ``gather_programs``, last): a read through an integer placeholder,
   fed in range or with one value out of range;
+* ``shifted`` (only in ``shifted_programs``, last): reads shifted by -1..1 per dimension,
+  possibly out of range, unguarded or under a condition;
 * topi ops: broadcasting binary ops against a fresh placeholder of a broadcast-compatible
   shape, ``transpose``, ``reshape``, ``sum``/``max`` with ``keepdims``, ``concatenate``.
 
@@ -321,6 +323,38 @@ def gather(draw: Draw, prog: Program) -> tex.Tensor:
             return tex.if_then_else(_condition(draw, loops), value, 0.5)
         return value
     return tex.compute(shape, body, name=_name(prog))
+
+
+def shifted(draw: Draw, prog: Program) -> tex.Tensor:
+    """``C[i] = f(src[i + s])`` over ``src``'s shape with shifts ``s`` in ``[-1, 1]`` per
+    dimension, possibly out of range, the read unguarded, under a random condition or
+    under the condition that keeps it in range (only in ``shifted_programs``, last)."""
+    src = _pick(draw, prog, 1)
+    shifts = [draw(st.integers(-1, 1)) for _ in src.shape]
+    guard = draw(st.sampled_from(["none", "random", "exact"]))
+
+    def body(*ivs: Any) -> Any:
+        loops = list(zip(ivs, src.shape))
+        read = src[tuple(v + s for v, s in zip(ivs, shifts))]
+        value = UNARY[draw(st.sampled_from(sorted(UNARY)))](read)
+        if guard == "random":
+            return tex.if_then_else(_condition(draw, loops), value, 0.5)
+        if guard == "exact":
+            inside = tex.all(*[tex.all(v + s >= 0, v + s < n)
+                               for v, s, n in zip(ivs, shifts, src.shape)])
+            return tex.if_then_else(inside, value, 0.5)
+        return value
+    return tex.compute(src.shape, body, name=_name(prog))
+
+
+@st.composite
+def shifted_programs(draw: Draw, dtypes: tuple[str, ...] = ("float64",),
+                     max_steps: int = 3) -> Program:
+    """A random program (``programs``) ending with a ``shifted`` step."""
+    prog = draw(programs(dtypes, max_steps))
+    prog.templates.append("shifted")
+    prog.computes.append(shifted(draw, prog))
+    return prog
 
 
 @st.composite

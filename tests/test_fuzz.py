@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fuzz_programs import Program, feed, gather_programs, programs
+from fuzz_programs import Program, feed, gather_programs, programs, shifted_programs
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
@@ -196,6 +196,26 @@ def test_data_dependent_reads_match_interpreter(prog: Program, data: st.DataObje
             continue
         assert want is not None, "evaluate raised OutOfBoundsError, the built function not"
         assert_matches(got, want, prog.dtype)
+
+
+@settings(FUZZ, max_examples=max(10, EXAMPLES // 5))
+@given(shifted_programs(dtypes=("float64",)))
+def test_static_reads_out_of_range_are_refused_like_evaluate(prog: Program) -> None:
+    """Reads with indices fixed by the program: the build refuses (``ValueError`` naming
+    the read) exactly the programs on which the interpreter raises ``OutOfBoundsError``,
+    and computes the same on the others (no run-time check fires)."""
+    values = feed(prog)
+    try:
+        want = evaluate(prog.out, values)
+    except OutOfBoundsError:
+        want = None
+    event("out of bounds" if want is None else "in bounds")
+    if want is None:
+        with pytest.raises(ValueError, match=r"reads '\w+' out of bounds") as info:
+            run_built(auto_schedule(prog.out), prog, values)
+        assert not isinstance(info.value, OutOfBoundsError), info.value
+        return
+    assert_matches(run_built(auto_schedule(prog.out), prog, values), want, prog.dtype)
 
 
 @FUZZ
