@@ -17,7 +17,7 @@ Invariants the code generators rely on:
 - Every buffer read or written is a parameter or is declared by an enclosing ``Allocate``;
   a read of a ``tex.lower.bounds_check.BoundsReportOp`` tensor is no buffer access but the
   report of a failed bounds check (it gives 0), always the lazily evaluated side of a
-  ``select(ok, read, report)`` or in a copy of a loop run only when ``ok`` fails.
+  ``select(ok, read, report)``.
 
 Nodes are frozen dataclasses; passes build new trees.
 """
