@@ -38,7 +38,7 @@ import numpy as np
 
 from ..arith import Analyzer, Bounds, Interval, dom_of
 from ..arith.rules import LinearForm
-from ..dtype import DType
+from ..dtype import DType, boolean
 from ..ir import fold
 from ..ir.expr import (
     Binary,
@@ -292,6 +292,16 @@ def _exact_range(ix: Expr, conds: Sequence[Expr], dom: Mapping[Var, Interval]
     return int(chosen.min()), int(chosen.max())
 
 
+# contexts (guard sets) a node is analyzed under before "some unknown guard" stands for
+# the others; the unknown guard proves nothing and allows no refusal (a run-time check)
+MAX_CONTEXTS = 8
+_UNKNOWN: tuple[Expr, ...] = (Var("unknown guard", boolean),)
+
+
+def _guarded(conds: tuple[Expr, ...], cond: Expr) -> tuple[Expr, ...]:
+    return conds if conds is _UNKNOWN else (*conds, cond)
+
+
 def _inside(iv: Interval, n: int) -> bool:
     return iv.lo is not None and iv.hi is not None and iv.lo >= 0 and iv.hi <= n - 1
 
@@ -312,11 +322,20 @@ class ReadChecker:
         an = Analyzer(dict(dom))
         guards: dict[tuple[Expr, ...], _Guard] = {}
         seen: set[tuple[Expr, tuple[Expr, ...]]] = set()
+        contexts: dict[Expr, int] = {}
         stack: list[tuple[Expr, tuple[Expr, ...]]] = [(r, ()) for r in roots]
         while stack:
             node, conds = stack.pop()
             if (node, conds) in seen:
                 continue
+            # a node shared under many different guards (nested selects) is visited under
+            # a few of them, then once under "some unknown guard": linear, not exponential
+            count = contexts.get(node, 0)
+            if count >= MAX_CONTEXTS and conds is not _UNKNOWN:
+                conds = _UNKNOWN
+                if (node, conds) in seen:
+                    continue
+            contexts[node] = count + 1
             seen.add((node, conds))
             if isinstance(node, TensorRead) and not isinstance(node.tensor.op, BoundsReportOp):
                 g = guards.get(conds)
@@ -325,11 +344,11 @@ class ReadChecker:
                 self._classify(stage, node, conds, g, an, dom)
             if isinstance(node, Select):
                 stack.append((node.cond, conds))
-                stack.append((node.a, (*conds, node.cond)))
-                stack.append((node.b, (*conds, fold.logical_not(node.cond))))
+                stack.append((node.a, _guarded(conds, node.cond)))
+                stack.append((node.b, _guarded(conds, fold.logical_not(node.cond))))
             elif isinstance(node, Reduce):
                 inner = conds if isinstance(node.condition, Const) else \
-                    (*conds, node.condition)
+                    _guarded(conds, node.condition)
                 stack.extend((s, inner) for s in node.source)
                 stack.append((node.condition, conds))
                 stack.extend((i, conds) for i in node.init)
