@@ -13,6 +13,10 @@ a fresh operand). Every step draws one template:
 * ``reduce``: the same, under ``sum``/``max``/``min`` over 1-2 reduction axes, sometimes with
   a ``where=`` index condition;
 * ``pad``: a shifted read guarded by an in-range condition (zero padding);
+* ``gather`` (only in ``gather_programs``, last): a read through an integer placeholder,
+  fed in range or with one value out of range;
+* ``shifted`` (only in ``shifted_programs``, last): reads shifted by -1..1 per dimension,
+  possibly out of range, unguarded or under a condition;
 * topi ops: broadcasting binary ops against a fresh placeholder of a broadcast-compatible
   shape, ``transpose``, ``reshape``, ``sum``/``max`` with ``keepdims``, ``concatenate``.
 
@@ -51,6 +55,8 @@ class Program:
     affine: bool = True
     selects: bool = False  # has a max/min reduction
     templates: list[str] = field(default_factory=list)
+    # integer placeholders read as indices (``gather``): the extent they index
+    indices: dict[tex.Tensor, int] = field(default_factory=dict)
 
     @property
     def out(self) -> tex.Tensor:
@@ -291,6 +297,76 @@ TEMPLATES: dict[str, Callable[[Draw, Program], tex.Tensor]] = {
 }
 
 
+def gather(draw: Draw, prog: Program) -> tex.Tensor:
+    """``C[idx] = f(src[.., I[idx] + c, ..])``: one dimension of an earlier tensor read
+    through a fresh integer placeholder ``I`` (int32 or int64; ``feed`` fills it in range,
+    ``feed(bad=...)`` puts one value out of range), the read sometimes under an
+    ``if_then_else`` on the loop variables."""
+    src = _pick(draw, prog, 1)
+    d = draw(st.integers(0, src.ndim - 1))
+    shape = _shape(draw, 1)
+    index = tex.placeholder(shape, draw(st.sampled_from(["int32", "int64"])),
+                            name=f"I{len(prog.inputs)}")
+    shift = draw(st.integers(0, 1)) if src.shape[d] > 1 else 0
+    prog.inputs.append(index)
+    prog.indices[index] = src.shape[d] - shift
+    guarded = draw(st.booleans())
+
+    def body(*ivs: Any) -> Any:
+        loops = list(zip(ivs, shape))
+        idx = [_index(draw, prog, loops, n) for n in src.shape]
+        ix = index[ivs]
+        idx[d] = ix + shift if shift else ix
+        read = src[tuple(idx)]
+        value = UNARY[draw(st.sampled_from(sorted(UNARY)))](read)
+        if guarded:
+            return tex.if_then_else(_condition(draw, loops), value, 0.5)
+        return value
+    return tex.compute(shape, body, name=_name(prog))
+
+
+def shifted(draw: Draw, prog: Program) -> tex.Tensor:
+    """``C[i] = f(src[i + s])`` over ``src``'s shape with shifts ``s`` in ``[-1, 1]`` per
+    dimension, possibly out of range, the read unguarded, under a random condition or
+    under the condition that keeps it in range (only in ``shifted_programs``, last)."""
+    src = _pick(draw, prog, 1)
+    shifts = [draw(st.integers(-1, 1)) for _ in src.shape]
+    guard = draw(st.sampled_from(["none", "random", "exact"]))
+
+    def body(*ivs: Any) -> Any:
+        loops = list(zip(ivs, src.shape))
+        read = src[tuple(v + s for v, s in zip(ivs, shifts))]
+        value = UNARY[draw(st.sampled_from(sorted(UNARY)))](read)
+        if guard == "random":
+            return tex.if_then_else(_condition(draw, loops), value, 0.5)
+        if guard == "exact":
+            inside = tex.all(*[tex.all(v + s >= 0, v + s < n)
+                               for v, s, n in zip(ivs, shifts, src.shape)])
+            return tex.if_then_else(inside, value, 0.5)
+        return value
+    return tex.compute(src.shape, body, name=_name(prog))
+
+
+@st.composite
+def shifted_programs(draw: Draw, dtypes: tuple[str, ...] = ("float64",),
+                     max_steps: int = 3) -> Program:
+    """A random program (``programs``) ending with a ``shifted`` step."""
+    prog = draw(programs(dtypes, max_steps))
+    prog.templates.append("shifted")
+    prog.computes.append(shifted(draw, prog))
+    return prog
+
+
+@st.composite
+def gather_programs(draw: Draw, dtypes: tuple[str, ...] = ("float64",),
+                    max_steps: int = 3) -> Program:
+    """A random program (``programs``) ending with a ``gather`` step."""
+    prog = draw(programs(dtypes, max_steps))
+    prog.templates.append("gather")
+    prog.computes.append(gather(draw, prog))
+    return prog
+
+
 @st.composite
 def programs(draw: Draw, dtypes: tuple[str, ...] = ("float64",), max_steps: int = 6) -> Program:
     """A random program (see the module docstring)."""
@@ -304,7 +380,20 @@ def programs(draw: Draw, dtypes: tuple[str, ...] = ("float64",), max_steps: int 
     return prog
 
 
-def feed(prog: Program, seed: int = 0) -> dict[tex.Tensor, np.ndarray]:
-    """Seeded standard-normal data for every placeholder."""
+def feed(prog: Program, seed: int = 0, bad: int | None = None
+         ) -> dict[tex.Tensor, np.ndarray]:
+    """Seeded standard-normal data for every placeholder; index placeholders in range,
+    but for one element set to ``bad`` (clipped to the dtype) when given."""
     rng = np.random.default_rng(seed)
-    return {p: rng.standard_normal(p.shape).astype(prog.dtype) for p in prog.inputs}
+    out = {}
+    for p in prog.inputs:
+        n = prog.indices.get(p)
+        if n is None:
+            out[p] = rng.standard_normal(p.shape).astype(prog.dtype)
+            continue
+        values = rng.integers(0, n, p.shape).astype(p.dtype.numpy)
+        if bad is not None:
+            info = np.iinfo(p.dtype.numpy)
+            values.flat[rng.integers(0, values.size)] = min(max(bad, info.min), info.max)
+        out[p] = values
+    return out

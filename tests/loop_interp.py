@@ -10,8 +10,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tex.debug import OutOfBoundsError
 from tex.ir.expr import Binary, Cast, Compare, Const, Expr, Select, TensorRead, Unary, Var
 from tex.ir.semantics import NUMPY_BINARY, NUMPY_UNARY, numpy_cast
+from tex.lower.bounds_check import is_report
 from tex.lower.stmt import (
     Allocate,
     BufferParam,
@@ -37,6 +39,8 @@ class _Machine:
                 return np.asarray(value, dtype.numpy)[()]
             case Var():
                 return self.env[e]
+            case TensorRead(buf, (ix,)) if is_report(buf):
+                raise OutOfBoundsError(buf.op.describe(int(self.ev(ix))))
             case TensorRead(buf, (ix,)):
                 i = int(self.ev(ix))
                 arr = self.mem[buf]

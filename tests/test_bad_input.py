@@ -69,6 +69,7 @@ Y = tex.placeholder((4, 8), name="Y")
 C = tex.compute((4, 8), lambda i, j: X[i, j] * 2.0 + Y[i, j], name="C")
 kr = tex.reduce_axis((0, 8), name="kr")
 R = tex.compute((4,), lambda i: tex.sum(C[i, kr], axis=kr), name="R")
+kb = tex.reduce_axis((0, 5), name="kb")
 E = tex.compute((4, 8), lambda i, j: X[i, j] + 1.0, name="E")  # not read by R
 nvar = tex.var("n")
 SV = tex.compute((4,), lambda i: X[i, 0] * nvar.astype("float32"), name="SV")
@@ -629,7 +630,28 @@ LOWER_BUILD: list[Case] = [
      TypeError, r"build: a Schedule needs args"),
     ("build-not-schedule", lambda: tex.build(None),
      TypeError, r"build: expected a Schedule \(with args\) or a Tensor / list of Tensors"),
+    ("build-read-out-of-bounds",
+     lambda: tex.build(tex.compute((4,), lambda i: B[i + 10], name="T")),
+     ValueError, r"lower: 'T' reads 'B' out of bounds in dimension 0: the index i \+ 10 "
+                 r"ranges over \[10, 13\] but the valid range is \[0, 3\]"),
+    ("build-reduction-out-of-bounds",
+     lambda: tex.build(tex.compute((1,), lambda i: tex.sum(F[kb], axis=kb), name="T")),
+     ValueError, r"reads 'F' out of bounds in dimension 0: the index kb ranges over \[0, 4\]"),
+    ("build-bounds-check-str", lambda: tex.build(sched(), [X, Y, R], bounds_check="no"),
+     TypeError, r"build: bounds_check must be a bool \(True or False\), got str 'no'"),
+    ("build-compute-at-argument-in-parallel",
+     lambda: tex.build(*_parallel_overlap_args()),
+     ValueError, r"lower: 'C' is an argument .* inside the parallel loop\(s\) 'i'"),
 ]
+
+
+def _parallel_overlap_args() -> tuple[tex.schedule.Schedule, list[tex.Tensor]]:
+    """C (an argument) attached in a parallel loop of R, whose iterations overlap."""
+    R2 = tex.compute((3, 8), lambda i, j: C[i, j] + C[i + 1, j], name="R2")
+    s = tex.create_schedule(R2.op)
+    s[R2].parallel(R2.op.axis[0])
+    s[C].compute_at(s[R2], R2.op.axis[0])
+    return s, [X, Y, C, R2]
 
 
 # --------------------------------------------------------------------------------------
@@ -829,6 +851,17 @@ CORPUS: list[Case] = [*BUILDERS, *TOPI, *AUTODIFF, *SCHEDULES, *LOWER_BUILD, *CA
 def test_malformed_use_raises_user_error(name: str, thunk: Callable[[], Any],
                                          exc: type[Exception], match: str) -> None:
     raises_user_error(thunk, exc, match)
+
+
+def test_index_data_out_of_range_raises_out_of_bounds_error() -> None:
+    """Bad index data is a user error too: ``OutOfBoundsError``, an ``IndexError`` (which
+    the corpus above counts as internal) and a ``ValueError``, naming the culprit."""
+    f = tex.build(tex.compute((3,), lambda i: B[I[i]], name="G"))
+    with pytest.raises(tex.testing.OutOfBoundsError,
+                       match=r"main: index 9 in dimension 0 of 'B' is out of bounds "
+                             r"\(valid range \[0, 3\]\)") as info:
+        f(f32(4), np.array([0, 9, 1], np.int32), f32(3))
+    assert isinstance(info.value, ValueError)
 
 
 def test_corpus_is_large_and_uniquely_named() -> None:

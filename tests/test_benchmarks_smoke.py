@@ -109,3 +109,17 @@ def test_scaling_quick(tmp_path: Path) -> None:
         for row in r["rows"]:
             assert set(row["seconds"]) == {"differentiate", "auto_schedule", "lower", "build"}
             assert row["peak_bytes"] > 0
+
+def test_bounds_check_quick(tmp_path: Path) -> None:
+    """benchmarks/bounds_check.py --quick builds each workload with and without run-time
+    bounds checks at tiny shapes and checks both against NumPy; the unclipped embedding
+    and the unpool keep one check, take and the max-pool gradient none (proven)."""
+    import json
+
+    out = tmp_path / "bounds_check.json"
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/bounds_check.py", "--quick", "--output", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    checks = {r["workload"]: r["checks"] for r in json.loads(out.read_text())["workloads"]}
+    assert checks == {"embedding": 1, "take": 0, "maxpool2d": 0, "unpool": 1}

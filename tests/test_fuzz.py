@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fuzz_programs import Program, feed, programs
+from fuzz_programs import Program, feed, gather_programs, programs, shifted_programs
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
@@ -30,7 +30,7 @@ import tex
 from tex.autodiff import iteration_count, jvp
 from tex.ir.tensor import ComputeOp
 from tex.schedule import auto_schedule
-from tex.testing import check_grad, evaluate
+from tex.testing import OutOfBoundsError, check_grad, evaluate
 
 EXAMPLES = int(os.environ.get("TEX_FUZZ_EXAMPLES", "150"))
 
@@ -169,6 +169,53 @@ def test_build_matches_interpreter(prog: Program, data: st.DataObject) -> None:
         event("schedule refused by lower")
         return
     assert_matches(got, want, prog.dtype)
+
+
+@settings(FUZZ, max_examples=max(10, EXAMPLES // 5))  # two builds per example
+@given(gather_programs(dtypes=("float64", "float32")), st.data())
+def test_data_dependent_reads_match_interpreter(prog: Program, data: st.DataObject) -> None:
+    """Reads through index data, in range or not (int32 and int64, one value at the ends,
+    far out, or at the dtype's limits): the compiled program (auto-scheduled and randomly
+    scheduled) raises ``OutOfBoundsError`` exactly when the interpreter does, and computes
+    the same otherwise."""
+    bad = data.draw(st.sampled_from([None, -1, 7, -(2**31), 2**31 - 1, 2**40]))
+    values = feed(prog, bad=bad)
+    try:
+        want = evaluate(prog.out, values)
+    except OutOfBoundsError:
+        want = None
+    event("out of bounds" if want is None else "in bounds")
+    for s in (auto_schedule(prog.out), random_schedule(data, prog.out)):
+        try:
+            got = run_built(s, prog, values)
+        except OutOfBoundsError as e:
+            assert want is None, f"built raised, evaluate did not: {e}"
+            continue
+        except ValueError as e:  # a schedule lowering refuses (as in the test above)
+            assert any(f"'{st.name}'" in str(e) for st in _stages(s)), e
+            continue
+        assert want is not None, "evaluate raised OutOfBoundsError, the built function not"
+        assert_matches(got, want, prog.dtype)
+
+
+@settings(FUZZ, max_examples=max(10, EXAMPLES // 5))
+@given(shifted_programs(dtypes=("float64",)))
+def test_static_reads_out_of_range_are_refused_like_evaluate(prog: Program) -> None:
+    """Reads with indices fixed by the program: the build refuses (``ValueError`` naming
+    the read) exactly the programs on which the interpreter raises ``OutOfBoundsError``,
+    and computes the same on the others (no run-time check fires)."""
+    values = feed(prog)
+    try:
+        want = evaluate(prog.out, values)
+    except OutOfBoundsError:
+        want = None
+    event("out of bounds" if want is None else "in bounds")
+    if want is None:
+        with pytest.raises(ValueError, match=r"reads '\w+' out of bounds") as info:
+            run_built(auto_schedule(prog.out), prog, values)
+        assert not isinstance(info.value, OutOfBoundsError), info.value
+        return
+    assert_matches(run_built(auto_schedule(prog.out), prog, values), want, prog.dtype)
 
 
 @FUZZ

@@ -224,8 +224,9 @@ def test_printed_expression_names_shared_values():
 
 def _guarded_sum(n: int) -> tuple[tex.Tensor, tex.Tensor]:
     """Nested selects whose taken side reads out of bounds elsewhere (emitted lazily) and
-    whose two sides share the inner select."""
-    A = tex.placeholder((n + 16,), name="A")
+    whose two sides share the inner select (the index never passes the end: the largest,
+    j + 16 at k = 0, is below n + 32)."""
+    A = tex.placeholder((n + 32,), name="A")
 
     def body(j):  # type: ignore[no-untyped-def]
         e = tex.const(0.0)
@@ -247,7 +248,7 @@ def test_nested_lazy_selects_emit_shared_values_once():
     assert ir_sizes[12] < 2.5 * ir_sizes[6], ir_sizes
     A, G = _guarded_sum(400)
     f = tex.build(tex.create_schedule(G.op), [A, G])
-    a = np.random.default_rng(2).random(416).astype("float32")
+    a = np.random.default_rng(2).random(432).astype("float32")
     got = np.zeros(16, "float32")
     f(a, got)
     np.testing.assert_allclose(got, tex.testing.evaluate(G, {A: a}), rtol=1e-5)

@@ -29,6 +29,7 @@ from .codegen.llvm import CodegenOptions, compile_llvm
 from .ir.expr import Var
 from .ir.tensor import PlaceholderOp, Tensor
 from .ir.visit import topo_sort_ops
+from .lower.bounds_check import check_program, strip_checks
 from .lower.legalize import legalize
 from .lower.stmt import LoweredFunc
 from .runtime.jit import CACHE, Kernel, cache_key, jit_compile
@@ -91,7 +92,7 @@ def build_cuda(func: LoweredFunc, target: str = "cuda", fastmath: bool = False) 
 
 
 def build_lowered(func: LoweredFunc, target: str = "llvm",
-                  fastmath: bool = False) -> Any:
+                  fastmath: bool = False, bounds_check: bool = True) -> Any:
     """Compile a lowered function: legalize, generate LLVM, optimize, JIT (cached).
 
     Parameters
@@ -102,6 +103,9 @@ def build_lowered(func: LoweredFunc, target: str = "llvm",
         ``"llvm"`` (alias ``"cpu"``): the host CPU.
     fastmath : bool
         Allow LLVM's fast-math rewrites on float operations.
+    bounds_check : bool
+        Keep the run-time bounds checks ``lower`` put on reads it could not prove in
+        bounds (see ``build``); False removes them.
 
     Returns
     -------
@@ -112,6 +116,9 @@ def build_lowered(func: LoweredFunc, target: str = "llvm",
     ValueError
         For an unknown target, or a loop the target cannot run (GPU thread loops).
     """
+    bounds_check = _check_flag(bounds_check, "build: bounds_check")
+    if not bounds_check:
+        func = strip_checks(func)
     if _target(target) == "cuda":
         return build_cuda(func, target, fastmath)
     target = _target(target)
@@ -119,7 +126,7 @@ def build_lowered(func: LoweredFunc, target: str = "llvm",
     openmp = load_openmp() is not None and parallel_allowed()
     options = CodegenOptions(fastmath=_check_flag(fastmath, "build: fastmath"),
                              num_threads=debug.current().num_threads,
-                             openmp=openmp)
+                             openmp=openmp, bounds_check=bounds_check)
 
     def compiled(opts: CodegenOptions) -> Kernel:
         key = cache_key(func, target, opts)
@@ -146,7 +153,8 @@ def _default_args(outputs: Sequence[Tensor]) -> list[Tensor]:
 
 
 def build(sch: Any, args: Sequence[Tensor | Var] | None = None, target: str = "llvm",
-          name: str = "main", fastmath: bool = False) -> BuiltFunction:
+          name: str = "main", fastmath: bool = False, bounds_check: bool = True
+          ) -> BuiltFunction:
     """Compile a schedule (or output tensors) into a callable.
 
     Parameters
@@ -162,6 +170,17 @@ def build(sch: Any, args: Sequence[Tensor | Var] | None = None, target: str = "l
         The function name (in the generated code and error messages).
     fastmath : bool
         Allow fast-math float rewrites.
+    bounds_check : bool
+        Check at run time the reads ``lower`` cannot prove in bounds (indices read from
+        data or computed from scalar arguments; reads whose bounds are decided out of
+        range are refused at build time). Default True. A checked function that reads
+        out of bounds raises ``tex.testing.OutOfBoundsError`` (an ``IndexError`` and a
+        ``ValueError``) after the kernel has run to the end, naming the tensor, the
+        dimension, the index and the valid range of the first violation; the kernel
+        never touches memory outside its buffers: every out-of-bounds read gives 0, and
+        the outputs hold exactly what the program computes with those zeros (on CUDA the
+        zeros are used but not reported). False removes the checks, for data already
+        validated: an out-of-range index then reads whatever memory it reaches.
 
     Returns
     -------
@@ -171,7 +190,9 @@ def build(sch: Any, args: Sequence[Tensor | Var] | None = None, target: str = "l
     Raises
     ------
     TypeError, ValueError
-        For bad arguments, an unknown target or a loop the target cannot run.
+        For bad arguments, an unknown target or a loop the target cannot run; a read
+        out of bounds at some point of its stage, unguarded (``ValueError`` naming the
+        stage, the tensor, the dimension and the index range against the valid one).
 
     Example
     -------
@@ -180,6 +201,7 @@ def build(sch: Any, args: Sequence[Tensor | Var] | None = None, target: str = "l
     """
     kind = _target(target)
     _check_flag(fastmath, "build: fastmath")
+    _check_flag(bounds_check, "build: bounds_check")
     from .lower import lower  # lazily: lower imports the schedule machinery
     from .schedule import Schedule, auto_schedule
 
@@ -191,14 +213,15 @@ def build(sch: Any, args: Sequence[Tensor | Var] | None = None, target: str = "l
                             f"Tensors, got {type(sch).__name__} {sch!r}")
         if args is None:
             args = _default_args(tensors)
+        check_program(tensors)  # before auto_schedule renames stages (R.rf)
         sch = auto_schedule(tensors, target=target)
     elif args is None:
         raise TypeError("build: a Schedule needs args (the tensors and vars in call order), "
                         "e.g. tex.build(s, [A, B, C])")
     if kind == "cuda":  # lower checks args (a list of tensors and vars, or one of them)
-        return build_cuda(lower(sch, args, name=name), target, fastmath)
+        return build_lowered(lower(sch, args, name=name), target, fastmath, bounds_check)
     func = lower(sch, args, name=name)
-    return build_lowered(func, target, fastmath)
+    return build_lowered(func, target, fastmath, bounds_check)
 
 
 class _CallableModule(types.ModuleType):

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["Config", "config", "current", "dump", "should_dump", "InternalError",
-           "MAX_THREADS_PER_CORE", "max_threads"]
+           "MAX_THREADS_PER_CORE", "max_threads", "OutOfBoundsError"]
 
 MAX_THREADS_PER_CORE = 4  # TEX_NUM_THREADS is clamped to this many threads per core
 
@@ -41,6 +41,13 @@ class InternalError(RuntimeError):
         if ir is not None:
             text += f"\n--- IR ---\n{ir}"
         super().__init__(text)
+
+
+class OutOfBoundsError(IndexError, ValueError):
+    """A tensor read outside its shape at a point where the read is used (a program bug).
+
+    Raised by ``tex.testing.evaluate`` and by built functions' run-time bounds checks
+    (defined here, at the bottom of the layers, so that both can raise it)."""
 
 
 @dataclass(frozen=True)

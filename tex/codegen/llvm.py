@@ -83,6 +83,7 @@ from ..ir.expr import (
 )
 from ..ir.tensor import Tensor
 from ..ir.visit import post_order
+from ..lower.bounds_check import BoundsReportOp, is_report
 from ..lower.lower import loop_domains
 from ..lower.stmt import (
     Allocate,
@@ -272,6 +273,9 @@ class CodegenOptions:
     contract: bool = True
     num_threads: int = 0  # passed to GOMP_parallel; 0 = the OpenMP default
     openmp: bool = True  # False: parallel loops run serially
+    # run-time bounds checks kept (``build(bounds_check=...)``; the checks themselves are
+    # in the lowered function, which ``tex.lower.bounds_check.strip_checks`` removes)
+    bounds_check: bool = True
 
 
 @dataclass
@@ -284,6 +288,10 @@ class CompiledModule:
     module: llvm.ModuleRef | None  # the optimized module; the JIT takes ownership
     status_symbol: str | None  # global i32 set to 1 when malloc failed, if any
     notes: tuple[str, ...] = ()  # vectorization decisions, for tests and TEX_DUMP
+    # run-time bounds checks: ``@<name>.oob`` (i32, 1 + the number of the first failed
+    # check, 0 if none) and ``@<name>.oob.value`` (i64, its index), and the checks
+    bounds_symbol: str | None = None
+    bounds_checks: tuple[BoundsReportOp, ...] = ()
     _asm: str | None = field(default=None, repr=False)
     # the module's own LLVM context (LLVM uniques constants and metadata per context and
     # frees them only with it); the JIT disposes module and context once the code is emitted
@@ -316,6 +324,8 @@ class _ModuleEmitter:
         self.par_count = 0
         self.nest_count = 0
         self.status: ir.GlobalVariable | None = None
+        self.checks: dict[BoundsReportOp, int] = {}  # bounds report -> its number
+        self._report_fn: ir.Function | None = None
         self.notes: list[str] = []
         self._hazard: dict[Expr, bool] = {}
         self._domains: Analyzer | None = None
@@ -345,6 +355,38 @@ class _ModuleEmitter:
             g.align = 4
             self.status = g
         return self.status
+
+    def check_number(self, op: BoundsReportOp) -> ir.Constant:
+        """1 + the number of bounds check ``op`` (0 in the slot means no violation)."""
+        k = self.checks.setdefault(op, len(self.checks))
+        return ir.Constant(_I32, k + 1)
+
+    def report_fn(self) -> ir.Function:
+        """``@<name>.report(i32 check, i64 index)``: the first call (of any thread) stores
+        its check number (compare-and-swap from 0) and then its index; later calls change
+        nothing. Cold and out of line: the checked paths only branch to it."""
+        if self._report_fn is not None:
+            return self._report_fn
+        name = symbol_name(self.func.name)
+        slot = ir.GlobalVariable(self.ir, _I32, f"{name}.oob")
+        slot.initializer = ir.Constant(_I32, 0)
+        slot.align = 4
+        value = ir.GlobalVariable(self.ir, _I64, f"{name}.oob.value")
+        value.initializer = ir.Constant(_I64, 0)
+        value.align = 8
+        fn = ir.Function(self.ir, ir.FunctionType(_VOID, [_I32, _I64]), f"{name}.report")
+        fn.linkage = "internal"
+        for attr in ("nounwind", "cold", "noinline"):
+            fn.attributes.add(attr)
+        check, index = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        won = b.extract_value(b.cmpxchg(slot, ir.Constant(_I32, 0), check, "seq_cst",
+                                        "seq_cst"), 1)
+        with b.if_then(won):
+            b.store_atomic(index, value, "seq_cst", 8)
+        b.ret_void()
+        self._report_fn = fn
+        return fn
 
     def ipow(self, t: ir.IntType, signed: bool) -> ir.Function:
         """``@tex.ipow.iN(a, b)``: a ** b with wrap-around; negative b as in semantics.py."""
@@ -406,7 +448,9 @@ class _ModuleEmitter:
         for node in post_order(root):
             if node in memo:
                 continue
-            if isinstance(node, TensorRead):
+            if isinstance(node, TensorRead) and is_report(node.tensor):
+                memo[node] = True  # a bounds report runs only where its check fails
+            elif isinstance(node, TensorRead):
                 # a read in bounds over its loops' whole domains is safe to evaluate
                 # eagerly (a blend of both sides instead of masked loads and branches)
                 memo[node] = not self.in_bounds(node) or \
@@ -838,6 +882,8 @@ class _FunctionEmitter:
 
     def emit(self, e: Expr, args: list[ir.Value]) -> ir.Value:
         match e:
+            case TensorRead() if is_report(e.tensor):
+                return self.report(e, args[0])
             case TensorRead():
                 return self.load(e.tensor, e.indices[0], args[0])
             case Unary():
@@ -968,6 +1014,36 @@ class _FunctionEmitter:
         if _lanes(i64):
             p.type = ir.VectorType(_PTR, _lanes(i64))  # llvmlite types it as a scalar ptr
         return p
+
+    def report(self, e: TensorRead, ix: ir.Value) -> ir.Value:
+        """A failed bounds check: record (check, index) for the active lane with the
+        lowest number, if any; the value read is 0."""
+        op = e.tensor.op
+        assert isinstance(op, BoundsReportOp)
+        b = self.b
+        d = e.tensor.dtype
+        st = _scalar_type(d)
+        zero = ir.Constant(st, 0.0 if d.is_float else 0)
+        fn = self.m.report_fn()
+        check = self.m.check_number(op)
+        i64 = self.to_i64(ix, e.indices[0].dtype)
+        n = self.lanes
+        if n == 0 or (not _lanes(i64) and self.mask is None):
+            b.call(fn, [check, i64])
+            return zero
+        mask = self.true_mask(n) if self.mask is None else self.splat(self.mask, n)
+        bits = b.bitcast(mask, ir.IntType(n))
+        with b.if_then(b.icmp_unsigned("!=", bits, ir.Constant(ir.IntType(n), 0)),
+                       likely=False):
+            if _lanes(i64):
+                cttz = self.m.intrinsic("llvm.cttz", ir.IntType(n), [ir.IntType(n), _I1],
+                                        [ir.IntType(n)])
+                lane = b.call(cttz, [bits, ir.Constant(_I1, 1)])
+                lane32 = b.trunc(lane, _I32) if n > 32 else \
+                    (b.zext(lane, _I32) if n < 32 else lane)
+                i64 = b.extract_element(i64, lane32)
+            b.call(fn, [check, i64])
+        return ir.Constant(ir.VectorType(st, n), [zero] * n)
 
     def load(self, buf: Tensor, index: Expr, ix: ir.Value) -> ir.Value:
         base = self.buffer(buf)
@@ -1626,6 +1702,12 @@ def emit_llvm(func: LoweredFunc, options: CodegenOptions | None = None) -> tuple
                                                                                  bool]:
     """LLVM IR text (unoptimized) for a legalized ``func``; also the vectorization notes and
     whether the module has a malloc status flag."""
+    m = _emit_module(func, options)
+    return str(m.ir), m.notes, m.status is not None
+
+
+def _emit_module(func: LoweredFunc, options: CodegenOptions | None = None) -> _ModuleEmitter:
+    """The module emitter after emitting ``func`` (its IR, notes, status flag, checks)."""
     options = options or CodegenOptions()
     host = host_target()
     symbol = symbol_name(func.name)
@@ -1642,7 +1724,7 @@ def emit_llvm(func: LoweredFunc, options: CodegenOptions | None = None) -> tuple
     f.outline_nests = _loop_nests(func.body) > OUTLINE_MIN_NESTS
     f.stmt(func.body)
     f.finish()
-    return str(m.ir), m.notes, m.status is not None
+    return m
 
 
 # a function with more loop nests than this emits each as a function of its own
@@ -1739,7 +1821,8 @@ def compile_llvm(func: LoweredFunc, options: CodegenOptions | None = None) -> Co
         For loops bound to GPU threads.
     """
     options = options or CodegenOptions()
-    text, notes, has_status = emit_llvm(func, options)
+    m = _emit_module(func, options)
+    text, notes, has_status, checks = str(m.ir), m.notes, m.status is not None, tuple(m.checks)
     debug.dump("llvm", text)
     # a context per module: the global one would keep every module's uniqued constants and
     # metadata for good (10 to 15 KB per kernel)
@@ -1750,6 +1833,7 @@ def compile_llvm(func: LoweredFunc, options: CodegenOptions | None = None) -> Co
     symbol = symbol_name(func.name)
     compiled = CompiledModule(symbol, text, opt_text, mod,
                               f"{symbol}.status" if has_status else None, tuple(notes),
+                              f"{symbol}.oob" if checks else None, checks,
                               context=context)
     if debug.should_dump("asm"):
         debug.dump("asm", compiled.asm)

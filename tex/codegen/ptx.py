@@ -188,6 +188,12 @@ class _PTXFunctionEmitter(_FunctionEmitter):
             fn = self.m.declare(f"llvm.nvvm.read.ptx.sreg.{_SREG[kind]}.{axis}", _I32, [])
             self.vars[v] = self.b.call(fn, [], name=v.name)
 
+    def report(self, e: TensorRead, ix: ir.Value) -> ir.Value:
+        """A failed bounds check on the GPU: the read gives 0 (not recorded: the CUDA
+        runtime has no error slot yet)."""
+        d = e.tensor.dtype
+        return ir.Constant(_scalar_type(d), 0.0 if d.is_float else 0)
+
     def stmt(self, s: Stmt) -> None:
         if isinstance(s, Barrier):
             self.b.call(self.m.declare("llvm.nvvm.barrier0", _VOID, []), [])

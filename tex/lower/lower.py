@@ -33,11 +33,23 @@ How a schedule becomes loops (as in TVM's ScheduleOps + InferBound, on static sh
    the region outside the producer's shape are skipped by a guard. Other stages computed
    inside ``L`` may read the producer too: regions are inferred consumers first, so the
    producer's box covers their boxes' reads (softmax: max, exp and sum per row).
+   A stage whose output is an argument is computed in place, in the caller's array: the
+   boxes of the iterations must cover the tensor (checked on the enclosing loops), else the
+   box is the whole tensor (serial loops) or the build is refused (parallel or thread
+   loops), so that every argument ends up fully written. A box placed by data (a producer
+   read at ``I[j]``) is the whole dimension.
 6. **Storage flattening.** Every tensor lives in a 1-D buffer: arguments are parameters,
    other root stages are allocated around the whole body, attached ones inside their loop.
+   Flat offsets into buffers of more than 2**31 - 1 elements, fused loops over more points
+   and split remainders past it are computed in int64.
+7. **Bounds of reads** (``tex.lower.bounds_check``, before any nest is built): a read out of
+   bounds, unguarded, with an exact (affine) index range, is a ``ValueError``; a read not
+   proven in bounds is wrapped in a run-time check (``select(ok, read, report)``), reads
+   of inlined stages included (their checks wrap the inlined value).
 
 Then the passes of ``PASSES`` run in order (each dumpable with ``TEX_DUMP=lower.<name>``):
-simplification of indices and conditions with ``tex.arith`` on the loop domains, removal of
+simplification of indices and conditions with ``tex.arith`` on the loop domains, hoisting
+of bounds checks out of the loops they do not depend on, loop partitioning, removal of
 conditions it proves, and removal of empty statements.
 """
 from __future__ import annotations
@@ -48,7 +60,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import debug
-from ..arith import Analyzer, Interval, bounds
+from ..arith import Analyzer, Interval, bounds, dom_of
 from ..dtype import DTYPES, int32
 from ..ir import fold
 from ..ir.expr import (
@@ -77,6 +89,7 @@ from ..schedule.schedule import (
     Stage,
     create_schedule,
 )
+from .bounds_check import ReadChecker, is_report
 from .stmt import (
     Allocate,
     BufferParam,
@@ -96,6 +109,7 @@ from .stmt import (
     rewrap_scopes,
     seq,
     stmt_children,
+    stmt_exprs,
     walk_stmts,
     with_stmt_children,
 )
@@ -206,9 +220,11 @@ class _Lowerer:
                  scalars: set[Var]) -> None:
         self.sch = sch
         self.storage = storage
+        self.params = {t: where for t, where in storage.items()}  # the arguments' storage
         self.names = names
         self.scalars = scalars
-        self.inliner = Inliner(sch)
+        self.checker = ReadChecker(scalars)
+        self.inliner = Inliner(sch, self.checker.wrap_inlined)
         self.attached: dict[tuple[int, IterVar], list[Stage]] = {}
         for st in sch.stages:
             if st.attach_type == "scope":
@@ -256,7 +272,8 @@ class _Lowerer:
             n = ext[iv]
             ann = st.annotations.get(iv, "serial")
             kind = _KIND.get(ann, ForKind.SERIAL)
-            var = Var(iv.name, int32, "axis")
+            # a fused loop over more than 2**31 - 1 points counts in int64
+            var = Var(iv.name, int64 if n > _INT32_LIMIT else int32, "axis")
             tag = st.bindings[iv].tag if iv in st.bindings else ""
             if tag == "vthread":  # a virtual thread: iterations interleaved in one thread
                 kind, tag = ForKind.UNROLLED, ""
@@ -266,7 +283,10 @@ class _Lowerer:
         guards: list[Expr] = []
         for rel in reversed(st.relations):
             if isinstance(rel, Split):
-                v = value[rel.outer] * rel.factor + value[rel.inner]
+                o, i = value[rel.outer], value[rel.inner]
+                if ext[rel.outer] * rel.factor > _INT32_LIMIT:  # the remainder overflows
+                    o, i = fold.cast(int64, o), fold.cast(int64, i)
+                v = o * fold.const(rel.factor, o.dtype) + i
                 value[rel.parent] = v
                 if ext[rel.outer] * rel.factor != ext[rel.parent]:
                     guards.append(v < ext[rel.parent])
@@ -278,6 +298,8 @@ class _Lowerer:
         point: dict[Var, Expr] = {}
         for iv in roots:
             v = value[iv]
+            if v.dtype is not iv.var.dtype:  # computed in int64: in range, narrowed
+                v = fold.cast(iv.var.dtype, v)
             lo = root_min.get(iv)
             if lo is not None and not (isinstance(lo, Const) and lo.value == 0):
                 v = lo + v
@@ -322,13 +344,16 @@ class _Lowerer:
             regions[child] = self.infer_region(child, st, levels, k, point, children, regions,
                                                outer)
         for k, child in children:
+            # GPU threads of the block that run inside the attach point share the box
+            sharing = [lv for lv in levels[k + 1:]
+                       if lv.is_thread and lv.tag.startswith("threadIdx")]
             levels[k].attached.append(self.build_attached(
-                child, regions[child], env, [*outer, *levels[:k + 1]]))
+                child, regions[child], env, [*outer, *levels[:k + 1]], sharing))
         body = self.body_of(st)
         outputs = st.op.outputs
 
         def read(e: Expr) -> Expr:
-            return self.flatten_reads(substitute(e, point), env)
+            return self.flatten_reads(substitute(self.checker.checked(e), point), env)
 
         def store_index(t: Tensor) -> Expr:
             return env[t].flat_index([point[iv.var] for iv in st.op.axis])
@@ -438,7 +463,7 @@ class _Lowerer:
             bound[iv.var] = var if g.dtype is iv.var.dtype else fold.cast(iv.var.dtype, var)
 
         def read_at(e: Expr) -> Expr:
-            return self.flatten_reads(substitute(e, bound), env)
+            return self.flatten_reads(substitute(self.checker.checked(e), bound), env)
 
         # the update
         buf = env[t].buffer
@@ -546,6 +571,9 @@ class _Lowerer:
         exts: list[int] = []
         for d, n_d in enumerate(child.op.shape):
             region = Analyzer.union_range([an.affine_range(r.indices[d], ranging) for r in reads])
+            if region is not None and any(isinstance(x, TensorRead)
+                                          for x in post_order(region[0])):
+                region = None  # a box placed by data: the whole dimension
             if region is None or region[1] >= n_d:
                 los.append(_i32(0))
                 exts.append(n_d)
@@ -555,25 +583,74 @@ class _Lowerer:
         return _Region(tuple(los), tuple(exts))
 
     def build_attached(self, child: Stage, box: _Region, env: dict[Tensor, _Storage],
-                       enclosing: Sequence[_Level] = ()) -> tuple[Stmt, list[Tensor], str]:
+                       enclosing: Sequence[_Level] = (), sharing: Sequence[_Level] = ()
+                       ) -> tuple[Stmt, list[Tensor], str]:
         """The nest of ``child`` over its region; registers its buffers in ``env``
-        (``enclosing``: the loops around the attach point, outermost first)."""
+        (``enclosing``: the loops around the attach point, outermost first; ``sharing``:
+        the GPU thread indices inside it, whose threads share the box)."""
         root_min: dict[IterVar, Expr] = dict(zip(child.op.axis, box.los))
         root_ext: dict[IterVar, int] = dict(zip(child.op.axis, box.exts))
         for iv in child.op.reduce_axis:
             root_min[iv] = _i32(iv.dom.min)
             root_ext[iv] = iv.dom.extent
+        if any(t in self.params for t in child.op.outputs):
+            if sharing or any(lv.is_thread for lv in enclosing) and child.bindings:
+                # the threads of a block would exchange the argument's elements through
+                # global memory, with no barrier between writes and reads
+                assert child.attach_ivar is not None and child.attach_stage is not None
+                where = f"outside {', '.join(repr(lv.tag) for lv in sharing)}" if sharing \
+                    else "with thread-bound loops of its own"
+                raise ValueError(
+                    f"lower: '{child.name}' is an argument computed at "
+                    f"'{child.attach_ivar.name}' of '{child.attach_stage.name}' {where}: the "
+                    "threads of a block would share it through global memory; compute it at "
+                    "the innermost thread loop, compute_root it, or leave it out of the "
+                    "arguments (a shared-memory copy is a stage of its own: cache_read)")
+            box = self.argument_box(child, box, enclosing)
+            root_min.update(zip(child.op.axis, box.los))
+            root_ext.update(zip(child.op.axis, box.exts))
         clip: dict[IterVar, int] = {}
         for iv, lo, e, n_d in zip(child.op.axis, box.los, box.exts, child.op.shape):
             if not (isinstance(lo, Const) and lo.value == 0 and e == n_d):
                 clip[iv] = n_d
         buffers: list[Tensor] = []
         for t in child.op.outputs:
+            if t in self.params:  # an argument: computed in place, in the caller's array
+                env[t] = self.params[t]
+                continue
             buf = make_buffer(self.names.fresh(t.name), math.prod(box.exts), t.dtype)
             buffers.append(buf)
             env[t] = _Storage(buf, box.exts, box.los)
         return (self.nest(child, root_min, root_ext, clip, env, enclosing), buffers,
                 self.scope_of(child, enclosing))
+
+    def argument_box(self, child: Stage, box: _Region, enclosing: Sequence[_Level]
+                     ) -> _Region:
+        """The box an attached stage whose output is an argument computes per iteration:
+        ``box`` (what its readers need) when the boxes of all iterations of the enclosing
+        loops cover the whole tensor (without overlap when a loop runs in parallel), else
+        the whole tensor when every enclosing loop is serial (each iteration recomputes
+        it, in place); otherwise ``ValueError``."""
+        shape = tuple(int(n) for n in child.op.shape)
+        whole = _Region(tuple(_i32(0) for _ in shape), shape)
+        if box.exts == shape and all(isinstance(lo, Const) and lo.value == 0
+                                     for lo in box.los):
+            return box
+        parallel = [lv for lv in enclosing
+                    if lv.kind in (ForKind.PARALLEL, ForKind.THREAD) and lv.extent > 1]
+        tiling = _tiling(box, shape, enclosing)
+        if tiling is not None and (tiling == "disjoint" or not parallel):
+            return box
+        if not parallel:
+            return whole
+        loops = ", ".join(f"'{lv.iv.name}'" for lv in parallel)
+        assert child.attach_ivar is not None and child.attach_stage is not None
+        raise ValueError(
+            f"lower: '{child.name}' is an argument (the caller's array must be written in "
+            f"full), but it is computed at '{child.attach_ivar.name}' of "
+            f"'{child.attach_stage.name}' inside the parallel loop(s) {loops}, whose "
+            f"iterations compute {'overlapping parts' if tiling else 'only parts'} of it; "
+            f"compute_root '{child.name}', or leave it out of the arguments")
 
     # -- reductions across GPU threads -------------------------------------------------------
     def cross_thread_reduction(self, st: Stage, levels: list[_Level],
@@ -683,8 +760,23 @@ class _Lowerer:
         return _assemble([*threads, *pre], 0, len(threads) + len(pre), block)
 
     # -- reads ------------------------------------------------------------------------------
+    def check_reads(self) -> None:
+        """Every stage's reads proven in bounds, refused (``ValueError``) or marked for a
+        run-time check (``tex.lower.bounds_check``): every stage on its own body first
+        (reads of inlined stages included: their checks wrap the inlined values), then
+        the stages that are not inlined on their bodies with the inlined ones expanded."""
+        for st in self.sch.stages:
+            self.checker.analyze(st.name, list(st.op.body),
+                                 dom_of([*st.op.axis, *st.op.reduce_axis]))
+        for st in self.sch.stages:
+            if st.attach_type != "inline":
+                self.checker.analyze(st.name, self.body_of(st),
+                                     dom_of([*st.op.axis, *st.op.reduce_axis]))
+
     def flatten_reads(self, e: Expr, env: Mapping[Tensor, _Storage]) -> Expr:
         def fn(node: Expr) -> Expr | None:
+            if isinstance(node, TensorRead) and is_report(node.tensor):
+                return None  # a bounds report: its index is a value, not a position
             if isinstance(node, TensorRead):
                 where = env.get(node.tensor)
                 if where is None:
@@ -695,6 +787,38 @@ class _Lowerer:
                                  "(a tex.var); pass it in args to make it a scalar argument")
             return None
         return rewrite(e, fn)
+
+
+def _tiling(box: _Region, shape: Sequence[int], enclosing: Sequence[_Level]) -> str | None:
+    """How the boxes ``box.los + [0, box.exts)`` of all iterations of the enclosing loops
+    cover a tensor of ``shape``: "disjoint" (each element once), "overlapping", or None
+    when they may leave elements out (or that cannot be shown: each low must be affine in
+    loop variables no other dimension uses, over at most 2**16 values)."""
+    extent = {lv.var: lv.extent for lv in enclosing}
+    an = Analyzer()
+    used: set[Var] = set()
+    disjoint = True
+    for lo, ext, n in zip(box.los, box.exts, shape):
+        lf = an.linear(lo)
+        if any(not (isinstance(v, Var) and v in extent) or v in used for v in lf.terms):
+            return None
+        used.update(lf.terms)  # type: ignore[arg-type]
+        values = [lf.const]
+        for v, c in lf.terms.items():
+            if math.prod(extent[w] for w in lf.terms) > 1 << 16:
+                return None
+            values = [x + c * k for x in values for k in range(extent[v])]  # type: ignore[index]
+        values.sort()
+        if values[0] > 0 or values[-1] + ext < n:
+            return None
+        for a, b in zip(values, values[1:]):
+            if b - a > ext:
+                return None
+            if b - a < ext:
+                disjoint = False
+    if any(lv.extent > 1 and lv.var not in used for lv in enclosing):
+        disjoint = False  # a loop the box does not move with recomputes it
+    return "disjoint" if disjoint else "overlapping"
 
 
 def _outside_reader(child: Stage, parent: Stage, loop: str, other: Stage) -> ValueError:
@@ -752,7 +876,8 @@ def _assemble(levels: Sequence[_Level], start: int, stop: int, inner: Stmt) -> S
                     body = Allocate(buf, scope, body)
         if lv.extent == 1 and lv.kind is not ForKind.THREAD:
             continue
-        body = For(lv.var, _i32(0), _i32(lv.extent), lv.kind, body, lv.tag)
+        body = For(lv.var, fold.const(0, lv.var.dtype), fold.const(lv.extent, lv.var.dtype),
+                   lv.kind, body, lv.tag)
     return body
 
 
@@ -1009,8 +1134,114 @@ def remove_redundant_guards(func: LoweredFunc) -> LoweredFunc:
     return LoweredFunc(func.name, func.params, visit(func.body, frozenset()), func.attrs)
 
 
+def hoist_checks(func: LoweredFunc) -> LoweredFunc:
+    """Bounds checks whose condition does not vary in a loop leave it (loop unswitching):
+    ``for j { .. select(ok, A[..], report) .. }`` with ``ok`` independent of ``j`` ->
+    ``if (ok) { for j { .. A[..] .. } } else { the loop as it was }``; an enclosing
+    loop whose whole body is such an ``if`` moves into both branches (no copy), so a
+    check on an embedding row ``I[i]`` is tested once per row. Only conditions safe to
+    evaluate before the loop move (reads proven in bounds, none of a buffer the loop
+    writes, no integer division by a variable); one condition per loop, so code at most
+    doubles per check. Functions without checks are returned unchanged."""
+    if not _has_checks(func) or any(isinstance(st, For) and st.kind is ForKind.THREAD
+                                     for st in walk_stmts(func.body)):
+        return func  # on a GPU an if around a loop could split a block at its barriers
+    an = Analyzer(loop_domains(func.body))
+    safe_memo: dict[Expr, bool] = {}
+    made: set[int] = set()  # the ifs made here (an enclosing loop may move into them)
+
+    def safe(e: Expr) -> bool:
+        got = safe_memo.get(e)
+        if got is None:
+            got = True
+            for n in post_order(e):
+                if isinstance(n, TensorRead):
+                    iv = an.bounds(n.indices[0]) if len(n.indices) == 1 else None
+                    if is_report(n.tensor) or iv is None or iv.lo is None or \
+                            iv.hi is None or iv.lo < 0 or iv.hi >= int(n.tensor.shape[0]):
+                        got = False
+                        break
+                elif isinstance(n, Binary) and n.op in (Op.DIV, Op.FLOORDIV, Op.FLOORMOD) \
+                        and not isinstance(n.b, Const):
+                    got = False
+                    break
+            safe_memo[e] = got
+        return got
+
+    def movable(cond: Expr, loop: For) -> bool:
+        """``cond`` has one value during ``loop`` and may be computed before it."""
+        inner: set[Var] = {loop.var}
+        stored: set[Tensor] = set()
+        for st in walk_stmts(loop.body):
+            if isinstance(st, (For, LetStmt)):
+                inner.add(st.var)
+            elif isinstance(st, (Store, Allocate)):
+                stored.add(st.buffer)
+        return safe(cond) and not any(
+            (isinstance(x, Var) and x in inner) or (isinstance(x, TensorRead) and
+                                                     x.tensor in stored)
+            for x in post_order(cond))
+
+    def invariant_check(loop: For) -> Expr | None:
+        for st in walk_stmts(loop.body):
+            for e in stmt_exprs(st):
+                for n in post_order(e):
+                    if isinstance(n, Select) and _is_check(n) and movable(n.cond, loop):
+                        return n.cond
+        return None
+
+    def decide(body: Stmt, cond: Expr) -> Stmt:
+        """``body`` where ``cond`` holds: its checks on ``cond`` pass."""
+        def fn(node: Expr) -> Expr | None:
+            if isinstance(node, Select) and node.cond is cond and _is_check(node):
+                return node.a
+            return None
+        memo: dict[Expr, Expr] = {}
+        return map_exprs(body, lambda e: rewrite(e, fn, memo))
+
+    def unswitch(loop: For, cond: Expr, then: Stmt, other: Stmt) -> Stmt:
+        out = IfThenElse(cond, For(loop.var, loop.min, loop.extent, loop.kind, then,
+                                   loop.thread_tag),
+                         _rename_loop(For(loop.var, loop.min, loop.extent, loop.kind, other,
+                                          loop.thread_tag)))
+        made.add(id(out))
+        return out
+
+    def visit(s: Stmt) -> Stmt:
+        kids = stmt_children(s)
+        if kids:
+            s = with_stmt_children(s, [visit(c) for c in kids])
+        if not isinstance(s, For) or s.kind is ForKind.THREAD:
+            return s
+        body = s.body
+        if isinstance(body, IfThenElse) and id(body) in made and \
+                body.else_case is not None and movable(body.cond, s):
+            return unswitch(s, body.cond, body.then_case, body.else_case)
+        cond = invariant_check(s)
+        if cond is None:
+            return s
+        # the other copy keeps its checks (they fail there): strip_checks still sees them
+        return unswitch(s, cond, decide(body, cond), body)
+
+    return LoweredFunc(func.name, func.params, visit(func.body), func.attrs)
+
+
+def _has_checks(func: LoweredFunc) -> bool:
+    for st in walk_stmts(func.body):
+        for e in stmt_exprs(st):
+            if any(isinstance(n, TensorRead) and is_report(n.tensor) for n in post_order(e)):
+                return True
+    return False
+
+
+def _is_check(s: Select) -> bool:
+    """A bounds check: ``select(ok, read, report)``."""
+    return isinstance(s.b, TensorRead) and is_report(s.b.tensor)
+
+
 PASSES: list[tuple[str, Callable[[LoweredFunc], LoweredFunc]]] = [
     ("simplify", simplify_pass),
+    ("hoist_checks", hoist_checks),
     ("partition_loops", partition_loops),
     ("remove_no_op", remove_no_op),
     ("remove_redundant_guards", remove_redundant_guards),
@@ -1065,7 +1296,9 @@ def lower(sch: Schedule | Tensor | Sequence[Tensor], args: Sequence[Tensor | Var
     ------
     TypeError, ValueError
         Bad args (not tensors, duplicates, a placeholder the computation reads is missing,
-        an inlined tensor listed as an output, a free variable not passed).
+        an inlined tensor listed as an output, a free variable not passed); a read out of
+        bounds at some point of its domain, unguarded; an argument computed at a parallel
+        loop whose iterations would not write it exactly once.
     """
     if not isinstance(sch, Schedule):
         iterable = isinstance(sch, Iterable) and not isinstance(sch, (str, bytes))
@@ -1108,6 +1341,7 @@ def lower(sch: Schedule | Tensor | Sequence[Tensor], args: Sequence[Tensor | Var
         params.append(BufferParam(buf, a, is_output))
 
     lw = _Lowerer(sch, storage, names, scalars)
+    lw.check_reads()
     # placeholders read by the computation must be arguments
     for st in sch.stages:
         if st.attach_type == "inline":
@@ -1115,7 +1349,7 @@ def lower(sch: Schedule | Tensor | Sequence[Tensor], args: Sequence[Tensor | Var
         for e in lw.body_of(st):
             for node in post_order(e):
                 if isinstance(node, TensorRead) and isinstance(node.tensor.op, PlaceholderOp) \
-                        and node.tensor not in storage:
+                        and node.tensor not in storage and not is_report(node.tensor):
                     raise ValueError(f"lower: '{st.name}' reads the placeholder "
                                      f"'{node.tensor.name}', which is not in args")
     temps: list[Tensor] = []

@@ -14,7 +14,10 @@ Invariants the code generators rely on:
   may be out of bounds where its guard is false: code generators evaluate ``Select``
   branches that read memory (or can fault, like integer division) lazily, never
   speculatively.
-- Every buffer read or written is a parameter or is declared by an enclosing ``Allocate``.
+- Every buffer read or written is a parameter or is declared by an enclosing ``Allocate``;
+  a read of a ``tex.lower.bounds_check.BoundsReportOp`` tensor is no buffer access but the
+  report of a failed bounds check (it gives 0), always the lazily evaluated side of a
+  ``select(ok, read, report)``.
 
 Nodes are frozen dataclasses; passes build new trees.
 """

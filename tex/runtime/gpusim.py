@@ -30,6 +30,7 @@ import numpy as np
 from ..ir.expr import Binary, Cast, Compare, Const, Expr, Op, Select, TensorRead, Unary, Var
 from ..ir.semantics import NUMPY_BINARY, NUMPY_UNARY, numpy_cast
 from ..ir.tensor import Tensor
+from ..lower.bounds_check import is_report
 from ..lower.gpu import DeviceProgram, Kernel
 from ..lower.stmt import (
     Allocate,
@@ -112,6 +113,8 @@ class _Sim:
         return rows, idx, threads
 
     def load(self, node: TensorRead, idx: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        if is_report(node.tensor):  # a failed bounds check reads 0 (as the PTX code)
+            return np.zeros(self.n, node.tensor.dtype.numpy)
         m = self.mem.get(node.tensor)
         if m is None:
             self.fail(f"reads '{node.tensor.name}', which is not a kernel buffer")

@@ -24,10 +24,11 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..debug import OutOfBoundsError
 from ..dtype import DType
 from ..ir.expr import Var
 from ..ir.tensor import Tensor
@@ -55,6 +56,16 @@ def _find_data_offset() -> int | None:
 
 
 _DATA_OFFSET = _find_data_offset()
+
+
+class _Entry(NamedTuple):
+    """A kernel's entry point and the globals it reports through (None: it has none)."""
+
+    kernel: Kernel  # keeps the machine code alive
+    cfunc: Any
+    status: Any  # c_int32: a temporary could not be allocated
+    oob: Any  # c_int32: the number of the first bounds check that failed (0: none)
+    oob_value: Any  # c_int64: the index that failed it
 _from_address = ctypes.c_void_p.from_address
 
 
@@ -203,19 +214,21 @@ class BuiltFunction:
                        else _CTYPES[p.var.dtype.name] for p in func.params]
         self._outputs = tuple(s.position for s in self._specs if s.is_output)
         self._ctype = ctypes.CFUNCTYPE(None, *ctypes_args)
-        self._cfunc, self._status = self._entry(kernel)
+        self._main = self._entry(kernel)
         # a kernel with parallel loops cannot run in a child forked after the OpenMP pool
         # started (tex.runtime.openmp): there it runs ``serial()``, compiled on first need
         self._parallel = serial is not None and "GOMP_parallel" in kernel.sources.llvm_ir
         self._serial = serial
-        self._serial_kernel: Kernel | None = None  # kept alive with its entry point
-        self._serial_call: tuple[Any, ctypes.c_int32 | None] | None = None
+        self._serial_entry: _Entry | None = None
 
-    def _entry(self, kernel: Kernel) -> tuple[Any, ctypes.c_int32 | None]:
-        """The ctypes function and malloc-failure flag of ``kernel``."""
-        return (self._ctype(kernel.address),
-                ctypes.c_int32.from_address(kernel.status_address)
-                if kernel.status_address else None)
+    def _entry(self, kernel: Kernel) -> _Entry:
+        """The ctypes function, malloc-failure flag and bounds-check slots of ``kernel``."""
+        def slot(ctype: Any, address: int) -> Any:
+            return ctype.from_address(address) if address else None
+        return _Entry(kernel, self._ctype(kernel.address),
+                      slot(ctypes.c_int32, kernel.status_address),
+                      slot(ctypes.c_int32, kernel.bounds_address),
+                      slot(ctypes.c_int64, kernel.bounds_value_address))
 
     # -- calling ---------------------------------------------------------------------------
     def __call__(self, *arrays: Any) -> None:
@@ -241,24 +254,44 @@ class BuiltFunction:
                 spans.append((ptr, ptr + a.nbytes, spec.position))
         if self._outputs and len(spans) > 1:
             check_overlap(self.name, self._specs, spans)
-        cfunc, status = self._cfunc, self._status
+        entry = self._main
         if self._parallel:
             if parallel_allowed():
                 note_parallel_run()
             else:
-                cfunc, status = self._serial_entry()
-        cfunc(*cargs)
+                entry = self._serial_variant()
+        if entry.oob is None:
+            entry.cfunc(*cargs)
+        else:
+            self._call_checked(entry, cargs)
+        status = entry.status
         if status is not None and status.value:
             status.value = 0
             raise MemoryError(f"{self.name}: a temporary buffer could not be allocated; "
                               "the outputs are incomplete")
 
-    def _serial_entry(self) -> tuple[Any, ctypes.c_int32 | None]:
-        if self._serial_call is None:
+    def _serial_variant(self) -> _Entry:
+        if self._serial_entry is None:
             assert self._serial is not None  # only parallel kernels get here
-            self._serial_kernel = self._serial()
-            self._serial_call = self._entry(self._serial_kernel)
-        return self._serial_call
+            self._serial_entry = self._entry(self._serial())
+        return self._serial_entry
+
+    def _call_checked(self, entry: _Entry, cargs: list[Any]) -> None:
+        """Run a kernel with bounds checks (its error slot is per kernel: one call at a
+        time) and raise ``OutOfBoundsError`` for the first violation it recorded."""
+        oob, value = entry.oob, entry.oob_value
+        assert oob is not None and value is not None
+        with entry.kernel.lock:
+            oob.value = 0
+            entry.cfunc(*cargs)
+            number, index = oob.value, value.value
+            oob.value = 0
+        if number:
+            check = entry.kernel.sources.bounds_checks[number - 1]
+            raise OutOfBoundsError(
+                f"{self.name}: {check.describe(index)}. The call ran to "
+                "the end with every out-of-bounds read giving 0 (outputs are written "
+                "accordingly); fix the index data, or clip it (topi.take(mode='clip'))")
 
     def _signature(self) -> str:
         parts = []

@@ -10,6 +10,9 @@ shared (nodes are interned) and an inlined chain of any length never recurses in
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from ..ir import fold
 from ..ir.expr import Expr, TensorRead
 from ..ir.tensor import ComputeOp, Operation
 from ..ir.visit import substitute
@@ -25,7 +28,11 @@ class Inliner:
     reads were kept in an earlier expansion (``add`` checks, and starts over otherwise).
     """
 
-    def __init__(self, sch: Schedule) -> None:
+    def __init__(self, sch: Schedule,
+                 wrap: Callable[[TensorRead, Expr], Expr] | None = None) -> None:
+        # wrap(read, value): what replaces ``read`` given its inlined ``value`` (lowering
+        # puts the read's bounds checks around it); the value itself by default
+        self.wrap = wrap
         self.inline_ops: dict[Operation, Stage] = {
             st.op: st for st in sch.stages if st.attach_type == "inline"}
         # node -> the node with every inlined read expanded (expanded nodes map to themselves)
@@ -45,21 +52,29 @@ class Inliner:
         op = read.tensor.op
         assert isinstance(op, ComputeOp)  # keys of inline_ops are compute ops
         body = op.body[0]  # inlined stages have one output
-        mapping = {iv.var: ix for iv, ix in zip(op.axis, read.indices) if iv.var is not ix}
+        # an index of another dtype (int64 data) is narrowed: in range it fits
+        mapping = {iv.var: ix if ix.dtype is iv.var.dtype else fold.cast(iv.var.dtype, ix)
+                   for iv, ix in zip(op.axis, read.indices) if iv.var is not ix}
         return substitute(body, mapping)
+
+    def _wrapped(self, read: TensorRead, value: Expr) -> Expr:
+        """What replaces ``read`` once its inlined instance expanded to ``value``."""
+        return value if self.wrap is None else self.wrap(read, value)
 
     def expand(self, e: Expr) -> Expr:
         """``e`` with every read of an inlined stage replaced, transitively."""
         memo = self.memo
         if e in memo:
             return memo[e]
-        # (node, state): 0 visit the children, 1 rebuild the node, 2 the node is an inlined
-        # read whose instance (third item) has been expanded
+        # (node, state, extra): 0 visit the children, 1 rebuild the node, 2 the node is an
+        # inlined read whose instance has been expanded (extra: the instance and the read
+        # with its indices expanded)
         stack: list[tuple] = [(e, 0, None)]
         while stack:
-            node, state, instance = stack.pop()
+            node, state, extra = stack.pop()
             if state == 2:
-                memo[node] = memo[instance]
+                inst, read = extra
+                memo[node] = self._wrapped(read, memo[inst])
                 continue
             if node in memo:
                 continue
@@ -76,9 +91,9 @@ class Inliner:
                 if op in self.inline_ops:
                     inst = self._instance(new)
                     if inst in memo:
-                        memo[node] = memo[inst]
+                        memo[node] = self._wrapped(new, memo[inst])
                     else:
-                        stack.append((node, 2, inst))
+                        stack.append((node, 2, (inst, new)))
                         stack.append((inst, 0, None))
                     continue
                 self.kept.add(op)

@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from ..debug import InternalError
+from ..debug import InternalError, OutOfBoundsError
 from ..dtype import DType
 from ..ir.expr import (
     Binary,
@@ -80,10 +80,6 @@ __all__ = ["MAX_TEMP_ELEMENTS", "OutOfBoundsError", "evaluate"]
 MAX_TEMP_ELEMENTS = 1 << 24
 
 Array = np.ndarray
-
-
-class OutOfBoundsError(IndexError, ValueError):
-    """A tensor read outside its shape at a point where the read is used (a program bug)."""
 
 
 # --------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from .. import te
-from ..dtype import int32
+from ..dtype import DTYPES, int32
 from ..ir import fold
 from ..ir.expr import Const, Expr, Op, as_expr
 from ..ir.tensor import Tensor, register_tensor_operators
@@ -85,20 +85,34 @@ def _strides(shape: Sequence[int]) -> list[int]:
 
 
 def _ravel(idx: Index, shape: Sequence[int]) -> Expr:
-    """The row-major flat position of ``idx`` in ``shape``: ``i*s0 + j*s1 + ...``."""
-    flat: Expr = Const(0, int32)
+    """The row-major flat position of ``idx`` in ``shape``: ``i*s0 + j*s1 + ...`` (in
+    int64 when ``shape`` has more elements than int32 can count)."""
+    wide = prod(shape) > _INT32_MAX
+    flat: Expr = Const(0, int64 if wide else int32)
     for ix, stride in zip(idx, _strides(shape)):
-        flat = flat + ix * stride
+        if wide:
+            ix = fold.cast(int64, ix)
+        flat = flat + ix * fold.const(stride, flat.dtype)
     return flat
 
 
 def _unravel(flat: Expr, shape: Sequence[int]) -> Index:
-    """The index of flat position ``flat`` (known to be in range) in ``shape``."""
+    """The index of flat position ``flat`` (known to be in range) in ``shape``; with more
+    elements than int32 can count, divided in int64 and each index narrowed after."""
+    wide = prod(shape) > _INT32_MAX
+    if wide:
+        flat = fold.cast(int64, flat)
     out = []
     for d, stride in enumerate(_strides(shape)):
-        q = te.floordiv(flat, stride)
-        out.append(q if d == 0 else te.floormod(q, shape[d]))  # q < shape[0] already
+        q = te.floordiv(flat, fold.const(stride, flat.dtype))
+        ix = q if d == 0 else te.floormod(q, fold.const(shape[d], flat.dtype))
+        out.append(fold.cast(int32, ix) if ix.dtype is not int32 and shape[d] <= _INT32_MAX
+                   else ix)  # q < shape[0] already
     return tuple(out)
+
+
+_INT32_MAX = 2**31 - 1
+int64 = DTYPES["int64"]
 
 
 def _replace(idx: Index, dim: int, value: Expr) -> Index:
