@@ -395,3 +395,61 @@ def test_bounds_analysis_is_linear_in_nested_selects() -> None:
 
     small, large = lower_time(9), lower_time(14)
     assert large < 8 * small + 0.05, (small, large)  # exponential: 32x
+
+
+def _guarded_chain(n: int, data: bool) -> tuple[list[tex.Tensor], tex.Tensor]:
+    """Nested selects whose two sides share the inner value; level k reads A at j - k
+    under the guard j - k >= 0 (in bounds where guarded), or at I[j] - k (data: a run-time
+    check)."""
+    A = tex.placeholder((16,), name="A")
+    I = tex.placeholder((16,), name="I", dtype="int32")
+
+    def body(j):  # type: ignore[no-untyped-def]
+        e = tex.const(0.0)
+        for k in range(n):
+            ix = (I[j] if data else j) - k
+            e = tex.if_then_else(j - k >= 0, e + A[ix] * 0.5, e)
+        return e
+
+    return [A, I], tex.compute((16,), body, name="G")
+
+
+def test_guards_of_deeply_shared_reads_still_prove_them() -> None:
+    """Past MAX_CONTEXTS guard sets a node was analyzed under "some unknown guard" alone,
+    which dropped the guard of its own select: A[j - k] under j - k >= 0 got a run-time
+    check at every level of a 20-deep nest. The guards common to every path still prove it."""
+    from tex.lower.bounds_check import MAX_CONTEXTS
+    ins, G = _guarded_chain(MAX_CONTEXTS + 12, data=False)
+    text = str(tex.lower(tex.create_schedule(G.op), [*ins, G]))
+    assert ".oob" not in text, text
+
+
+def test_checked_reads_in_nested_shared_selects_emit_linear_code() -> None:
+    """A checked read may not be evaluated eagerly (its report would fire where the select
+    does not take its side), so the LLVM emitter did not evaluate the value both sides share
+    before branching and emitted it once per side per level (2**n code: 16 levels took
+    minutes). Both sides evaluate it whatever the condition, so it goes before the branch."""
+    from tex.codegen.llvm import emit_llvm
+    from tex.lower.legalize import legalize
+
+    def ir_size(n: int) -> int:
+        ins, G = _guarded_chain(n, data=True)
+        func = tex.lower(tex.create_schedule(G.op), [*ins, G])
+        assert ".oob" in str(func)  # the reads through I are checked
+        return len(emit_llvm(legalize(func, "llvm"))[0])
+
+    small, large = ir_size(6), ir_size(12)
+    assert large < 2.5 * small, (small, large)
+    ins, G = _guarded_chain(24, data=True)
+    f = tex.build(tex.create_schedule(G.op), [*ins, G])
+    rng = np.random.default_rng(4)
+    a = rng.random(16).astype("float32")
+    idx = np.arange(16, dtype="int32")
+    got = np.zeros(16, "float32")
+    f(a, idx, got)
+    np.testing.assert_allclose(got, evaluate(G, {ins[0]: a, ins[1]: idx}), rtol=1e-5)
+    idx[5] = 40  # read at 40 - k for k <= 5: out of bounds, as evaluate finds
+    with pytest.raises(OutOfBoundsError, match="of 'A'"):
+        f(a, idx, got)
+    with pytest.raises(OutOfBoundsError):
+        evaluate(G, {ins[0]: a, ins[1]: idx})

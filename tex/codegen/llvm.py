@@ -762,11 +762,25 @@ class _FunctionEmitter:
         return memo[root]
 
     def before_branches(self, e: Expr) -> list[Expr]:
-        """What a lazy ``e`` evaluates before branching: its condition and the sub-
-        expressions both sides use that are safe to evaluate unguarded (``safe``). Emitted
-        once there, a value shared by the two sides of nested selects is not emitted again
-        per side (which doubled the code per level of nesting)."""
+        """What a lazy ``e`` evaluates before branching: its condition, the sub-expressions
+        both sides use that are safe to evaluate unguarded (``safe``), and those both sides
+        evaluate unconditionally, safe or not (they run whichever side is taken, so
+        running them first changes nothing: a checked read reports exactly as before).
+        Emitted once there, a value shared by the two sides of nested selects is not
+        emitted again per side (which doubled the code per level of nesting)."""
         cond, a, b = _lazy_parts(e)
+
+        def unconditional(root: Expr) -> dict[Expr, None]:
+            # what evaluating ``root`` always evaluates: all but the sides of lazy nodes
+            found: dict[Expr, None] = {}
+            stack = [root]
+            while stack:
+                n = stack.pop()
+                if n in found or n in self.memo or not n.children():
+                    continue
+                found[n] = None
+                stack.extend([_lazy_parts(n)[0]] if self.is_lazy(n) else n.children())
+            return found
 
         def frontier(root: Expr) -> dict[Expr, None]:
             found: dict[Expr, None] = {}
@@ -784,7 +798,9 @@ class _FunctionEmitter:
             return found
 
         shared = frontier(b)
-        return [cond, *(n for n in frontier(a) if n in shared)]
+        first = [cond, *(n for n in frontier(a) if n in shared)]
+        always, taken = unconditional(b), set(first)
+        return first + [n for n in unconditional(a) if n in always and n not in taken]
 
     def safe(self, root: Expr) -> bool:
         """Whether evaluating ``root`` unguarded can neither fault nor read out of bounds:

@@ -122,24 +122,40 @@ def _conjuncts(cond: Expr) -> list[Expr]:
 _AS_LE = {Op.LT: (1, -1), Op.LE: (1, 0), Op.GT: (-1, -1), Op.GE: (-1, 0)}
 
 
+def _facts(an: Analyzer, cond: Expr) -> list[tuple[dict[Expr, int], int]]:
+    """The ``(coefs, c0)`` facts (``sum coef * atom <= c0``) that ``cond`` states: its
+    conjuncts comparing integers (an equality gives two)."""
+    out: list[tuple[dict[Expr, int], int]] = []
+
+    def add(diff: Expr, slack: int) -> None:
+        lf = an.linear(diff)
+        if lf.terms:
+            out.append((dict(lf.terms), slack - lf.const))
+
+    for c in _conjuncts(cond):
+        if isinstance(c, Compare) and c.op is Op.EQ and c.a.dtype.is_int:
+            add(c.a - c.b, 0)
+            add(c.b - c.a, 0)
+        elif isinstance(c, Compare) and c.op in _AS_LE and c.a.dtype.is_int:
+            sign, slack = _AS_LE[c.op]
+            add(c.a - c.b if sign > 0 else c.b - c.a, slack)
+    return out
+
+
 class _Guard:
     """What a set of guard conditions tells about values: ``(coefs, c0)`` facts meaning
     ``sum coef * atom <= c0``, and a narrowed domain for the loop variables."""
 
-    def __init__(self, an: Analyzer, dom: Mapping[Var, Interval], conds: Sequence[Expr]
-                 ) -> None:
+    def __init__(self, an: Analyzer, dom: Mapping[Var, Interval], conds: Sequence[Expr],
+                 memo: dict[Expr, list[tuple[dict[Expr, int], int]]] | None = None) -> None:
         self.facts: list[tuple[dict[Expr, int], int]] = []
         narrowed = dict(dom)
+        memo = {} if memo is None else memo  # condition -> its facts (shared by guards)
         for cond in conds:
-            for c in _conjuncts(cond):
-                if isinstance(c, Compare) and c.op is Op.EQ and c.a.dtype.is_int:
-                    self._add(an, c.a - c.b, 0)
-                    self._add(an, c.b - c.a, 0)
-                    continue
-                if not (isinstance(c, Compare) and c.op in _AS_LE and c.a.dtype.is_int):
-                    continue
-                sign, slack = _AS_LE[c.op]
-                self._add(an, c.a - c.b if sign > 0 else c.b - c.a, slack)
+            facts = memo.get(cond)
+            if facts is None:
+                facts = memo[cond] = _facts(an, cond)
+            self.facts.extend(facts)
         for terms, c0 in self.facts:
             if len(terms) == 1:
                 (atom, k), = terms.items()
@@ -157,10 +173,6 @@ class _Guard:
                     narrowed[atom] = Interval(lo, hi)
         self.bounds = Bounds(narrowed)
 
-    def _add(self, an: Analyzer, diff: Expr, slack: int) -> None:
-        lf = an.linear(diff)
-        if lf.terms:
-            self.facts.append((dict(lf.terms), slack - lf.const))
 
     def range_of(self, an: Analyzer, ix: Expr) -> tuple[int | None, int | None]:
         """Bounds of ``ix``: interval bounds on the narrowed domain, tightened at every
@@ -292,14 +304,52 @@ def _exact_range(ix: Expr, conds: Sequence[Expr], dom: Mapping[Var, Interval]
     return int(chosen.min()), int(chosen.max())
 
 
-# contexts (guard sets) a node is analyzed under before "some unknown guard" stands for
-# the others; the unknown guard proves nothing and allows no refusal (a run-time check)
+# contexts (guard sets) a node is analyzed under before its common guards (those that hold
+# on every path to it) and "some unknown guard" stand for the others: the common guards
+# still prove reads in bounds; the unknown guard allows no refusal (a run-time check)
 MAX_CONTEXTS = 8
-_UNKNOWN: tuple[Expr, ...] = (Var("unknown guard", boolean),)
+_UNKNOWN = Var("unknown guard", boolean)
+# guards kept per context, innermost first (deeper nests: the unknown guard stands for the
+# outer ones), so that each context costs a bounded amount whatever the nesting depth
+MAX_GUARDS = 24
 
 
-def _guarded(conds: tuple[Expr, ...], cond: Expr) -> tuple[Expr, ...]:
-    return conds if conds is _UNKNOWN else (*conds, cond)
+def _within(conds: tuple[Expr, ...]) -> tuple[Expr, ...]:
+    """``conds`` with at most ``MAX_GUARDS`` guards: the innermost, and the unknown guard
+    for those dropped."""
+    if len(conds) <= MAX_GUARDS:
+        return conds
+    return (_UNKNOWN, *(c for c in conds[-MAX_GUARDS:] if c is not _UNKNOWN))
+
+
+def _edges(node: Expr) -> list[tuple[Expr, Expr | None]]:
+    """The children of ``node`` with the guard each is evaluated under (None: no guard of
+    its own): select sides and reduction sources are guarded, everything else is not."""
+    if isinstance(node, Select):
+        return [(node.cond, None), (node.a, node.cond),
+                (node.b, fold.logical_not(node.cond))]
+    if isinstance(node, Reduce):
+        inner = None if isinstance(node.condition, Const) else node.condition
+        return [*((src, inner) for src in node.source), (node.condition, None),
+                *((i, None) for i in node.init)]
+    return [(k, None) for k in node.children()]
+
+
+def _common_guards(roots: Sequence[Expr]) -> dict[Expr, tuple[Expr, ...]]:
+    """For every node under ``roots``, the guards that hold on every path from a root to
+    it (in the order of the first path): one pass over the DAG, parents first."""
+    common: dict[Expr, tuple[Expr, ...]] = {r: () for r in roots}
+    for node in reversed(list(post_order(*roots))):
+        mine = common[node]
+        for child, guard in _edges(node):
+            path = mine if guard is None else (*mine, guard)
+            seen = common.get(child)
+            if seen is None:
+                common[child] = path
+            elif seen:
+                keep = set(path)
+                common[child] = tuple(c for c in seen if c in keep)
+    return common
 
 
 def _inside(iv: Interval, n: int) -> bool:
@@ -321,18 +371,23 @@ class ReadChecker:
         of the domain where it is evaluated unconditionally (see the module docstring)."""
         an = Analyzer(dict(dom))
         guards: dict[tuple[Expr, ...], _Guard] = {}
+        facts: dict[Expr, list[tuple[dict[Expr, int], int]]] = {}
         seen: set[tuple[Expr, tuple[Expr, ...]]] = set()
         contexts: dict[Expr, int] = {}
+        common: dict[Expr, tuple[Expr, ...]] | None = None
         stack: list[tuple[Expr, tuple[Expr, ...]]] = [(r, ()) for r in roots]
         while stack:
             node, conds = stack.pop()
             if (node, conds) in seen:
                 continue
             # a node shared under many different guards (nested selects) is visited under
-            # a few of them, then once under "some unknown guard": linear, not exponential
+            # a few of them, then once under its common guards and "some unknown guard":
+            # linear, not exponential, and what holds on every path still proves bounds
             count = contexts.get(node, 0)
-            if count >= MAX_CONTEXTS and conds is not _UNKNOWN:
-                conds = _UNKNOWN
+            if count >= MAX_CONTEXTS:
+                if common is None:
+                    common = _common_guards(roots)
+                conds = _within((_UNKNOWN, *common[node]))
                 if (node, conds) in seen:
                     continue
             contexts[node] = count + 1
@@ -340,20 +395,10 @@ class ReadChecker:
             if isinstance(node, TensorRead) and not isinstance(node.tensor.op, BoundsReportOp):
                 g = guards.get(conds)
                 if g is None:
-                    g = guards[conds] = _Guard(an, dom, conds)
+                    g = guards[conds] = _Guard(an, dom, conds, facts)
                 self._classify(stage, node, conds, g, an, dom)
-            if isinstance(node, Select):
-                stack.append((node.cond, conds))
-                stack.append((node.a, _guarded(conds, node.cond)))
-                stack.append((node.b, _guarded(conds, fold.logical_not(node.cond))))
-            elif isinstance(node, Reduce):
-                inner = conds if isinstance(node.condition, Const) else \
-                    _guarded(conds, node.condition)
-                stack.extend((s, inner) for s in node.source)
-                stack.append((node.condition, conds))
-                stack.extend((i, conds) for i in node.init)
-            else:
-                stack.extend((k, conds) for k in node.children())
+            stack.extend((child, conds if guard is None else _within((*conds, guard)))
+                         for child, guard in _edges(node))
 
     def _classify(self, stage: str, read: TensorRead, conds: tuple[Expr, ...], g: _Guard,
                   an: Analyzer, dom: Mapping[Var, Interval]) -> None:
