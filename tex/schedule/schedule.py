@@ -22,7 +22,7 @@ Example
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -125,10 +125,28 @@ class Stage:
         self.annotations: dict[IterVar, str] = {}
         self.bindings: dict[IterVar, ThreadAxis] = {}
         self.attach_type = "root"  # "root" | "inline" | "scope"
-        self.attach_stage: Stage | None = None
+        self._attach_stage: Stage | None = None
         self.attach_ivar: IterVar | None = None
         self.scope = "global"
         self.is_output = False
+
+    @property
+    def attach_stage(self) -> Stage | None:
+        """The stage at whose loop this one is computed (None unless attach_type is
+        "scope")."""
+        return self._attach_stage
+
+    @attach_stage.setter
+    def attach_stage(self, parent: Stage | None) -> None:
+        # keeps the schedule's index of attached stages, so that finding the stages computed
+        # at a stage's loops does not scan every stage (compute_inline of n stages was
+        # quadratic)
+        index = self.schedule._attached
+        if self._attach_stage is not None:
+            index[self._attach_stage].pop(self, None)
+        if parent is not None:
+            index.setdefault(parent, {})[self] = None
+        self._attach_stage = parent
 
     # -- helpers ------------------------------------------------------------------------
     @property
@@ -352,10 +370,9 @@ class Stage:
         self.attach_ivar = iv
 
     def _detach(self) -> None:
-        for other in self.schedule.stages:
-            if other.attach_stage is self:
-                raise ValueError(f"stage '{other.name}' is computed at a loop of '{self.name}'; "
-                                 f"call compute_root on '{other.name}' first")
+        for other in self.schedule._attached.get(self, ()):
+            raise ValueError(f"stage '{other.name}' is computed at a loop of '{self.name}'; "
+                             f"call compute_root on '{other.name}' first")
         self.attach_stage = None
         self.attach_ivar = None
 
@@ -372,6 +389,8 @@ class Schedule:
         self.outputs: list[Operation] = list(outputs)
         self.stages: list[Stage] = []
         self.stage_map: dict[Operation, Stage] = {}
+        # stage -> the stages attached at its loops (an ordered set; Stage.attach_stage)
+        self._attached: dict[Stage, dict[Stage, None]] = {}
         for op in topo_sort_ops([op.output(0) for op in self.outputs]):
             if isinstance(op, ComputeOp):
                 stage = Stage(op, self)
@@ -419,43 +438,66 @@ class Schedule:
 
     def _attached_within(self, parent: Stage) -> list[Stage]:
         """Stages computed at loops of ``parent``, directly or through other such stages."""
-        found: list[Stage] = []
+        found: dict[Stage, None] = {}
         frontier = [parent]
         while frontier:
             node = frontier.pop()
-            for st in self.stages:
-                if st.attach_stage is node and st not in found:
-                    found.append(st)
+            for st in self._attached.get(node, ()):
+                if st not in found:
+                    found[st] = None
                     frontier.append(st)
-        return found
+        return list(found)
 
     def _replace_op(self, stage: Stage, new_op: ComputeOp) -> None:
         """Make ``stage`` compute ``new_op`` (same outputs, rewritten body); stages reading
         the old op's outputs are rewritten to read the new ones (and so on downstream).
         The old op stays a key of ``stage_map``, so tensors the user holds still work."""
-        old = stage.op
-        stage.op = new_op
-        self.stage_map[new_op] = stage
-        for t_old, t_new in zip(old.outputs, new_op.outputs):
-            readers = [st for st in self.stages
-                       if st is not stage and t_old in st.op.input_tensors]
-            self._redirect_reads(readers, t_old, t_new)
+        self._install([(stage, new_op)])
 
     def _redirect_reads(self, readers: Iterable[Stage], old: Tensor, new: Tensor) -> None:
+        updates = []
         for st in readers:
             op = st.op
-            body = [_replace_tensor(e, old, new) for e in op.body]
-            if all(a is b for a, b in zip(body, op.body)):
+            body = [_replace_tensors(e, {old: new}) for e in op.body]
+            if any(a is not b for a, b in zip(body, op.body)):
+                updates.append((st, ComputeOp(op.name, op.axis, body, op.tag, op.attrs)))
+        self._install(updates)
+
+    def _install(self, updates: list[tuple[Stage, ComputeOp]]) -> None:
+        """Give each stage of ``updates`` its new op, then rewrite every stage reading a
+        replaced output, downstream, in one pass over the stages (producers come before
+        their readers in ``stages``): each stage is rebuilt at most once, whatever the
+        length of the chain below it or the number of paths that reach it (replacing
+        reader by reader recursed once per stage and rescanned every stage per step)."""
+        mapping: dict[Tensor, Tensor] = {}
+        replaced: dict[ComputeOp, list[Tensor]] = {}  # an updated stage's op -> old outputs
+        for stage, new_op in updates:
+            old = stage.op
+            stage.op = new_op
+            self.stage_map[new_op] = stage
+            mapping.update(zip(old.outputs, new_op.outputs))
+            replaced[new_op] = list(old.outputs)
+        if not mapping:
+            return
+        for st in self.stages:
+            op = st.op
+            if not any(t in mapping for t in op.input_tensors):
                 continue
-            self._replace_op(st, ComputeOp(op.name, op.axis, body, op.tag, op.attrs))
+            body = [_replace_tensors(e, mapping) for e in op.body]
+            new = ComputeOp(op.name, op.axis, body, op.tag, op.attrs)
+            st.op = new
+            self.stage_map[new] = st
+            mapping.update(zip(op.outputs, new.outputs))
+            # an updated stage rewritten again: its original outputs now map to the newest
+            mapping.update(zip(replaced.pop(op, []), new.outputs))
 
     def _move_attached(self, stage: Stage, new: Stage, loops: dict[IterVar, IterVar]) -> None:
         """After ``new`` took over the computation of ``stage`` (cache_write, rfactor): the
         stages computed at a loop of ``stage`` that ``loops`` maps to a loop of ``new`` are
         computed there instead (``new`` now reads them). Attachments at loops without a
         counterpart stay (``tex.lower`` names a reader computed outside the loop)."""
-        for st in self.stages:
-            if st.attach_stage is stage and st.attach_ivar in loops:
+        for st in list(self._attached.get(stage, ())):
+            if st.attach_ivar in loops:
                 st.attach_stage = new
                 st.attach_ivar = loops[st.attach_ivar]
 
@@ -532,10 +574,10 @@ class Schedule:
         return rfactor(self, tensor, axis, factor_axis)
 
 
-def _replace_tensor(e: Any, old: Tensor, new: Tensor) -> Any:
+def _replace_tensors(e: Any, mapping: Mapping[Tensor, Tensor]) -> Any:
     def fn(node: Any) -> Any:
-        if isinstance(node, TensorRead) and node.tensor is old:
-            return TensorRead(new, node.indices)
+        if isinstance(node, TensorRead) and node.tensor in mapping:
+            return TensorRead(mapping[node.tensor], node.indices)
         return None
     return rewrite(e, fn)
 
