@@ -375,3 +375,29 @@ def test_delta_system_of_a_repeated_stage_is_solved_once(monkeypatch) -> None:  
     assert len(calls) <= 3, len(calls)
     np.testing.assert_allclose(tex.testing.evaluate(g, {p.A: p.a}), np.full(16, 0.999 ** 60),
                                rtol=1e-9)
+
+
+def test_gpu_kernel_holding_a_chain_of_local_stages() -> None:
+    """200 stages computed at the output's thread loop in local memory: one kernel with
+    200 nested local allocations. The GPU lowering's statement walks (thread binding,
+    shared-memory hoisting, barriers) recursed once per allocation."""
+    n = 200
+    A = tex.placeholder((64,), name="A", dtype="float64")
+    x, stages = A, []
+    for i in range(n):
+        x = tex.compute((64,), lambda j, x=x: x[j] * 0.999 + 0.5 * (x[j] > 0.1), name=f"s{i}")
+        stages.append(x)
+    s = tex.create_schedule(x.op)
+    bx, tx = s[x].split(x.op.axis[0], factor=32)
+    s[x].bind(bx, tex.thread_axis("blockIdx.x"))
+    s[x].bind(tx, tex.thread_axis("threadIdx.x"))
+    for t in reversed(stages[:-1]):
+        s[t].set_scope("local")
+        s[t].compute_at(s[x], tx)
+    a = _data((64,))
+    with _stack_budget(BUDGET):
+        f = tex.build(s, [A, x], target="cuda")
+        assert f.get_source("ptx").count(".entry") == 1
+        got = np.zeros(64)
+        f.simulate(a, got)
+    np.testing.assert_allclose(got, tex.testing.evaluate(x, {A: a}), rtol=1e-12)
