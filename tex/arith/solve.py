@@ -36,6 +36,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 from ..dtype import boolean, int32
 from ..ir import fold
@@ -353,6 +354,7 @@ _SOLVED_MAX = 512
 _SOLVED: OrderedDict[tuple, SolvedDomain | None] = OrderedDict()
 # (position, name, dtype, kind) -> the variable standing for that slot in memo keys
 _CANONICAL: dict[tuple, Var] = {}
+_MISSING: Any = object()
 
 
 def _canonical(k: int, v: Var) -> Var:
@@ -378,15 +380,21 @@ def solve_domain(unknowns: Sequence[IterVar], equations: Sequence[Expr],
            tuple(substitute(e, fwd) for e in equations),
            tuple(substitute(c, fwd) for c in conditions),
            tuple((fwd[v], iv.lo, iv.hi) for v, iv in pdom.items()))
-    if key in _SOLVED:
-        _SOLVED.move_to_end(key)
-        res = _SOLVED[key]
-    else:
+    res = _SOLVED.get(key, _MISSING)
+    if res is _MISSING:
         res = _solve_domain(c_unknowns, key[1], key[2],
                             {fwd[v]: iv for v, iv in pdom.items()})
         _SOLVED[key] = res
-        if len(_SOLVED) > _SOLVED_MAX:
-            _SOLVED.popitem(last=False)
+        while len(_SOLVED) > _SOLVED_MAX:
+            try:  # another thread may have evicted it first: a memo loses nothing
+                _SOLVED.popitem(last=False)
+            except KeyError:
+                break
+    else:
+        try:
+            _SOLVED.move_to_end(key)
+        except KeyError:
+            pass
     if res is None:
         return None
     # back to the caller's variables; the new summation axes are fresh at every call
