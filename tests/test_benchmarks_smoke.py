@@ -90,8 +90,9 @@ def test_tape_quick(tmp_path: Path) -> None:
 
 def test_scaling_quick(tmp_path: Path) -> None:
     """benchmarks/scaling.py --quick runs every family (long chains, nested selects, deep
-    inlining, stored chains, rotated reads, topi reductions) at two tiny sizes through differentiate, auto_schedule, lower
-    and build, and checks the built functions against evaluate."""
+    inlining, stored chains, rotated reads, topi reductions) at two tiny sizes through
+    differentiate, auto_schedule, lower and build, and checks the built functions against
+    evaluate."""
     import json
 
     out = tmp_path / "scaling.json"

@@ -381,7 +381,8 @@ def test_jvp_of_a_chain_is_linear() -> None:
     assert t2 < 3.0 * t1 + 0.02, (t1, t2)
 
 
-def test_delta_system_of_a_repeated_stage_is_solved_once(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_delta_system_of_a_repeated_stage_is_solved_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Differentiating a chain of shifted reads solved the same system (up to the names of
     fresh axes) once per stage: ~3 ms a stage. solve_domain memoizes it."""
     import tex.arith.solve as solve
