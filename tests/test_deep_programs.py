@@ -426,3 +426,24 @@ def test_gpu_kernel_holding_a_chain_of_local_stages() -> None:
         got = np.zeros(64)
         f.simulate(a, got)
     np.testing.assert_allclose(got, tex.testing.evaluate(x, {A: a}), rtol=1e-12)
+
+
+def _auto_schedule_time(rounds: int) -> float:
+    p = topi_chain(rounds)
+    t0 = time.perf_counter()
+    s = auto_schedule(p.out)
+    elapsed = time.perf_counter() - t0
+    f = tex.build(s, [p.A, p.out])
+    got = np.zeros(p.out.shape)
+    f(p.a, got)
+    np.testing.assert_allclose(got, tex.testing.evaluate(p.out, {p.A: p.a}), rtol=1e-9)
+    return elapsed
+
+
+def test_auto_schedule_of_a_chain_of_reductions_is_linear() -> None:
+    """Each rfactor replaced a reduction's operation and rebuilt every stage below it at
+    once (80 rounds of topi.sum: 6.5 s, 40: 1.6 s); inside auto_schedule the stages below
+    are rebuilt at their next use, each once (80 rounds: 0.4 s)."""
+    t1 = _best_of(lambda: _auto_schedule_time(20), 2)
+    t2 = _best_of(lambda: _auto_schedule_time(40), 2)
+    assert t2 < 3.0 * t1 + 0.05, (t1, t2)

@@ -21,8 +21,10 @@ Example
 """
 from __future__ import annotations
 
+import contextlib
+import heapq
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,9 +118,10 @@ class Stage:
     """How one operation is computed: loop structure, annotations and attach point."""
 
     def __init__(self, op: ComputeOp, schedule: Schedule) -> None:
-        self.op: ComputeOp = op
-        self.origin_op: ComputeOp = op
         self.schedule = schedule
+        self._op: ComputeOp | None = None
+        self.op = op
+        self.origin_op: ComputeOp = op
         self.all_iter_vars: list[IterVar] = [*op.axis, *op.reduce_axis]
         self.leaf_iter_vars: list[IterVar] = [*op.axis, *op.reduce_axis]
         self.relations: list[Relation] = []
@@ -129,6 +132,26 @@ class Stage:
         self.attach_ivar: IterVar | None = None
         self.scope = "global"
         self.is_output = False
+
+    @property
+    def op(self) -> ComputeOp:
+        """The operation this stage computes now (rebuilt on first use after a producer's
+        operation was replaced: ``Schedule._install``)."""
+        if self in self.schedule._stale:
+            self.schedule._refresh(self)
+        return self._op  # type: ignore[return-value]
+
+    @op.setter
+    def op(self, new: ComputeOp) -> None:
+        # keeps the schedule's index of the stages reading each operation
+        sch = self.schedule
+        if self._op is not None:
+            for t in self._op.input_tensors:
+                sch._readers.get(t.op, {}).pop(self, None)
+        for t in new.input_tensors:
+            sch._readers.setdefault(t.op, {})[self] = None
+        self._op = new
+        sch.stage_map[new] = self
 
     @property
     def attach_stage(self) -> Stage | None:
@@ -389,6 +412,14 @@ class Schedule:
         self.outputs: list[Operation] = list(outputs)
         self.stages: list[Stage] = []
         self.stage_map: dict[Operation, Stage] = {}
+        # operation -> the stages whose current operation reads it (Stage.op)
+        self._readers: dict[Operation, dict[Stage, None]] = {}
+        # stages reading a replaced output, to rebuild at their next use; the replacements
+        # (old output -> newer output; Schedule._install); stage -> position in ``stages``
+        self._stale: set[Stage] = set()
+        self._renamed: dict[Tensor, Tensor] = {}
+        self._position: dict[Stage, int] = {}
+        self._defer = 0  # > 0 inside deferred_rewrites()
         # stage -> the stages attached at its loops (an ordered set; Stage.attach_stage)
         self._attached: dict[Stage, dict[Stage, None]] = {}
         for op in topo_sort_ops([op.output(0) for op in self.outputs]):
@@ -464,32 +495,74 @@ class Schedule:
         self._install(updates)
 
     def _install(self, updates: list[tuple[Stage, ComputeOp]]) -> None:
-        """Give each stage of ``updates`` its new op, then rewrite every stage reading a
-        replaced output, downstream, in one pass over the stages (producers come before
-        their readers in ``stages``): each stage is rebuilt at most once, whatever the
-        length of the chain below it or the number of paths that reach it (replacing
-        reader by reader recursed once per stage and rescanned every stage per step)."""
-        mapping: dict[Tensor, Tensor] = {}
-        replaced: dict[ComputeOp, list[Tensor]] = {}  # an updated stage's op -> old outputs
+        """Give each stage of ``updates`` its new op; the stages reading a replaced output
+        are marked stale and rebuilt at their next use (``Stage.op``), and theirs in turn:
+        each stage is rebuilt once per change above it that it sees, never recursively,
+        and a reduction rfactored stage after stage does not rebuild everything below it
+        each time (eagerly, a chain of n reductions cost n^2 rebuilt stages)."""
         for stage, new_op in updates:
             old = stage.op
             stage.op = new_op
-            self.stage_map[new_op] = stage
-            mapping.update(zip(old.outputs, new_op.outputs))
-            replaced[new_op] = list(old.outputs)
-        if not mapping:
-            return
-        for st in self.stages:
-            op = st.op
-            if not any(t in mapping for t in op.input_tensors):
+            self._renamed.update(zip(old.outputs, new_op.outputs))
+            self._stale.update(self._readers.get(old, ()))
+            self._stale.discard(stage)
+        if not self._defer:
+            self._refresh_all()
+
+    @contextlib.contextmanager
+    def deferred_rewrites(self) -> Iterator[Schedule]:
+        """Within this block, the stages reading an operation that a primitive replaced
+        (rfactor, cache_write, ...) are rebuilt at their next use rather than at once
+        (``auto_schedule``: rfactoring n reductions of a chain rebuilt everything below
+        each one, n^2 stages); on leaving it every stage is up to date again."""
+        self._defer += 1
+        try:
+            yield self
+        finally:
+            self._defer -= 1
+            if not self._defer:
+                self._refresh_all()
+
+    def _refresh_all(self) -> None:
+        if self._stale:
+            self._refresh(self.stages[-1])
+
+    def _final(self, t: Tensor) -> Tensor:
+        """The newest replacement of ``t`` (``t`` itself when none)."""
+        path = []
+        while t in self._renamed:
+            path.append(t)
+            t = self._renamed[t]
+        for p in path[:-1]:  # path compression
+            self._renamed[p] = t
+        return t
+
+    def _refresh(self, target: Stage) -> None:
+        """Rebuild the stale stages up to ``target`` (producers first: ``stages`` is in
+        dataflow order), each reading the newest outputs of its producers."""
+        if not self._position:
+            self._position = {st: k for k, st in enumerate(self.stages)}
+        pos = self._position
+        limit = pos.get(target, len(self.stages))
+        heap = [(pos.get(st, -1), id(st), st) for st in self._stale]
+        heapq.heapify(heap)
+        while heap and heap[0][0] <= limit:
+            _, _, st = heapq.heappop(heap)
+            if st not in self._stale:
+                continue
+            self._stale.discard(st)
+            op = st._op
+            assert op is not None
+            mapping = {t: self._final(t) for t in op.input_tensors if t in self._renamed}
+            if not mapping:
                 continue
             body = [_replace_tensors(e, mapping) for e in op.body]
-            new = ComputeOp(op.name, op.axis, body, op.tag, op.attrs)
-            st.op = new
-            self.stage_map[new] = st
-            mapping.update(zip(op.outputs, new.outputs))
-            # an updated stage rewritten again: its original outputs now map to the newest
-            mapping.update(zip(replaced.pop(op, []), new.outputs))
+            st.op = new = ComputeOp(op.name, op.axis, body, op.tag, op.attrs)
+            self._renamed.update(zip(op.outputs, new.outputs))
+            for r in self._readers.get(op, ()):
+                if r not in self._stale:
+                    self._stale.add(r)
+                    heapq.heappush(heap, (pos.get(r, -1), id(r), r))
 
     def _move_attached(self, stage: Stage, new: Stage, loops: dict[IterVar, IterVar]) -> None:
         """After ``new`` took over the computation of ``stage`` (cache_write, rfactor): the
@@ -505,6 +578,7 @@ class Schedule:
         idx = len(self.stages) if before is None else self.stages.index(before)
         self.stages.insert(idx, stage)
         self.stage_map[stage.op] = stage
+        self._position = {}
 
     # -- caching -----------------------------------------------------------------------------
     def cache_read(self, tensor: Tensor, scope: str, readers: Sequence[Tensor | Operation]
