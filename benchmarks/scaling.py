@@ -11,7 +11,12 @@ is the training step ``[loss, dA]`` with ``loss = sum(out)``):
 - ``leaky``: ``n`` chained ``topi.nn.leaky_relu`` (each reads its input twice), inlined: a
   shared DAG ``n`` deep;
 - ``stored``: the ``chain`` with the default schedule (every stage a temporary, one nested
-  allocation per stage).
+  allocation per stage);
+- ``shifted``: ``n`` stages each reading the previous one at a rotated index
+  (``x[(j + 1) % 64]``): one delta system per stage for ``differentiate``, an index
+  expression ``n`` deep once inlined;
+- ``topi``: ``n`` rounds of ``topi.sum`` (a reduction over the whole vector) broadcast back
+  into element-wise topi ops (about four stages a round; each reduction is rfactored).
 
 Per size: the seconds of each phase (``differentiate``, ``auto_schedule``, ``lower``,
 ``build`` with a cold compile cache; the minimum of ``--repeat`` runs, each on a fresh
@@ -87,6 +92,23 @@ def leaky(n: int) -> tuple[tex.Tensor, tex.Tensor]:
     return A, x
 
 
+def shifted(n: int) -> tuple[tex.Tensor, tex.Tensor]:
+    A = tex.placeholder((SIZE,), name="A")
+    x = A
+    for i in range(n):
+        x = tex.compute((SIZE,), lambda j, x=x: x[(j + 1) % SIZE] * 0.999, name=f"r{i}")
+    return A, x
+
+
+def topi_rounds(n: int) -> tuple[tex.Tensor, tex.Tensor]:
+    A = tex.placeholder((SIZE,), name="A")
+    x = A
+    for _ in range(n):
+        m = topi.sum(x)
+        x = topi.nn.relu(x - m * (0.5 / SIZE)) * 0.5 + m * 0.001
+    return A, x
+
+
 FAMILIES: dict[str, tuple[Callable[[int], tuple[tex.Tensor, tex.Tensor]], bool,
                           tuple[int, ...], tuple[int, ...]]] = {
     # name: (builder, auto-scheduled, sizes, quick sizes)
@@ -94,6 +116,8 @@ FAMILIES: dict[str, tuple[Callable[[int], tuple[tex.Tensor, tex.Tensor]], bool,
     "select": (select, True, (5, 10, 20, 40, 80, 160), (5, 10)),
     "leaky": (leaky, True, (5, 10, 20, 40, 80, 160), (5, 10)),
     "stored": (chain, False, (10, 30, 100, 200, 400), (10, 20)),
+    "shifted": (shifted, True, (10, 30, 100, 300, 1000), (10, 20)),
+    "topi": (topi_rounds, True, (5, 10, 20, 40, 80), (3, 6)),
 }
 
 

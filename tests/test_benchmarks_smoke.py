@@ -90,8 +90,9 @@ def test_tape_quick(tmp_path: Path) -> None:
 
 def test_scaling_quick(tmp_path: Path) -> None:
     """benchmarks/scaling.py --quick runs every family (long chains, nested selects, deep
-    inlining, stored chains) at two tiny sizes through differentiate, auto_schedule, lower
-    and build, and checks the built functions against evaluate."""
+    inlining, stored chains, rotated reads, topi reductions) at two tiny sizes through
+    differentiate, auto_schedule, lower and build, and checks the built functions against
+    evaluate."""
     import json
 
     out = tmp_path / "scaling.json"
@@ -102,10 +103,10 @@ def test_scaling_quick(tmp_path: Path) -> None:
     assert "ERROR" not in proc.stdout
     result = json.loads(out.read_text())
     families = {r["name"]: r for r in result["workloads"]}
-    assert set(families) == {"chain", "select", "leaky", "stored"}
+    assert set(families) == {"chain", "select", "leaky", "stored", "shifted", "topi"}
+    quick = {"select": [5, 10], "leaky": [5, 10], "topi": [3, 6]}
     for name, r in families.items():
-        assert [row["n"] for row in r["rows"]] == ([5, 10] if name in ("select", "leaky")
-                                                   else [10, 20]), name
+        assert [row["n"] for row in r["rows"]] == quick.get(name, [10, 20]), name
         for row in r["rows"]:
             assert set(row["seconds"]) == {"differentiate", "auto_schedule", "lower", "build"}
             assert row["peak_bytes"] > 0

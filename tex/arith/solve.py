@@ -32,9 +32,11 @@ arithmetic is assumed not to overflow, as everywhere in ``tex.arith``).
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 from ..dtype import boolean, int32
 from ..ir import fold
@@ -345,8 +347,71 @@ def _edge_inequality(s: _Solver, atom: Expr) -> Expr:
     return fold.compare(Op.LE, x, Const(hi, x.dtype))
 
 
+# solve_domain's memo: problems equal up to the identity of their unknowns and parameters
+# (the same compute differentiated stage after stage, each on fresh axes) are solved once.
+# A pure memo (equal keys always give equal answers), bounded; the only module-level state.
+_SOLVED_MAX = 512
+_SOLVED: OrderedDict[tuple, SolvedDomain | None] = OrderedDict()
+# (position, name, dtype, kind) -> the variable standing for that slot in memo keys
+_CANONICAL: dict[tuple, Var] = {}
+_MISSING: Any = object()
+
+
+def _canonical(k: int, v: Var) -> Var:
+    key = (k, v.name, v.dtype, v.kind)
+    c = _CANONICAL.get(key)
+    if c is None:
+        c = _CANONICAL[key] = Var(v.name, v.dtype, kind=v.kind)
+    return c
+
+
 def solve_domain(unknowns: Sequence[IterVar], equations: Sequence[Expr],
                  conditions: Sequence[Expr], params: DomainLike) -> SolvedDomain | None:
+    """Re-parameterize ``{x in ranges : equations == 0, conditions}`` (memoized up to a
+    renaming of the unknowns and parameters; see ``_solve_domain``)."""
+    pdom = normalize_dom(params)
+    slots = [iv.var for iv in unknowns] + [v for v in pdom if v not in
+                                            {iv.var for iv in unknowns}]
+    fwd = {v: _canonical(k, v) for k, v in enumerate(slots)}
+    if len(set(fwd.values())) != len(fwd):  # a variable listed twice: no memo
+        return _solve_domain(unknowns, equations, conditions, pdom)
+    c_unknowns = tuple(IterVar(fwd[iv.var], iv.dom) for iv in unknowns)
+    key = (tuple((c.var, iv.dom.min, iv.dom.extent) for c, iv in zip(c_unknowns, unknowns)),
+           tuple(substitute(e, fwd) for e in equations),
+           tuple(substitute(c, fwd) for c in conditions),
+           tuple((fwd[v], iv.lo, iv.hi) for v, iv in pdom.items()))
+    res = _SOLVED.get(key, _MISSING)
+    if res is _MISSING:
+        res = _solve_domain(c_unknowns, key[1], key[2],
+                            {fwd[v]: iv for v, iv in pdom.items()})
+        _SOLVED[key] = res
+        while len(_SOLVED) > _SOLVED_MAX:
+            try:  # another thread may have evicted it first: a memo loses nothing
+                _SOLVED.popitem(last=False)
+            except KeyError:
+                break
+    else:
+        try:
+            _SOLVED.move_to_end(key)
+        except KeyError:
+            pass
+    if res is None:
+        return None
+    # back to the caller's variables; the new summation axes are fresh at every call
+    # (an IterVar belongs to one operation)
+    back: dict[Expr, Expr] = {c: v for v, c in fwd.items()}
+    axes = []
+    for iv in res.axes:
+        nv = IterVar(Var(iv.var.name, iv.var.dtype, kind=iv.var.kind), iv.dom)
+        back[iv.var] = nv.var
+        axes.append(nv)
+    return SolvedDomain(axes, {back.get(k, k): substitute(e, back)  # type: ignore[misc]
+                               for k, e in res.substitution.items()},
+                        substitute(res.inner, back), substitute(res.outer, back))
+
+
+def _solve_domain(unknowns: Sequence[IterVar], equations: Sequence[Expr],
+                  conditions: Sequence[Expr], params: DomainLike) -> SolvedDomain | None:
     """Re-parameterize ``{x in ranges : equations == 0, conditions}``.
 
     Parameters

@@ -208,9 +208,13 @@ def _convert_post_order(expr: Expr, memo: dict[Expr, SympyExpr],
                         convert: Callable[[Expr], SympyExpr],
                         check: Callable[[Expr], None] | None = None) -> SympyExpr:
     """``convert`` every node of ``expr`` children first, memoized in ``memo``, without
-    entering atoms: an explicit stack, so deep expressions do not hit the recursion limit."""
+    entering atoms: an explicit stack, so deep expressions do not hit the recursion limit.
+    An expression more than ``SYMPY_MAX_DEPTH`` operators deep is refused
+    (``NotImplementedError``) before sympy sees it: sympy builds, evaluates and simplifies
+    its expressions recursively, a few Python frames per level."""
     if expr in memo:
         return memo[expr]
+    _check_depth(expr, memo, is_atom)
     stack: list[tuple[Expr, bool]] = [(expr, False)]
     while stack:
         node, ready = stack.pop()
@@ -225,6 +229,25 @@ def _convert_post_order(expr: Expr, memo: dict[Expr, SympyExpr],
             continue
         memo[node] = convert(node)
     return memo[expr]
+
+
+# expressions deeper than this (in operators, atoms not counted) never go to sympy
+SYMPY_MAX_DEPTH = 48
+
+
+def _check_depth(expr: Expr, memo: Mapping[Expr, SympyExpr],
+                 is_atom: Callable[[Expr], bool]) -> None:
+    depth: dict[Expr, int] = {}
+    for node in post_order(expr):
+        if node in memo or is_atom(node):
+            depth[node] = 0  # converted nodes were checked when they were converted
+            continue
+        d = 1 + max((depth.get(k, 0) for k in node.children()), default=0)
+        if d > SYMPY_MAX_DEPTH:
+            raise NotImplementedError(
+                f"sympy: the expression is more than {SYMPY_MAX_DEPTH} operators deep "
+                "(sympy recurses once per level); not converted")
+        depth[node] = d
 
 
 class SympyBridge:
@@ -354,7 +377,8 @@ def to_sympy(expr: Expr, bridge: SympyBridge | None = None) -> SympyExpr:
     TypeError
         For a float sub-expression (named in the message).
     NotImplementedError
-        For an operator without an integer sympy form (named in the message).
+        For an operator without an integer sympy form (named in the message), or an
+        expression more than ``SYMPY_MAX_DEPTH`` operators deep.
     """
     return (bridge or SympyBridge()).to_sympy(expr)
 
@@ -907,7 +931,7 @@ def float_is_zero(expr: Expr) -> bool | None:
         raise TypeError(f"float_is_zero: expects a float expression, got {expr!r}")
     try:
         e = _FloatToSympy().convert(expr)
-    except _NonFinite:
+    except (_NonFinite, NotImplementedError):  # inf/nan, or too deep for sympy
         return None
     if e == 0:
         return True

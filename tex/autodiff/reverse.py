@@ -488,15 +488,21 @@ def tidy(result: list[Tensor], adjoints: dict[Tensor, Tensor],
         us = users.get(t, [])
         if _is_cheap(t) or (len(us) == 1 and _elementwise(us[0])):
             inline.add(t)
+    # an inlined tensor is rebuilt only when the result names it (a root); its readers
+    # expand its original body, so a chain of n inlined tensors costs O(n), not O(n^2)
+    roots_set = set(roots)
     new: dict[Tensor, Tensor] = {}
     rebuilt: dict[ComputeOp, ComputeOp] = {}  # one new op for all outputs of a tuple op
+    memo: dict[Expr, Expr] = {}
     for t in order:
         op: ComputeOp = t.op  # type: ignore[assignment]
+        if t in inline and t not in roots_set:
+            continue
         if not any(d in inline or d in new for d in op.input_tensors):
             new[t] = t
             continue
         if op not in rebuilt:
-            rebuilt[op] = _rebuild(op, [_inline_reads(b, inline, new) for b in op.body])
+            rebuilt[op] = _rebuild(op, [_inline_reads(b, inline, new, memo) for b in op.body])
         new[t] = rebuilt[op].output(t.value_index)
     remap = lambda x: new.get(x, x)  # noqa: E731
     return DifferentiationResult(
@@ -505,21 +511,47 @@ def tidy(result: list[Tensor], adjoints: dict[Tensor, Tensor],
         {k: {c: remap(s) for c, s in d.items()} for k, d in summands.items()}, info)
 
 
-def _inline_reads(body: Expr, inline: set[Tensor], new: dict[Tensor, Tensor]) -> Expr:
-    def fn(node: Expr) -> Expr | None:
-        if not isinstance(node, TensorRead):
-            return None
-        t = node.tensor
-        target = new.get(t, t)
-        if t in inline:
-            op: ComputeOp = target.op  # type: ignore[assignment]
-            m = {iv.var: ix for iv, ix in zip(op.axis, node.indices)}
-            return substitute(op.body[0], m)
-        if target is not t:
-            return TensorRead(target, node.indices)
-        return None
-
-    return rewrite(body, fn)
+def _inline_reads(body: Expr, inline: set[Tensor], new: dict[Tensor, Tensor],
+                  memo: dict[Expr, Expr] | None = None) -> Expr:
+    """``body`` with every read of an ``inline`` tensor replaced by that tensor's original
+    body at the read's indices (expanded in turn, with an explicit stack) and every read of
+    a rebuilt tensor redirected to its new version. ``memo`` (node -> expanded node) is
+    shared by all calls of one tidy: an expansion depends only on the node."""
+    memo = {} if memo is None else memo
+    if body in memo:
+        return memo[body]
+    # (node, state, instance): 0 visit the children, 1 rebuild the node, 2 the node is a
+    # read of an inlined tensor whose instance has been expanded
+    stack: list[tuple[Expr, int, Expr | None]] = [(body, 0, None)]
+    while stack:
+        node, state, instance = stack.pop()
+        if state == 2:
+            memo[node] = memo[instance]  # type: ignore[index]
+            continue
+        if node in memo:
+            continue
+        if state == 0:
+            stack.append((node, 1, None))
+            stack.extend((c, 0, None) for c in reversed(node.children()) if c not in memo)
+            continue
+        kids = node.children()
+        out = node.with_children([memo[k] for k in kids]) if kids else node
+        if isinstance(out, TensorRead):
+            t = out.tensor
+            if t in inline:
+                op: ComputeOp = t.op  # type: ignore[assignment]
+                m = {iv.var: ix for iv, ix in zip(op.axis, out.indices) if iv.var is not ix}
+                inst = substitute(op.body[0], m)
+                if inst in memo:
+                    memo[node] = memo[inst]
+                else:
+                    stack.append((node, 2, inst))
+                    stack.append((inst, 0, None))
+                continue
+            if new.get(t, t) is not t:
+                out = TensorRead(new[t], out.indices)
+        memo[node] = out
+    return memo[body]
 
 
 def _rebuild(op: ComputeOp, bodies: list[Expr]) -> ComputeOp:

@@ -59,6 +59,8 @@ from .stmt import (
     Stmt,
     Store,
     map_exprs,
+    peel_scopes,
+    rewrap_scopes,
     seq,
     stmt_children,
     stmt_exprs,
@@ -225,8 +227,15 @@ def _kernel(func: LoweredFunc, part: Stmt, name: str, temps: Sequence[Tensor],
 # Steps
 # --------------------------------------------------------------------------------------
 
+# The recursive walks below step over chains of Allocate/LetStmt wrappers with peel_scopes
+# (one local temporary per attached stage nests one Allocate per stage), so they recurse
+# only as deep as the loops are nested, whatever the number of stages in a kernel.
+
 def _bind_indices(s: Stmt, hw: dict[str, Var], extent: dict[str, int]) -> Stmt:
     """Thread loops replaced by their hardware index; SIMD and parallel loops serial."""
+    chain, s = peel_scopes(s)
+    if chain:
+        return rewrap_scopes(chain, _bind_indices(s, hw, extent))
     if isinstance(s, For) and s.kind is ForKind.THREAD:
         index = hw[s.thread_tag]
         body = s.body
@@ -248,6 +257,9 @@ def _guard_own(cond: Expr, s: Stmt, tag: str) -> Stmt:
     if not any(isinstance(x, For) and x.kind is ForKind.THREAD and x.thread_tag == tag
                for x in walk_stmts(s)):
         return IfThenElse(cond, s)
+    chain, s = peel_scopes(s)
+    if chain:
+        return rewrap_scopes(chain, _guard_own(cond, s, tag))
     match s:
         case For() if s.kind is ForKind.THREAD and s.thread_tag == tag:
             return s
@@ -265,18 +277,24 @@ def _hoist_shared(s: Stmt, what: str) -> tuple[Stmt, list[Tensor]]:
     found: list[Tensor] = []
 
     def visit(x: Stmt) -> Stmt:
+        chain, x = peel_scopes(x)
+        if chain:
+            return rewrap_scopes([w for w in chain if not hoisted(w)], visit(x))
+        kids = stmt_children(x)
+        return with_stmt_children(x, [visit(c) for c in kids]) if kids else x
+
+    def hoisted(x: Stmt) -> bool:
         if isinstance(x, Allocate):
             if x.scope == "shared":
                 found.append(x.buffer)
-                return visit(x.body)
+                return True
             if x.scope == "global":
                 raise ValueError(
                     f"build(target='cuda'): '{x.buffer.name}' is computed inside the kernel "
                     f"of {what} in global memory, where the threads computing it and those "
                     "reading it cannot synchronize; give it the scope 'shared' or 'local' "
                     "(s[T].set_scope(...)), or compute_root it")
-        kids = stmt_children(x)
-        return with_stmt_children(x, [visit(c) for c in kids]) if kids else x
+        return False
 
     return visit(s), found
 
@@ -303,6 +321,9 @@ def _ends_with_barrier(s: Stmt) -> bool:
 def _insert_barriers(s: Stmt, shared: set[Tensor]) -> Stmt:
     if not shared:
         return s
+    chain, s = peel_scopes(s)
+    if chain:
+        return rewrap_scopes(chain, _insert_barriers(s, shared))
     kids = [_insert_barriers(c, shared) for c in stmt_children(s)]
     s = with_stmt_children(s, kids)
     if isinstance(s, Seq):
@@ -347,6 +368,12 @@ def _uniform_barriers(s: Stmt, uniform: frozenset[Var]) -> Stmt:
     """Thread-dependent conditions holding barriers distributed around them."""
     if not _has_barrier(s):
         return s
+    chain, s = peel_scopes(s)
+    if chain:
+        for w in chain:
+            if isinstance(w, LetStmt) and _is_uniform(w.value, uniform):
+                uniform = uniform | {w.var}
+        return rewrap_scopes(chain, _uniform_barriers(s, uniform))
     match s:
         case IfThenElse() if not _is_uniform(s.cond, uniform):
             then = _distribute(s.cond, s.then_case, uniform)
@@ -361,9 +388,6 @@ def _uniform_barriers(s: Stmt, uniform: frozenset[Var]) -> Stmt:
                                     "between the threads of a block")
             return For(s.var, s.min, s.extent, s.kind, _uniform_barriers(s.body, inner),
                        s.thread_tag)
-        case LetStmt():
-            inner = uniform | {s.var} if _is_uniform(s.value, uniform) else uniform
-            return LetStmt(s.var, s.value, _uniform_barriers(s.body, inner))
     kids = stmt_children(s)
     return with_stmt_children(s, [_uniform_barriers(c, uniform) for c in kids])
 
@@ -372,13 +396,14 @@ def _distribute(cond: Expr, s: Stmt, uniform: frozenset[Var]) -> Stmt:
     """``if (cond) s`` with the condition pushed inside ``s`` around its barriers."""
     if not _has_barrier(s):
         return IfThenElse(cond, s)
+    chain, s = peel_scopes(s)
+    if chain:  # the condition does not read the let variables: it is outside them
+        return rewrap_scopes(chain, _distribute(cond, s, uniform))
     match s:
         case Barrier():
             return s
         case Seq():
             return seq(*(_distribute(cond, c, uniform) for c in s.body))
-        case Allocate():
-            return Allocate(s.buffer, s.scope, _distribute(cond, s.body, uniform))
         case For():
             return _uniform_barriers(For(s.var, s.min, s.extent, s.kind,
                                          IfThenElse(cond, s.body), s.thread_tag), uniform)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from typing import Any
 
 import numpy as np
@@ -165,55 +165,104 @@ class _Sim:
             return self.eval(e, mask)
 
     def eval(self, e: Expr, mask: np.ndarray) -> Any:
+        """``e`` for the threads of ``mask``, with an explicit stack of node evaluations
+        (``_node`` generators yield the children they need). Each node of the expression
+        DAG is evaluated at most once per thread: a shared sub-expression met again is
+        evaluated only for threads not yet covered, and merged (a select's sides narrow the
+        mask, so sharing by node alone would expand a DAG of selects into a tree)."""
+        memo: dict[Expr, tuple[np.ndarray, Any]] = {}
+        stack = [self._node(e, mask, memo)]
+        result: Any = None
+        while stack:
+            try:
+                child, cmask = stack[-1].send(result)
+            except StopIteration as stop:
+                stack.pop()
+                result = stop.value
+                continue
+            stack.append(self._node(child, cmask, memo))
+            result = None
+        return result
+
+    def _node(self, e: Expr, mask: np.ndarray, memo: dict[Expr, tuple[np.ndarray, Any]]
+              ) -> Generator[tuple[Expr, np.ndarray], Any, Any]:
+        """One node for the threads of ``mask`` not yet covered by ``memo`` (its children
+        are requested by yielding ``(child, mask)``)."""
+        hit = memo.get(e)
+        if hit is not None:
+            covered, old = hit
+            todo = mask & ~covered
+            if not todo.any():
+                return old
+            mask = todo
         d = e.dtype.numpy
+        out: Any
         match e:
             case Const():
-                return np.asarray(e.value, d)
+                out = np.asarray(e.value, d)
             case Var():
                 if e not in self.env:
                     self.fail(f"variable '{e.name}' used outside its scope")
-                return self.env[e]
+                out = self.env[e]
             case TensorRead():
-                return self.load(e, self.eval(e.indices[0], mask), mask)
+                out = self.load(e, (yield e.indices[0], mask), mask)
             case Select():
-                c = np.broadcast_to(self.eval(e.cond, mask), (self.n,))
-                a = self.eval(e.a, mask & c)
-                b = self.eval(e.b, mask & ~c)
-                return np.where(c, a, b).astype(d, copy=False)
+                c = np.broadcast_to((yield e.cond, mask), (self.n,))
+                a = yield e.a, mask & c
+                b = yield e.b, mask & ~c
+                out = np.where(c, a, b).astype(d, copy=False)
             case Binary() if e.op in (Op.AND, Op.OR):
-                a = np.broadcast_to(self.eval(e.a, mask), (self.n,))
-                b = self.eval(e.b, mask & (a if e.op is Op.AND else ~a))
-                return (a & b) if e.op is Op.AND else (a | b)
+                a = np.broadcast_to((yield e.a, mask), (self.n,))
+                b = yield e.b, mask & (a if e.op is Op.AND else ~a)
+                out = (a & b) if e.op is Op.AND else (a | b)
             case Binary() | Compare():
-                out = NUMPY_BINARY[e.op](np.asarray(self.eval(e.a, mask)),
-                                         np.asarray(self.eval(e.b, mask)))
-                return np.asarray(out).astype(d, copy=False)
+                x = np.asarray((yield e.a, mask))
+                y = np.asarray((yield e.b, mask))
+                out = np.asarray(NUMPY_BINARY[e.op](x, y)).astype(d, copy=False)
             case Unary():
-                return np.asarray(NUMPY_UNARY[e.op](np.asarray(self.eval(e.a, mask)))
-                                  ).astype(d, copy=False)
+                out = np.asarray(NUMPY_UNARY[e.op](np.asarray((yield e.a, mask)))
+                                 ).astype(d, copy=False)
             case Cast():
-                return numpy_cast(np.asarray(self.eval(e.a, mask)), d)
-        self.fail(f"cannot evaluate {type(e).__name__} {e}")
-        raise AssertionError  # unreachable
+                out = numpy_cast(np.asarray((yield e.a, mask)), d)
+            case _:
+                self.fail(f"cannot evaluate {type(e).__name__} {e}")
+        if hit is not None:
+            covered, old = hit
+            out = np.where(covered, old, out).astype(d, copy=False)
+            mask = covered | mask
+        memo[e] = (mask, out)
+        return out
 
     # -- statements --------------------------------------------------------------------
     def run(self, s: Stmt, mask: np.ndarray) -> None:
+        """Run ``s`` for the threads of ``mask``, with an explicit stack of statement
+        runs (``_stmt`` generators yield the sub-statements to run)."""
+        stack = [self._stmt(s, mask)]
+        while stack:
+            try:
+                sub, smask = next(stack[-1])
+            except StopIteration:
+                stack.pop()
+                continue
+            stack.append(self._stmt(sub, smask))
+
+    def _stmt(self, s: Stmt, mask: np.ndarray) -> Generator[tuple[Stmt, np.ndarray], None, None]:
         if not mask.any():
             return
         match s:
             case Seq():
                 for c in s.body:
-                    self.run(c, mask)
+                    yield c, mask
             case Store():
                 self.store(s, mask)
             case IfThenElse():
                 c = np.broadcast_to(self.value(s.cond, mask), (self.n,))
-                self.run(s.then_case, mask & c)
+                yield s.then_case, mask & c
                 if s.else_case is not None:
-                    self.run(s.else_case, mask & ~c)
+                    yield s.else_case, mask & ~c
             case LetStmt():
                 self.env[s.var] = self.value(s.value, mask)
-                self.run(s.body, mask)
+                yield s.body, mask
                 del self.env[s.var]
             case For():
                 lo = np.broadcast_to(self.value(s.min, mask), (self.n,))[mask]
@@ -222,14 +271,14 @@ class _Sim:
                 hi_all = lo_all + np.broadcast_to(self.value(s.extent, mask), (self.n,))
                 for i in range(int(lo.min()), int((lo + ext).max())):
                     self.env[s.var] = np.int32(i) if s.var.dtype.bits == 32 else np.int64(i)
-                    self.run(s.body, mask & (lo_all <= i) & (i < hi_all))
+                    yield s.body, mask & (lo_all <= i) & (i < hi_all)
                 self.env.pop(s.var, None)
             case Allocate():
                 rows = self.nblocks if s.scope == "shared" else self.n
                 if s.scope not in ("shared", "local"):
                     self.fail(f"allocates '{s.buffer.name}' in {s.scope} memory")
                 self.alloc(s.buffer, s.scope, rows)
-                self.run(s.body, mask)
+                yield s.body, mask
                 del self.mem[s.buffer]
             case Barrier():
                 per_block = np.bincount(self.block_of[mask], minlength=self.nblocks)

@@ -99,7 +99,8 @@ def auto_schedule(outputs: Tensor | Sequence[Tensor], target: str = "llvm") -> S
         raise ValueError(f"auto_schedule: unknown or unsupported target {target!r}; "
                          "known: 'llvm' (the host CPU), 'cuda' (NVIDIA GPUs)")
     s = create_schedule([t.op for t in outs])
-    _AutoScheduler(s, cpu_info(key)).run()
+    with s.deferred_rewrites():
+        _AutoScheduler(s, cpu_info(key)).run()
     return s
 
 

@@ -21,8 +21,10 @@ Example
 """
 from __future__ import annotations
 
+import contextlib
+import heapq
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,19 +118,58 @@ class Stage:
     """How one operation is computed: loop structure, annotations and attach point."""
 
     def __init__(self, op: ComputeOp, schedule: Schedule) -> None:
-        self.op: ComputeOp = op
-        self.origin_op: ComputeOp = op
         self.schedule = schedule
+        self._op: ComputeOp | None = None
+        self.op = op
+        self.origin_op: ComputeOp = op
         self.all_iter_vars: list[IterVar] = [*op.axis, *op.reduce_axis]
         self.leaf_iter_vars: list[IterVar] = [*op.axis, *op.reduce_axis]
         self.relations: list[Relation] = []
         self.annotations: dict[IterVar, str] = {}
         self.bindings: dict[IterVar, ThreadAxis] = {}
         self.attach_type = "root"  # "root" | "inline" | "scope"
-        self.attach_stage: Stage | None = None
+        self._attach_stage: Stage | None = None
         self.attach_ivar: IterVar | None = None
         self.scope = "global"
         self.is_output = False
+
+    @property
+    def op(self) -> ComputeOp:
+        """The operation this stage computes now (rebuilt on first use after a producer's
+        operation was replaced: ``Schedule._install``)."""
+        if self in self.schedule._stale:
+            self.schedule._refresh(self)
+        return self._op  # type: ignore[return-value]
+
+    @op.setter
+    def op(self, new: ComputeOp) -> None:
+        # keeps the schedule's index of the stages reading each operation
+        sch = self.schedule
+        if self._op is not None:
+            for t in self._op.input_tensors:
+                sch._readers.get(t.op, {}).pop(self, None)
+        for t in new.input_tensors:
+            sch._readers.setdefault(t.op, {})[self] = None
+        self._op = new
+        sch.stage_map[new] = self
+
+    @property
+    def attach_stage(self) -> Stage | None:
+        """The stage at whose loop this one is computed (None unless attach_type is
+        "scope")."""
+        return self._attach_stage
+
+    @attach_stage.setter
+    def attach_stage(self, parent: Stage | None) -> None:
+        # keeps the schedule's index of attached stages, so that finding the stages computed
+        # at a stage's loops does not scan every stage (compute_inline of n stages was
+        # quadratic)
+        index = self.schedule._attached
+        if self._attach_stage is not None:
+            index[self._attach_stage].pop(self, None)
+        if parent is not None:
+            index.setdefault(parent, {})[self] = None
+        self._attach_stage = parent
 
     # -- helpers ------------------------------------------------------------------------
     @property
@@ -352,10 +393,9 @@ class Stage:
         self.attach_ivar = iv
 
     def _detach(self) -> None:
-        for other in self.schedule.stages:
-            if other.attach_stage is self:
-                raise ValueError(f"stage '{other.name}' is computed at a loop of '{self.name}'; "
-                                 f"call compute_root on '{other.name}' first")
+        for other in self.schedule._attached.get(self, ()):
+            raise ValueError(f"stage '{other.name}' is computed at a loop of '{self.name}'; "
+                             f"call compute_root on '{other.name}' first")
         self.attach_stage = None
         self.attach_ivar = None
 
@@ -372,6 +412,16 @@ class Schedule:
         self.outputs: list[Operation] = list(outputs)
         self.stages: list[Stage] = []
         self.stage_map: dict[Operation, Stage] = {}
+        # operation -> the stages whose current operation reads it (Stage.op)
+        self._readers: dict[Operation, dict[Stage, None]] = {}
+        # stages reading a replaced output, to rebuild at their next use; the replacements
+        # (old output -> newer output; Schedule._install); stage -> position in ``stages``
+        self._stale: set[Stage] = set()
+        self._renamed: dict[Tensor, Tensor] = {}
+        self._position: dict[Stage, int] = {}
+        self._defer = 0  # > 0 inside deferred_rewrites()
+        # stage -> the stages attached at its loops (an ordered set; Stage.attach_stage)
+        self._attached: dict[Stage, dict[Stage, None]] = {}
         for op in topo_sort_ops([op.output(0) for op in self.outputs]):
             if isinstance(op, ComputeOp):
                 stage = Stage(op, self)
@@ -419,43 +469,108 @@ class Schedule:
 
     def _attached_within(self, parent: Stage) -> list[Stage]:
         """Stages computed at loops of ``parent``, directly or through other such stages."""
-        found: list[Stage] = []
+        found: dict[Stage, None] = {}
         frontier = [parent]
         while frontier:
             node = frontier.pop()
-            for st in self.stages:
-                if st.attach_stage is node and st not in found:
-                    found.append(st)
+            for st in self._attached.get(node, ()):
+                if st not in found:
+                    found[st] = None
                     frontier.append(st)
-        return found
+        return list(found)
 
     def _replace_op(self, stage: Stage, new_op: ComputeOp) -> None:
         """Make ``stage`` compute ``new_op`` (same outputs, rewritten body); stages reading
         the old op's outputs are rewritten to read the new ones (and so on downstream).
         The old op stays a key of ``stage_map``, so tensors the user holds still work."""
-        old = stage.op
-        stage.op = new_op
-        self.stage_map[new_op] = stage
-        for t_old, t_new in zip(old.outputs, new_op.outputs):
-            readers = [st for st in self.stages
-                       if st is not stage and t_old in st.op.input_tensors]
-            self._redirect_reads(readers, t_old, t_new)
+        self._install([(stage, new_op)])
 
     def _redirect_reads(self, readers: Iterable[Stage], old: Tensor, new: Tensor) -> None:
+        updates = []
         for st in readers:
             op = st.op
-            body = [_replace_tensor(e, old, new) for e in op.body]
-            if all(a is b for a, b in zip(body, op.body)):
+            body = [_replace_tensors(e, {old: new}) for e in op.body]
+            if any(a is not b for a, b in zip(body, op.body)):
+                updates.append((st, ComputeOp(op.name, op.axis, body, op.tag, op.attrs)))
+        self._install(updates)
+
+    def _install(self, updates: list[tuple[Stage, ComputeOp]]) -> None:
+        """Give each stage of ``updates`` its new op; the stages reading a replaced output
+        are marked stale and rebuilt at their next use (``Stage.op``), and theirs in turn:
+        each stage is rebuilt once per change above it that it sees, never recursively,
+        and a reduction rfactored stage after stage does not rebuild everything below it
+        each time (eagerly, a chain of n reductions cost n^2 rebuilt stages)."""
+        for stage, new_op in updates:
+            old = stage.op
+            stage.op = new_op
+            self._renamed.update(zip(old.outputs, new_op.outputs))
+            self._stale.update(self._readers.get(old, ()))
+            self._stale.discard(stage)
+        if not self._defer:
+            self._refresh_all()
+
+    @contextlib.contextmanager
+    def deferred_rewrites(self) -> Iterator[Schedule]:
+        """Within this block, the stages reading an operation that a primitive replaced
+        (rfactor, cache_write, ...) are rebuilt at their next use rather than at once
+        (``auto_schedule``: rfactoring n reductions of a chain rebuilt everything below
+        each one, n^2 stages); on leaving it every stage is up to date again."""
+        self._defer += 1
+        try:
+            yield self
+        finally:
+            self._defer -= 1
+            if not self._defer:
+                self._refresh_all()
+
+    def _refresh_all(self) -> None:
+        if self._stale:
+            self._refresh(self.stages[-1])
+
+    def _final(self, t: Tensor) -> Tensor:
+        """The newest replacement of ``t`` (``t`` itself when none)."""
+        path = []
+        while t in self._renamed:
+            path.append(t)
+            t = self._renamed[t]
+        for p in path[:-1]:  # path compression
+            self._renamed[p] = t
+        return t
+
+    def _refresh(self, target: Stage) -> None:
+        """Rebuild the stale stages up to ``target`` (producers first: ``stages`` is in
+        dataflow order), each reading the newest outputs of its producers."""
+        if not self._position:
+            self._position = {st: k for k, st in enumerate(self.stages)}
+        pos = self._position
+        limit = pos.get(target, len(self.stages))
+        heap = [(pos.get(st, -1), id(st), st) for st in self._stale]
+        heapq.heapify(heap)
+        while heap and heap[0][0] <= limit:
+            _, _, st = heapq.heappop(heap)
+            if st not in self._stale:
                 continue
-            self._replace_op(st, ComputeOp(op.name, op.axis, body, op.tag, op.attrs))
+            self._stale.discard(st)
+            op = st._op
+            assert op is not None
+            mapping = {t: self._final(t) for t in op.input_tensors if t in self._renamed}
+            if not mapping:
+                continue
+            body = [_replace_tensors(e, mapping) for e in op.body]
+            st.op = new = ComputeOp(op.name, op.axis, body, op.tag, op.attrs)
+            self._renamed.update(zip(op.outputs, new.outputs))
+            for r in self._readers.get(op, ()):
+                if r not in self._stale:
+                    self._stale.add(r)
+                    heapq.heappush(heap, (pos.get(r, -1), id(r), r))
 
     def _move_attached(self, stage: Stage, new: Stage, loops: dict[IterVar, IterVar]) -> None:
         """After ``new`` took over the computation of ``stage`` (cache_write, rfactor): the
         stages computed at a loop of ``stage`` that ``loops`` maps to a loop of ``new`` are
         computed there instead (``new`` now reads them). Attachments at loops without a
         counterpart stay (``tex.lower`` names a reader computed outside the loop)."""
-        for st in self.stages:
-            if st.attach_stage is stage and st.attach_ivar in loops:
+        for st in list(self._attached.get(stage, ())):
+            if st.attach_ivar in loops:
                 st.attach_stage = new
                 st.attach_ivar = loops[st.attach_ivar]
 
@@ -463,6 +578,7 @@ class Schedule:
         idx = len(self.stages) if before is None else self.stages.index(before)
         self.stages.insert(idx, stage)
         self.stage_map[stage.op] = stage
+        self._position = {}
 
     # -- caching -----------------------------------------------------------------------------
     def cache_read(self, tensor: Tensor, scope: str, readers: Sequence[Tensor | Operation]
@@ -532,10 +648,10 @@ class Schedule:
         return rfactor(self, tensor, axis, factor_axis)
 
 
-def _replace_tensor(e: Any, old: Tensor, new: Tensor) -> Any:
+def _replace_tensors(e: Any, mapping: Mapping[Tensor, Tensor]) -> Any:
     def fn(node: Any) -> Any:
-        if isinstance(node, TensorRead) and node.tensor is old:
-            return TensorRead(new, node.indices)
+        if isinstance(node, TensorRead) and node.tensor in mapping:
+            return TensorRead(mapping[node.tensor], node.indices)
         return None
     return rewrite(e, fn)
 
