@@ -111,3 +111,16 @@ def test_random_affine_systems(seed):
     eq = sum((int(c) * x.var for c, x in zip(coefs, xs)), start=tex.const(0)) - p
     conds = [xs[0].var <= xs[1].var + int(rng.integers(0, 2))]
     _check(xs, [eq], conds, {p: Interval(-12, 12)}, [{p: v} for v in range(-12, 13, 2)])
+
+
+def test_solve_domain_memo_stays_bounded() -> None:
+    """solve_domain's memo keys problems by canonical variables (one per slot and name):
+    a long session with ever new axis names must not grow either table without bound."""
+    import tex.arith.solve as solve_module
+
+    for n in range(solve_module._CANONICAL_MAX + 200):
+        k = tex.reduce_axis((0, 4), name=f"k{n}")
+        res = solve_module.solve_domain([k], [k.var - 1], [], {})
+        assert res is not None and not res.axes  # k = 1: solved, nothing left to sum
+    assert len(solve_module._CANONICAL) <= solve_module._CANONICAL_MAX
+    assert len(solve_module._SOLVED) <= solve_module._SOLVED_MAX

@@ -357,10 +357,17 @@ _CANONICAL: dict[tuple, Var] = {}
 _MISSING: Any = object()
 
 
+_CANONICAL_MAX = 4096
+
+
 def _canonical(k: int, v: Var) -> Var:
     key = (k, v.name, v.dtype, v.kind)
     c = _CANONICAL.get(key)
     if c is None:
+        if len(_CANONICAL) >= _CANONICAL_MAX:
+            # bounded: start over (memo keys made of the old variables can no longer match)
+            _CANONICAL.clear()
+            _SOLVED.clear()
         c = _CANONICAL[key] = Var(v.name, v.dtype, kind=v.kind)
     return c
 
