@@ -8,6 +8,9 @@ is the training step ``[loss, dA]`` with ``loss = sum(out)``):
   ``auto_schedule`` into one expression ``n`` deep);
 - ``select``: one compute holding ``n`` nested ``if_then_else``, both sides of each using
   the inner value (a DAG of depth ``n``; its tree is exponential);
+- ``guarded``: one compute holding ``n`` nested ``if_then_else`` whose two sides share the
+  inner value, level ``k`` reading ``A[j - k % 64]`` where ``j - k % 64 >= 0`` (the
+  read-bounds analysis and lazy selects of shared values);
 - ``leaky``: ``n`` chained ``topi.nn.leaky_relu`` (each reads its input twice), inlined: a
   shared DAG ``n`` deep;
 - ``stored``: the ``chain`` with the default schedule (every stage a temporary, one nested
@@ -84,6 +87,18 @@ def select(n: int) -> tuple[tex.Tensor, tex.Tensor]:
     return A, tex.compute((SIZE,), body, name="nested")
 
 
+def guarded(n: int) -> tuple[tex.Tensor, tex.Tensor]:
+    A = tex.placeholder((SIZE,), name="A")
+
+    def body(j):  # type: ignore[no-untyped-def]
+        e = tex.const(0.0)
+        for k in range(n):  # level k reads A[j - k % SIZE] where that is in bounds
+            e = tex.if_then_else(j - k % SIZE >= 0, e + A[j - k % SIZE] * 0.5, e)
+        return e
+
+    return A, tex.compute((SIZE,), body, name="guarded")
+
+
 def leaky(n: int) -> tuple[tex.Tensor, tex.Tensor]:
     A = tex.placeholder((SIZE,), name="A")
     x = A
@@ -114,6 +129,7 @@ FAMILIES: dict[str, tuple[Callable[[int], tuple[tex.Tensor, tex.Tensor]], bool,
     # name: (builder, auto-scheduled, sizes, quick sizes)
     "chain": (chain, True, (10, 30, 100, 300, 1000, 2000), (10, 20)),
     "select": (select, True, (5, 10, 20, 40, 80, 160), (5, 10)),
+    "guarded": (guarded, True, (5, 10, 20, 40, 80, 160), (5, 10)),
     "leaky": (leaky, True, (5, 10, 20, 40, 80, 160), (5, 10)),
     "stored": (chain, False, (10, 30, 100, 200, 400), (10, 20)),
     "shifted": (shifted, True, (10, 30, 100, 300, 1000), (10, 20)),
