@@ -331,3 +331,24 @@ def test_many_loop_nests_are_outlined():
         tex.build(s, [A, out])
         times[n] = time.perf_counter() - t0
     assert times[300] < 4.5 * times[100] + 0.2, times  # 3x the stages: linear
+
+
+def test_lowering_an_inlined_chain_of_index_maps_is_linear():
+    """The reads of an inlined chain of rotated reads (x[(j + 1) % 64] n times) share their
+    index expressions; the read-bounds analysis took each index's interval with a fresh
+    analysis per read (quadratic: 1,000 stages took 7 s to lower, now 0.3 s)."""
+    def lower_time(n: int) -> float:
+        A = tex.placeholder((64,), name="A")
+        x = A
+        for i in range(n):
+            x = tex.compute((64,), lambda j, x=x: x[(j + 1) % 64] * 0.999, name=f"r{i}")
+        s = auto_schedule([x])
+        best = float("inf")
+        for _ in range(2):
+            t0 = time.perf_counter()
+            tex.lower(s, [A, x])
+            best = min(best, time.perf_counter() - t0)
+        return best
+
+    small, large = lower_time(150), lower_time(600)
+    assert large < 8 * small + 0.05, (small, large)  # quadratic: 16x

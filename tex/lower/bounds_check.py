@@ -364,6 +364,9 @@ class ReadChecker:
         self.checks: dict[TensorRead, tuple[int, ...]] = {}
         self.seen: set[TensorRead] = set()  # every read classified
         self._reports: dict[tuple[Tensor, int, DType], BoundsReportOp] = {}
+        # intervals of the indices of inlined reads, memoized across reads (an index
+        # inlined n deep is shared by the n reads above it: linear, not quadratic)
+        self._bounds = Bounds()
 
     def analyze(self, stage: str, roots: Sequence[Expr], dom: Mapping[Var, Interval]) -> None:
         """Classify every read of ``roots`` (a stage's body, its axes ranging over
@@ -458,7 +461,7 @@ class ReadChecker:
         dims = self.checks.get(read)
         if dims is None and read not in self.seen:
             dims = tuple(d for d, (ix, n) in enumerate(zip(read.indices, read.tensor.shape))
-                         if not _inside(Bounds()(ix), int(n)))
+                         if not _inside(self._bounds(ix), int(n)))
         return self._wrap(read, read, value, dims or ())
 
     def _wrap(self, key: TensorRead, read: TensorRead, value: Expr, dims: Sequence[int]
