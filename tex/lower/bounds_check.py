@@ -106,18 +106,6 @@ def report_ops(func: LoweredFunc) -> list[BoundsReportOp]:
     return list(found)
 
 
-def _conjuncts(cond: Expr) -> list[Expr]:
-    out: list[Expr] = []
-    stack = [cond]
-    while stack:
-        c = stack.pop()
-        if isinstance(c, Binary) and c.op is Op.AND:
-            stack.extend((c.a, c.b))
-        else:
-            out.append(c)
-    return out
-
-
 # comparison -> (sign, c0): ``a op b`` holds iff ``sign * (a - b) <= c0`` (integers)
 _AS_LE = {Op.LT: (1, -1), Op.LE: (1, 0), Op.GT: (-1, -1), Op.GE: (-1, 0)}
 
@@ -132,7 +120,7 @@ def _facts(an: Analyzer, cond: Expr) -> list[tuple[dict[Expr, int], int]]:
         if lf.terms:
             out.append((dict(lf.terms), slack - lf.const))
 
-    for c in _conjuncts(cond):
+    for c in fold.conjuncts(cond):
         if isinstance(c, Compare) and c.op is Op.EQ and c.a.dtype.is_int:
             add(c.a - c.b, 0)
             add(c.b - c.a, 0)
