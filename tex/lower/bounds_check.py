@@ -324,13 +324,14 @@ def _edges(node: Expr) -> list[tuple[Expr, Expr | None]]:
 
 
 def _common_guards(roots: Sequence[Expr]) -> dict[Expr, tuple[Expr, ...]]:
-    """For every node under ``roots``, the guards that hold on every path from a root to
-    it (in the order of the first path): one pass over the DAG, parents first."""
+    """For every node under ``roots``, guards that hold on every path from a root to it:
+    the innermost ``MAX_GUARDS`` of them (in the order of the first path; fewer known
+    guards only prove less), in one pass over the DAG, parents first."""
     common: dict[Expr, tuple[Expr, ...]] = {r: () for r in roots}
     for node in reversed(list(post_order(*roots))):
         mine = common[node]
         for child, guard in _edges(node):
-            path = mine if guard is None else (*mine, guard)
+            path = mine if guard is None else (*mine[1 - MAX_GUARDS:], guard)
             seen = common.get(child)
             if seen is None:
                 common[child] = path
