@@ -361,11 +361,7 @@ def test_lowering_memory_is_linear_in_chain_length():
     import tracemalloc
 
     def lower_peak(n: int) -> int:
-        A = tex.placeholder((64,), name="A")
-        x = A
-        for i in range(n):
-            x = tex.compute((64,), lambda j, x=x, i=i: x[j] * 0.999 + 0.001 * (i % 3),
-                            name=f"s{i}")
+        A, x = _chain(n, size=64)
         loss = topi.sum(x)
         (grad,) = tex.differentiate(loss, [A])
         s = auto_schedule([loss, grad])

@@ -58,7 +58,7 @@ from ..ir.visit import RuleSet, fixed_point_rewrite, post_order
 from .bounds import Bounds, DomainLike, Interval, evaluate_bottom_up
 
 __all__ = ["Analyzer", "LinearForm", "Constraint", "FAMILIES", "rule_sets", "ruleset",
-           "is_index_dtype", "chain_operands"]
+           "is_index_dtype", "chain_operands", "AS_LE"]
 
 Rule = Callable[[Expr, "Analyzer"], "Expr | None"]
 
@@ -74,6 +74,11 @@ def _wrap(value: int, bits: int) -> int:
     """``value`` reduced to the signed range of ``bits`` bits (two's complement)."""
     half = 1 << (bits - 1)
     return ((value + half) % (half << 1)) - half
+
+
+# integer comparison -> (sign, c0): ``a op b`` holds iff ``sign * (a - b) <= c0`` (the
+# table guards and loop partitioning use to read comparisons as linear facts)
+AS_LE = {Op.LT: (1, -1), Op.LE: (1, 0), Op.GT: (-1, -1), Op.GE: (-1, 0)}
 
 
 # --------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ arithmetic is assumed not to overflow, as everywhere in ``tex.arith``).
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -398,10 +399,8 @@ def solve_domain(unknowns: Sequence[IterVar], equations: Sequence[Expr],
             except KeyError:
                 break
     else:
-        try:
+        with contextlib.suppress(KeyError):  # evicted meanwhile by another thread
             _SOLVED.move_to_end(key)
-        except KeyError:
-            pass
     if res is None:
         return None
     # back to the caller's variables; the new summation axes are fresh at every call

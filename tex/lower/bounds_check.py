@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from ..arith import Analyzer, Bounds, Interval, dom_of
-from ..arith.rules import LinearForm
+from ..arith.rules import AS_LE, LinearForm
 from ..dtype import DType, boolean
 from ..ir import fold
 from ..ir.expr import (
@@ -106,8 +106,6 @@ def report_ops(func: LoweredFunc) -> list[BoundsReportOp]:
     return list(found)
 
 
-# comparison -> (sign, c0): ``a op b`` holds iff ``sign * (a - b) <= c0`` (integers)
-_AS_LE = {Op.LT: (1, -1), Op.LE: (1, 0), Op.GT: (-1, -1), Op.GE: (-1, 0)}
 
 
 def _facts(an: Analyzer, cond: Expr) -> list[tuple[dict[Expr, int], int]]:
@@ -124,8 +122,8 @@ def _facts(an: Analyzer, cond: Expr) -> list[tuple[dict[Expr, int], int]]:
         if isinstance(c, Compare) and c.op is Op.EQ and c.a.dtype.is_int:
             add(c.a - c.b, 0)
             add(c.b - c.a, 0)
-        elif isinstance(c, Compare) and c.op in _AS_LE and c.a.dtype.is_int:
-            sign, slack = _AS_LE[c.op]
+        elif isinstance(c, Compare) and c.op in AS_LE and c.a.dtype.is_int:
+            sign, slack = AS_LE[c.op]
             add(c.a - c.b if sign > 0 else c.b - c.a, slack)
     return out
 

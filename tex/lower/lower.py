@@ -61,6 +61,7 @@ from typing import Any
 
 from .. import debug
 from ..arith import Analyzer, Interval, bounds, dom_of
+from ..arith.rules import AS_LE
 from ..dtype import DTYPES, int32
 from ..ir import fold
 from ..ir.expr import (
@@ -965,11 +966,11 @@ def _true_range(cond: Expr, var: Var, an: Analyzer
     found = False
     rest_parts: list[Expr] = []
     for c in parts:
-        if not (isinstance(c, Compare) and c.op in _AS_LE and c.a.dtype.is_int):
+        if not (isinstance(c, Compare) and c.op in AS_LE and c.a.dtype.is_int):
             rest_parts.append(c)
             continue
         # every comparison as f <= c0
-        sign, slack = _AS_LE[c.op]
+        sign, slack = AS_LE[c.op]
         lf = an.linear(an.rewrite(c.a - c.b if sign > 0 else c.b - c.a))
         a = lf.terms.get(var, 0)
         rest = type(lf)({t: k for t, k in lf.terms.items() if t is not var}, lf.const, lf.dtype)
@@ -989,8 +990,6 @@ def _true_range(cond: Expr, var: Var, an: Analyzer
     return (lo, hi, rest_parts) if found else None
 
 
-# comparison -> (sign, c0): ``a op b`` holds iff ``sign * (a - b) <= c0`` (integers)
-_AS_LE = {Op.LT: (1, -1), Op.LE: (1, 0), Op.GT: (-1, -1), Op.GE: (-1, 0)}
 
 
 def partition_loops(func: LoweredFunc) -> LoweredFunc:
