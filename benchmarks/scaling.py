@@ -15,6 +15,8 @@ is the training step ``[loss, dA]`` with ``loss = sum(out)``):
   shared DAG ``n`` deep;
 - ``stored``: the ``chain`` with the default schedule (every stage a temporary, one nested
   allocation per stage);
+- ``attached``: the ``chain`` with each stage computed at the loop of the stage reading it
+  (``compute_at``): one loop, a nest of stages as deep as the chain;
 - ``shifted``: ``n`` stages each reading the previous one at a rotated index
   (``x[(j + 1) % 64]``): one delta system per stage for ``differentiate``, an index
   expression ``n`` deep once inlined;
@@ -47,8 +49,8 @@ import argparse
 import math
 import sys
 import time
-import tracemalloc
 import traceback
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
@@ -57,8 +59,9 @@ from workloads import write_results
 
 import tex
 from tex import topi
+from tex.ir.tensor import ComputeOp
 from tex.runtime.jit import clear_cache
-from tex.schedule import auto_schedule
+from tex.schedule import Schedule, auto_schedule
 
 DEFAULT_OUTPUT = HERE / "results" / "scaling.json"
 SIZE = 64
@@ -124,22 +127,44 @@ def topi_rounds(n: int) -> tuple[tex.Tensor, tex.Tensor]:
     return A, x
 
 
-FAMILIES: dict[str, tuple[Callable[[int], tuple[tex.Tensor, tex.Tensor]], bool,
+def automatic(outs: list[tex.Tensor], out: tex.Tensor) -> Schedule:
+    return auto_schedule(outs)
+
+
+def default(outs: list[tex.Tensor], out: tex.Tensor) -> Schedule:
+    return tex.create_schedule([t.op for t in outs])
+
+
+def attached(outs: list[tex.Tensor], out: tex.Tensor) -> Schedule:
+    """The default schedule, each stage of the forward chain ending in ``out`` computed at
+    the first loop of the stage reading it."""
+    s = default(outs, out)
+    chain = [out]
+    while isinstance(chain[-1].op.input_tensors[0].op, ComputeOp):
+        chain.append(chain[-1].op.input_tensors[0])
+    for cons, prod in zip(chain, chain[1:]):
+        s[prod].compute_at(s[cons], cons.op.axis[0])
+    return s
+
+
+Scheduler = Callable[[list[tex.Tensor], tex.Tensor], Schedule]
+FAMILIES: dict[str, tuple[Callable[[int], tuple[tex.Tensor, tex.Tensor]], Scheduler,
                           tuple[int, ...], tuple[int, ...]]] = {
-    # name: (builder, auto-scheduled, sizes, quick sizes)
-    "chain": (chain, True, (10, 30, 100, 300, 1000, 2000), (10, 20)),
-    "select": (select, True, (5, 10, 20, 40, 80, 160), (5, 10)),
-    "guarded": (guarded, True, (5, 10, 20, 40, 80, 160), (5, 10)),
-    "leaky": (leaky, True, (5, 10, 20, 40, 80, 160), (5, 10)),
-    "stored": (chain, False, (10, 30, 100, 200, 400), (10, 20)),
-    "shifted": (shifted, True, (10, 30, 100, 300, 1000), (10, 20)),
-    "topi": (topi_rounds, True, (5, 10, 20, 40, 80), (3, 6)),
+    # name: (builder, scheduler, sizes, quick sizes)
+    "chain": (chain, automatic, (10, 30, 100, 300, 1000, 2000), (10, 20)),
+    "select": (select, automatic, (5, 10, 20, 40, 80, 160), (5, 10)),
+    "guarded": (guarded, automatic, (5, 10, 20, 40, 80, 160), (5, 10)),
+    "leaky": (leaky, automatic, (5, 10, 20, 40, 80, 160), (5, 10)),
+    "stored": (chain, default, (10, 30, 100, 200, 400), (10, 20)),
+    "attached": (chain, attached, (10, 30, 100, 300, 1000, 2000), (10, 20)),
+    "shifted": (shifted, automatic, (10, 30, 100, 300, 1000), (10, 20)),
+    "topi": (topi_rounds, automatic, (5, 10, 20, 40, 80), (3, 6)),
 }
 
 
 def run_once(family: str, n: int, timed: bool) -> dict:
     """Every phase once; seconds per phase when ``timed``, else the peak allocation."""
-    build_fn, auto, _, _ = FAMILIES[family]
+    build_fn, scheduler, _, _ = FAMILIES[family]
     A, out = build_fn(n)
     loss = topi.sum(out)
     seconds: dict[str, float] = {}
@@ -160,8 +185,7 @@ def run_once(family: str, n: int, timed: bool) -> dict:
     phase("differentiate", lambda: tex.differentiate(loss, [A]))
     (grad,) = state["differentiate"]
     outs = [loss, grad]
-    phase("auto_schedule", lambda: auto_schedule(outs) if auto
-          else tex.create_schedule([t.op for t in outs]))
+    phase("auto_schedule", lambda: scheduler(outs, out))
     s = state["auto_schedule"]
     phase("lower", lambda: tex.lower(s, [A, *outs]))
     clear_cache()
@@ -201,9 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     failed = False
     results = []
     for family in args.only or FAMILIES:
-        _, auto, sizes, quick_sizes = FAMILIES[family]
+        _, scheduler, sizes, quick_sizes = FAMILIES[family]
         rows: list[dict] = []
-        print(f"\n### {family} ({'auto_schedule' if auto else 'default schedule'})\n")
+        print(f"\n### {family} ({scheduler.__name__} schedule)\n")
         print("| n | " + " | ".join(f"{p} s" for p in PHASES) + " | peak MB |")
         print("|---|" + "---|" * (len(PHASES) + 1))
         for n in (quick_sizes if args.quick else sizes):
@@ -226,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         slopes["peak"] = exponent(rows, lambda r: r["peak_bytes"])
         print("| growth exponent | " + " | ".join(
             "-" if slopes[k] is None else f"{slopes[k]:.2f}" for k in (*PHASES, "peak")) + " |")
-        results.append({"name": family, "auto_schedule": auto, "rows": rows,
+        results.append({"name": family, "schedule": scheduler.__name__, "rows": rows,
                         "growth_exponent": slopes})
     write_results(args.output, "scaling", {"quick": args.quick}, results)
     if failed:

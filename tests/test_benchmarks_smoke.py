@@ -103,8 +103,8 @@ def test_scaling_quick(tmp_path: Path) -> None:
     assert "ERROR" not in proc.stdout
     result = json.loads(out.read_text())
     families = {r["name"]: r for r in result["workloads"]}
-    assert set(families) == {"chain", "select", "guarded", "leaky", "stored", "shifted",
-                             "topi"}
+    assert set(families) == {"chain", "select", "guarded", "leaky", "stored", "attached",
+                             "shifted", "topi"}
     quick = {"select": [5, 10], "guarded": [5, 10], "leaky": [5, 10], "topi": [3, 6]}
     for name, r in families.items():
         assert [row["n"] for row in r["rows"]] == quick.get(name, [10, 20]), name

@@ -241,6 +241,35 @@ def test_scalar_argument_index_is_checked() -> None:
     np.testing.assert_array_equal(c, 0)
 
 
+_N = tex.var("n")
+# indices through a scalar argument whose int32 arithmetic wraps into bounds or reports a
+# wrapped value at n = 2**30: (id, index, the elements read at n = 0, the exact first
+# violation at n = 2**30)
+WRAPPING: list[tuple[str, Callable[[tex.Expr], tex.Expr], list[int], int]] = [
+    ("product", lambda i: i * 4 * _N, [0, 0], 4 * 2**30),  # i = 1: 2**32 wraps to 0
+    ("shifted-product", lambda i: (i + _N) * 2, [0, 2], 2**31),  # i = 0: wraps negative
+    ("floordiv", lambda i: (i * _N * 4) // 2, [0, 0], 2**31),  # i = 1: wraps, then halves
+    ("select", lambda i: tex.if_then_else(i > 0, _N * 8, 0) + i % 2, [0, 1], 2**33 + 1),
+]
+
+
+@pytest.mark.parametrize("index,at0,first", [c[1:] for c in WRAPPING],
+                         ids=[c[0] for c in WRAPPING])
+def test_scalar_index_is_checked_in_int64(index: Callable[[tex.Expr], tex.Expr],
+                                          at0: list[int], first: int) -> None:
+    """An index whose interval leaves int32 is checked in int64: computed in int32 it
+    wrapped into bounds (a silently wrong element) or reported a wrapped value."""
+    B = tex.placeholder((8,), name="B")
+    C = tex.compute((2,), lambda i: B[index(i)], name="C")
+    f = tex.build(tex.create_schedule(C.op), [B, _N, C])
+    b = np.arange(1, 9, dtype=np.float32)
+    c = np.zeros(2, np.float32)
+    f(b, 0, c)
+    np.testing.assert_array_equal(c, b[at0])
+    with pytest.raises(OutOfBoundsError, match=rf"index {first} in dimension 0 of 'B'"):
+        f(b, 2**30, c)
+
+
 def test_read_in_unselected_branch_is_not_reported() -> None:
     A = tex.placeholder((4,), name="A")
     I = tex.placeholder((4,), "int32", name="I")
@@ -346,10 +375,7 @@ def test_compute_at_a_producer_read_at_data_positions() -> None:
     np.testing.assert_array_equal(c, evaluate(C, {P: p, I: ix}))
 
 
-def test_cuda_checked_read_gives_zero_unreported() -> None:
-    """On CUDA a failed check reads 0 (never memory outside the buffer) but is not
-    reported yet (README); run on the GPU simulator, which flags any access outside a
-    buffer."""
+def _cuda_gather() -> tuple[tex.Tensor, tex.Tensor, tex.Tensor, object]:
     A = tex.placeholder((4,), name="A")
     I = tex.placeholder((32,), "int32", name="I")
     C = tex.compute((32,), lambda i: A[I[i]] + 1.0, name="C")
@@ -357,14 +383,42 @@ def test_cuda_checked_read_gives_zero_unreported() -> None:
     bx, tx = s[C].split(C.op.axis[0], factor=8)
     s[C].bind(bx, tex.thread_axis("blockIdx.x"))
     s[C].bind(tx, tex.thread_axis("threadIdx.x"))
-    f = tex.build(s, [A, I, C], target="cuda -arch=sm_80")
+    return A, I, C, tex.build(s, [A, I, C], target="cuda -arch=sm_80")
+
+
+def test_cuda_checked_read_gives_zero_and_is_reported() -> None:
+    """On CUDA a failed check reads 0 (never memory outside the buffer) and the first
+    failure of the call (the lowest thread here, on the simulator, which flags any access
+    outside a buffer) is raised as on the CPU, from an error slot allocated per call."""
+    A, I, C, f = _cuda_gather()
+    assert "bounds_error" in str(f.program) and "atom" in f.get_source("ptx")
     a = np.arange(1, 5, dtype=np.float32)
     ix = (np.arange(32) % 4).astype(np.int32)
     ix[[3, 17]] = [-7, 10**6]
     c = np.full(32, np.nan, np.float32)
-    f.simulate(a, ix, c)
+    with pytest.raises(OutOfBoundsError, match=r"index -7 in dimension 0 of 'A'"):
+        f.simulate(a, ix, c)
     expect = np.where((ix >= 0) & (ix < 4), a[np.clip(ix, 0, 3)], 0) + 1
     np.testing.assert_array_equal(c, expect)
+    with pytest.raises(OutOfBoundsError, match=r"index -7 in dimension 0 of 'A'"):
+        evaluate(C, {A: a, I: ix})
+    ix[3] = 0  # the next call starts from a clean slot: the other failure
+    with pytest.raises(OutOfBoundsError, match=r"index 1000000 in dimension 0 of 'A'"):
+        f.simulate(a, ix, c)
+    ix[17] = 1
+    f.simulate(a, ix, c)
+    np.testing.assert_array_equal(c, a[ix] + 1)
+
+
+def test_cuda_program_without_checks_has_no_error_slot() -> None:
+    A = tex.placeholder((32,), name="A")
+    C = tex.compute((32,), lambda i: A[31 - i] * 2.0, name="C")
+    s = tex.create_schedule(C.op)
+    bx, tx = s[C].split(C.op.axis[0], factor=8)
+    s[C].bind(bx, tex.thread_axis("blockIdx.x"))
+    s[C].bind(tx, tex.thread_axis("threadIdx.x"))
+    f = tex.build(s, [A, C], target="cuda")
+    assert f.program.error_slot is None and "atom" not in f.get_source("ptx")
 
 
 def _nested_selects(depth: int) -> tex.Tensor:

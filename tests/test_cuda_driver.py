@@ -131,6 +131,35 @@ def test_a_call_through_the_cuda_python_binding() -> None:
     assert api.calls[-3:] == ["cuMemcpyDtoH", "cuMemFree", "cuMemFree"]
 
 
+def test_a_failed_bounds_check_through_the_cuda_python_binding() -> None:
+    """A call's error slot is allocated, zeroed, passed to the kernel, read back after the
+    launch and freed; the failure is raised after the outputs were copied back, and the
+    next call starts from a fresh slot."""
+    A = tex.placeholder((4,), name="A")
+    I = tex.placeholder((16,), "int32", name="I")
+    C = tex.compute((16,), lambda i: A[I[i]] * 2.0, name="C")
+    s = tex.create_schedule(C.op)
+    bx, tx = s[C].split(C.op.axis[0], factor=8)
+    s[C].bind(bx, tex.thread_axis("blockIdx.x"))
+    s[C].bind(tx, tex.thread_axis("threadIdx.x"))
+    f = tex.build(s, [A, I, C], target="cuda")
+    api = FakeCudaPython(f.program)
+    f._driver_factory = lambda: rt.CudaPythonDriver(api)
+    a = np.arange(1, 5, dtype=np.float32)
+    ix = (np.arange(16) % 4).astype(np.int32)
+    ix[9] = 4
+    c = np.zeros(16, np.float32)
+    with pytest.raises(tex.testing.OutOfBoundsError,
+                       match=r"index 4 in dimension 0 of 'A' .*valid range \[0, 3\]"):
+        f(a, ix, c)
+    np.testing.assert_array_equal(c, np.where(ix < 4, a[np.minimum(ix, 3)], 0) * 2)
+    assert api.sim.memory == {}  # the slot freed with the rest
+    assert api.calls.count("cuMemAlloc") == 4  # A, I, C and the slot
+    ix[9] = 1
+    f(a, ix, c)
+    np.testing.assert_array_equal(c, a[ix] * 2)
+
+
 def test_driver_errors_carry_the_driver_error_name() -> None:
     f = scaled_sum()
     api = FakeCudaPython(f.program, fail={"cuLaunchKernel": 700})

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from test_scaling import _stack_budget
 
 import tex
 from tex import topi
@@ -27,8 +28,6 @@ from tex.arith.sympy_bridge import float_is_zero, sympy_prove, sympy_simplify
 from tex.ir.printer import format_program
 from tex.lower.legalize import legalize
 from tex.schedule import auto_schedule
-
-from test_scaling import _stack_budget
 
 BUDGET = 100  # frames; every program below is deeper than this
 DEPTH = 200  # levels of one expression / stages of a chain
@@ -285,11 +284,46 @@ def _cuda(p: Program) -> None:
     np.testing.assert_allclose(got, tex.testing.evaluate(p.out, {p.A: p.a}), rtol=1e-9)
 
 
+def _attach_chain(p: Program) -> tex.schedule.Schedule:
+    """Each stage computed at the first loop of the stage reading it (a chain: stage k+1
+    reads stage k): the loop nest is as deep as the chain is long."""
+    s = tex.create_schedule(p.out.op)
+    for prod, cons in zip(s.stages, s.stages[1:]):
+        prod.compute_at(cons, cons.op.axis[0])
+    return s
+
+
+def _compute_at(p: Program) -> None:
+    s = _attach_chain(p)
+    f = tex.build(s, [p.A, p.out])
+    assert str(tex.lower(s, [p.A, p.out])).count("for (") == 1  # one loop, stages inside
+    got = np.zeros(p.out.shape)
+    f(p.a, got)
+    np.testing.assert_allclose(got, tex.testing.evaluate(p.out, {p.A: p.a}), rtol=1e-9)
+
+
+def _compute_at_cuda(p: Program) -> None:
+    """The same chain inside a GPU thread: the kernel split, its thread binding and
+    barrier passes, PTX and the simulator on a nest as deep as the chain."""
+    s = _attach_chain(p)
+    out = s[p.out]
+    bx, tx = out.split(p.out.op.axis[0], factor=4)
+    out.bind(bx, tex.thread_axis("blockIdx.x"))
+    out.bind(tx, tex.thread_axis("threadIdx.x"))
+    s.stages[-2].compute_at(out, tx)
+    f = tex.build(s, [p.A, p.out], target="cuda")
+    assert ".entry" in f.get_source("ptx")
+    got = np.zeros(p.out.shape)
+    f.simulate(p.a, got)
+    np.testing.assert_allclose(got, tex.testing.evaluate(p.out, {p.A: p.a}), rtol=1e-9)
+
+
 ENTRY_POINTS: dict[str, Callable[[Program], None]] = {
     "printing": _printing, "evaluate": _evaluate, "gradients": _gradients,
     "second_derivative": _second_derivative, "check_grad": _check_grad,
     "grad_program": _grad_program, "arith": _arith, "lower_stored": _lower_stored,
-    "manual_build": _manual_build, "auto_build": _auto_build, "cuda": _cuda}
+    "manual_build": _manual_build, "auto_build": _auto_build, "cuda": _cuda,
+    "compute_at": _compute_at, "compute_at_cuda": _compute_at_cuda}
 
 # the expensive entry points on the families where they meet something new; the rest on all
 _SKIP = {
@@ -298,6 +332,10 @@ _SKIP = {
     "grad_program": {"terms", "shifted", "nested_sin", "horner", "chain", "shared_selects",
                      "topi_chain"},
     "arith": {"chain", "shifted", "topi_chain", "leaky"},
+    # a chain of stages each reading the one before at the same point (a shifted read
+    # would make every stage compute the whole tensor per point of the next: 16^n)
+    "compute_at": set(FAMILIES) - {"chain"},
+    "compute_at_cuda": set(FAMILIES) - {"chain"},
 }
 
 

@@ -100,6 +100,15 @@ def test_scalar_takes_expression_dtype(v):
     (lambda v: v["i"].astype("int32"), "i"),
     (lambda v: v["i"].astype("int64").astype("int32"), "i"),
     (lambda v: v["i"].astype("int8").astype("int32"), "int32(int8(i))"),
+    # the two sides of an if_then_else's adjoint: one select, here folding away
+    (lambda v: tex.select(v["i"] <= 0, v["x"], 0.0) + tex.select(v["i"] > 0, v["x"], 0.0),
+     "x"),
+    (lambda v: tex.select(v["b"], v["x"], 1.0) + tex.select(~v["b"], 2.0, v["x"] * 3.0),
+     "select(b, x + x * 3.0, 3.0)"),
+    (lambda v: tex.select(v["i"] > 0, v["x"], 1.0) + tex.select(v["i"] > 0, 2.0, v["x"]),
+     "select(i > 0, x + 2.0, x + 1.0)"),
+    (lambda v: tex.select(v["i"] > 0, v["x"], 1.0) + tex.select(v["i"] > 1, 2.0, v["x"]),
+     "select(i > 0, x, 1.0) + select(i > 1, 2.0, x)"),  # other conditions: kept
 ])
 def test_local_rules(v, build, text):
     assert str(build(v)) == text

@@ -178,8 +178,8 @@ def build(sch: Any, args: Sequence[Tensor | Var] | None = None, target: str = "l
         ``ValueError``) after the kernel has run to the end, naming the tensor, the
         dimension, the index and the valid range of the first violation; the kernel
         never touches memory outside its buffers: every out-of-bounds read gives 0, and
-        the outputs hold exactly what the program computes with those zeros (on CUDA the
-        zeros are used but not reported). False removes the checks, for data already
+        the outputs hold exactly what the program computes with those zeros (on CUDA
+        too). False removes the checks, for data already
         validated: an out-of-range index then reads whatever memory it reaches.
 
     Returns

@@ -49,6 +49,14 @@ class OutOfBoundsError(IndexError, ValueError):
     Raised by ``tex.testing.evaluate`` and by built functions' run-time bounds checks
     (defined here, at the bottom of the layers, so that both can raise it)."""
 
+    @classmethod
+    def from_kernel(cls, func: str, violation: str) -> OutOfBoundsError:
+        """The error of a built function ``func`` whose kernel recorded ``violation`` (a
+        check's description of the index that failed it), on the CPU or the GPU."""
+        return cls(f"{func}: {violation}. The call ran to the end with every out-of-bounds "
+                   "read giving 0 (outputs are written accordingly); fix the index data, or "
+                   "clip it (topi.take(mode='clip'))")
+
 
 @dataclass(frozen=True)
 class Config:

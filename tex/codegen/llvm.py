@@ -93,12 +93,13 @@ from ..lower.stmt import (
     IfThenElse,
     LetStmt,
     LoweredFunc,
+    Nested,
     Param,
     ScalarParam,
     Seq,
     Stmt,
     Store,
-    peel_scopes,
+    run_nested,
     stmt_children,
     stmt_exprs,
     symbol_name,
@@ -1153,63 +1154,66 @@ class _FunctionEmitter:
             b.call(fn, [val, p, align, mask])
 
     # -- statements --------------------------------------------------------------------
+    # The statement emitters are ``Nested`` generators (tex.lower.stmt.run_nested): a loop
+    # nest as deep as a chain of compute_at stages needs no Python recursion.
     def stmt(self, s: Stmt) -> None:
+        """Emit ``s`` where the builder is."""
+        run_nested(self.visit(s))
+
+    def visit(self, s: Stmt) -> Nested[None]:
         match s:
             case Seq():
                 for child in s.body:
                     if self.outline_nests and isinstance(child, For):
                         self.outlined(child)
                     else:
-                        self.stmt(child)
+                        yield self.visit(child)
             case Store():
                 self.store(s)
             case For():
-                self.loop(s)
+                yield self.loop(s)
             case LetStmt() | Allocate():
-                # a chain of scopes (one allocation per stage: thousands in a long program)
-                # is entered in a loop and left in reverse, not recursively
-                chain, inner = peel_scopes(s)
-                leave = [self.enter_scope(w) for w in chain]
-                self.stmt(inner)
-                for done in reversed(leave):
-                    done()
+                leave = self.enter_scope(s)
+                yield self.visit(s.body)
+                leave()
             case IfThenElse():
-                self.if_then_else(s)
+                yield self.if_then_else(s)
             case _:
                 raise InternalError(f"unknown statement {type(s).__name__}", self.m.func)
 
-    def if_then_else(self, s: IfThenElse) -> None:
+    def if_then_else(self, s: IfThenElse) -> Nested[None]:
         self.memo.clear()
         c = self.value(s.cond)
         b = self.b
         if not _lanes(c):
             if s.else_case is None:
                 with b.if_then(c):
-                    self.stmt(s.then_case)
+                    yield self.visit(s.then_case)
             else:
                 with b.if_else(c) as (then, otherwise):
                     with then:
-                        self.stmt(s.then_case)
+                        yield self.visit(s.then_case)
                     with otherwise:
-                        self.stmt(s.else_case)
+                        yield self.visit(s.else_case)
             return
         outer = self.mask
         if outer is None:  # every lane on: run the branch unmasked
             allf = self.m.intrinsic("llvm.vector.reduce.and", _I1, [c.type], [c.type])
             with b.if_else(b.call(allf, [c], name="all")) as (fast, masked):
                 with fast:
-                    self.stmt(s.then_case)
+                    yield self.visit(s.then_case)
                 with masked:
-                    self.masked_branches(s, None, c)
+                    yield self.masked_branches(s, None, c)
             return
-        self.masked_branches(s, outer, c)
+        yield self.masked_branches(s, outer, c)
 
-    def masked_branches(self, s: IfThenElse, outer: ir.Value | None, c: ir.Value) -> None:
+    def masked_branches(self, s: IfThenElse, outer: ir.Value | None, c: ir.Value
+                        ) -> Nested[None]:
         self.mask = self.and_mask(outer, c)
-        self.stmt(s.then_case)
+        yield self.visit(s.then_case)
         if s.else_case is not None:
             self.mask = self.and_mask(outer, self.not_(c))
-            self.stmt(s.else_case)
+            yield self.visit(s.else_case)
         self.mask = outer
 
     def enter_scope(self, s: Stmt) -> Callable[[], None]:
@@ -1292,33 +1296,33 @@ class _FunctionEmitter:
             b.branch(cond)
         b.position_at_end(end)
 
-    def loop(self, s: For) -> None:
+    def loop(self, s: For) -> Nested[None]:
         kind = s.kind
         if kind is ForKind.THREAD:
             raise ValueError(f"loop '{s.var.name}' is bound to {s.thread_tag or 'a GPU thread'}"
                              ": build with target='cuda' (the CPU target cannot run it)")
         if kind is ForKind.PARALLEL and self.m.options.openmp and not self.in_parallel \
                 and not self.lanes:
-            self.parallel(s)
+            self.parallel(s)  # a function of its own: emitted by a run of its own
             return
         if kind is ForKind.VECTORIZED and not self.lanes:
             reason = _vector_plan(s, self.m.max_lanes)
             if reason is None:
                 self.m.notes.append(f"vectorized {s.var.name}")
-                self.vectorized(s)
+                yield self.vectorized(s)
                 return
             self.m.notes.append(f"scalar {s.var.name}: {reason}")
         if kind is ForKind.UNROLLED and isinstance(s.extent, Const) \
                 and int(s.extent.value) <= MAX_UNROLL:
-            self.unrolled(s)
+            yield self.unrolled(s)
             return
         lo, hi = self.bounds(s)
         with self.counted(s.var.name, lo, hi) as i:
             self.vars[s.var] = i
-            self.stmt(s.body)
+            yield self.visit(s.body)
         del self.vars[s.var]
 
-    def unrolled(self, s: For) -> None:
+    def unrolled(self, s: For) -> Nested[None]:
         lo, _ = self.bounds(s)
         for k in range(int(s.extent.value)):  # type: ignore[attr-defined]
             if isinstance(lo, ir.Constant):
@@ -1326,10 +1330,10 @@ class _FunctionEmitter:
             else:
                 self.vars[s.var] = self.b.add(lo, ir.Constant(lo.type, k),
                                               name=f"{_local(s.var.name)}.{k}")
-            self.stmt(s.body)
+            yield self.visit(s.body)
         self.vars.pop(s.var, None)
 
-    def vectorized(self, s: For) -> None:
+    def vectorized(self, s: For) -> Nested[None]:
         n = int(s.extent.value)  # type: ignore[attr-defined]
         w = min(n, self.m.max_lanes)
         lo, _ = self.bounds(s)
@@ -1339,26 +1343,26 @@ class _FunctionEmitter:
         # what the chunk bases are multiples of (for loads indexed by lane // k)
         align = math.gcd(lo_c, w) if lo_c is not None else 1
         if full == 1:
-            self.vector_body(s, lo, w, align)
+            yield self.vector_body(s, lo, w, align)
         elif full > 1:
             with self.counted(f"{s.var.name}.chunk", ir.Constant(t, 0), ir.Constant(t, full)) \
                     as c:
                 base = self.b.add(lo, self.b.mul(c, ir.Constant(t, w)),
                                   name=f"{_local(s.var.name)}.base")
-                self.vector_body(s, base, w, align)
+                yield self.vector_body(s, base, w, align)
         if rest:
             base = self.b.add(lo, ir.Constant(t, full * w), name=f"{_local(s.var.name)}.rest")
             rest_align = math.gcd(lo_c, full * w) if lo_c is not None else 1
-            self.vector_body(s, base, rest, rest_align)
+            yield self.vector_body(s, base, rest, rest_align)
 
-    def vector_body(self, s: For, base: ir.Value, w: int, align: int = 1) -> None:
+    def vector_body(self, s: For, base: ir.Value, w: int, align: int = 1) -> Nested[None]:
         """One chunk of ``w`` lanes from ``base`` (a multiple of ``align``)."""
         t = base.type
         self.vbase_align = align
         steps = ir.Constant(ir.VectorType(t, w), [ir.Constant(t, k) for k in range(w)])
         self.lanes, self.vvar, self.mask = w, s.var, None
         self.vars[s.var] = self.b.add(self.splat(base, w), steps, name=_local(s.var.name))
-        self.stmt(s.body)
+        yield self.visit(s.body)
         del self.vars[s.var]
         self.lanes, self.vvar, self.mask = 0, None, None
         self.lets.clear()

@@ -49,9 +49,19 @@ from ..arith import Analyzer, Interval
 from ..debug import InternalError
 from ..dtype import DType
 from ..ir.expr import Binary, Op, TensorRead, Unary
+from ..lower.bounds_check import BoundsReportOp
 from ..lower.gpu import DeviceProgram, Kernel
 from ..lower.lower import loop_domains
-from ..lower.stmt import Allocate, Barrier, BufferParam, For, ForKind, Stmt, symbol_name
+from ..lower.stmt import (
+    Allocate,
+    Barrier,
+    BufferParam,
+    For,
+    ForKind,
+    Nested,
+    Stmt,
+    symbol_name,
+)
 from ..target import CudaTarget
 from .llvm import (
     LLVM_LOCK,
@@ -73,6 +83,7 @@ __all__ = ["PTXModule", "compile_ptx", "emit_ptx_llvm", "find_libdevice", "find_
 TRIPLE = "nvptx64-nvidia-cuda"
 MAX_LOCAL_BYTES = 64 * 1024  # per-thread local buffers larger than this are refused
 _I32 = ir.IntType(32)
+_I64 = ir.IntType(64)
 _PTR = ir.PointerType()
 _SHARED_PTR = ir.PointerType(addrspace=3)
 _VOID = ir.VoidType()
@@ -189,22 +200,35 @@ class _PTXFunctionEmitter(_FunctionEmitter):
             self.vars[v] = self.b.call(fn, [], name=v.name)
 
     def report(self, e: TensorRead, ix: ir.Value) -> ir.Value:
-        """A failed bounds check on the GPU: the read gives 0 (not recorded: the CUDA
-        runtime has no error slot yet)."""
+        """A failed bounds check on the GPU: the first one of the launch (any thread)
+        stores its number in the kernel's error slot with a compare-and-swap from 0, then
+        its index (``tex.lower.gpu``); the read gives 0."""
+        kernel = self.m.kernel
+        op = e.tensor.op
+        assert kernel.error_slot is not None and isinstance(op, BoundsReportOp)
+        b = self.b
+        slot = self.bufs[kernel.error_slot]
+        number = ir.Constant(_I64, kernel.checks.index(op) + 1)
+        index = self.to_i64(ix, e.indices[0].dtype)
+        won = b.extract_value(b.cmpxchg(slot, ir.Constant(_I64, 0), number, "monotonic",
+                                        "monotonic"), 1)
+        with b.if_then(won, likely=False):
+            b.store(index, b.gep(slot, [ir.Constant(_I64, 1)], inbounds=True,
+                                 source_etype=_I64), align=8)
         d = e.tensor.dtype
         return ir.Constant(_scalar_type(d), 0.0 if d.is_float else 0)
 
-    def stmt(self, s: Stmt) -> None:
+    def visit(self, s: Stmt) -> Nested[None]:
         if isinstance(s, Barrier):
             self.b.call(self.m.declare("llvm.nvvm.barrier0", _VOID, []), [])
             return
-        super().stmt(s)
+        yield super().visit(s)
 
-    def loop(self, s: For) -> None:
+    def loop(self, s: For) -> Nested[None]:
         if s.kind in (ForKind.THREAD, ForKind.PARALLEL, ForKind.VECTORIZED):
             raise InternalError(f"loop '{s.var.name}' of kind {s.kind.value} in a kernel "
                                 "(tex.lower.gpu should have removed it)", self.m.func)
-        super().loop(s)
+        yield super().loop(s)
 
     def enter_scope(self, s: Stmt) -> Callable[[], None]:
         """Shared and local buffers (see the module doc); lets as on the CPU."""

@@ -153,6 +153,20 @@ def _sub_neg(a: Expr, b: Expr) -> Expr | None:
     return None
 
 
+def _add_selects(a: Expr, b: Expr) -> Expr | None:
+    # select(c, x, y) + select(c, z, w) -> select(c, x + z, y + w), and with !c in the
+    # second -> select(c, x + w, y + z): the sums of adjoint contributions through both
+    # sides of an if_then_else (each side evaluated only where it was before, in the same
+    # order: exact). Left as two selects, n nested if_then_else gave gradients that grew
+    # with every level instead of folding to one value
+    if isinstance(a, Select) and isinstance(b, Select):
+        if b.cond is a.cond:
+            return select(a.cond, binary(Op.ADD, a.a, b.a), binary(Op.ADD, a.b, b.b))
+        if b.cond is logical_not(a.cond) or a.cond is logical_not(b.cond):
+            return select(a.cond, binary(Op.ADD, a.a, b.b), binary(Op.ADD, a.b, b.a))
+    return None
+
+
 def _sub_zero(a: Expr, b: Expr) -> Expr | None:
     return a if is_const(b, 0) else None  # x - 0 -> x
 
@@ -227,7 +241,8 @@ def _or_const(a: Expr, b: Expr) -> Expr | None:
 
 
 _BINARY_RULES: dict[Op, tuple[Rule, ...]] = {
-    Op.ADD: (_add_zero, _add_consts_int, _add_neg, _add_self_float),
+    Op.ADD: (_add_zero, _add_consts_int, _add_neg, _add_self_float,
+             _add_selects),
     Op.SUB: (_sub_zero, _sub_self_int, _sub_from_zero, _sub_neg),
     Op.MUL: (_mul_one, _mul_zero, _mul_consts_int),
     Op.DIV: (_div_one, _zero_over),

@@ -28,6 +28,12 @@ in bounds; the report records the first violation (check, index value) in the ke
 error slot and yields 0. A read of an inlined stage disappears when it is inlined: its
 checks wrap the inlined value instead (``wrap_inlined``, the ``Inliner`` hook).
 ``strip_checks`` takes the checks out again (``build(..., bounds_check=False)``).
+
+A checked index whose interval leaves the int32 range (``i + n`` with a scalar ``n``,
+``I[i] * 4``) is checked and reported in int64 (``_wide``): computed in int32 it could
+wrap and pass the check at a wrong element, or report a wrapped value. The read itself
+keeps the int32 index when only ``+``, ``-`` and ``*`` compute it (wrapping is modular:
+where the wide value is in bounds the narrow one equals it), else reads at the int64 index.
 """
 from __future__ import annotations
 
@@ -38,7 +44,7 @@ import numpy as np
 
 from ..arith import Analyzer, Bounds, Interval, dom_of
 from ..arith.rules import AS_LE, LinearForm
-from ..dtype import DType, boolean
+from ..dtype import DTYPES, DType, boolean
 from ..ir import fold
 from ..ir.expr import (
     Binary,
@@ -343,12 +349,43 @@ def _inside(iv: Interval, n: int) -> bool:
     return iv.lo is not None and iv.hi is not None and iv.lo >= 0 and iv.hi <= n - 1
 
 
+_INT64 = DTYPES["int64"]
+_INT32_RANGE = (-(2**31), 2**31 - 1)
+_MODULAR = (Op.ADD, Op.SUB, Op.MUL)  # int32 results congruent to the exact ones mod 2^32
+_NON_MODULAR = (Op.DIV, Op.FLOORDIV, Op.FLOORMOD, Op.MIN, Op.MAX)
+
+
+def _wide(ix: Expr) -> tuple[Expr, bool]:
+    """``ix`` computed in int64 (the integer arithmetic rebuilt over its leaves, each cast:
+    variables, reads, constants, casts), and whether only modular operations (``+ - *``,
+    negation, selects between such values) compute it."""
+    memo: dict[Expr, Expr] = {}
+    modular = True
+    for node in post_order(ix):
+        if not (node.dtype.is_int and node.dtype.bits < 64):
+            memo[node] = node  # not narrow integer arithmetic (a condition, a float)
+        elif isinstance(node, Binary) and node.op in _MODULAR:
+            memo[node] = fold.binary(node.op, memo[node.a], memo[node.b])
+        elif isinstance(node, Binary) and node.op in _NON_MODULAR:
+            modular = False
+            memo[node] = fold.binary(node.op, memo[node.a], memo[node.b])
+        elif isinstance(node, Unary) and node.op is Op.NEG:
+            memo[node] = fold.unary(Op.NEG, memo[node.a])
+        elif isinstance(node, Select):
+            memo[node] = fold.select(node.cond, memo[node.a], memo[node.b])
+        else:
+            memo[node] = fold.cast(_INT64, node)
+    return memo[ix], modular
+
+
 class ReadChecker:
     """Per-``lower`` state: which reads need a run-time check, and their reports."""
 
     def __init__(self, scalars: Iterable[Var]) -> None:
         self.scalars = set(scalars)
         self.checks: dict[TensorRead, tuple[int, ...]] = {}
+        # checked dimensions whose index may leave int32: checked in int64
+        self.wide: set[tuple[TensorRead, int]] = set()
         self.seen: set[TensorRead] = set()  # every read classified
         self._reports: dict[tuple[Tensor, int, DType], BoundsReportOp] = {}
         # intervals of the indices of inlined reads, memoized across reads (an index
@@ -418,6 +455,9 @@ class ReadChecker:
                     "index, or guard the read with tex.if_then_else(cond, read, other) or "
                     "a reduction's where=")
             dims.append(d)
+            if ix.dtype.is_int and ix.dtype.bits < 64 and (
+                    lo is None or hi is None or lo < _INT32_RANGE[0] or hi > _INT32_RANGE[1]):
+                self.wide.add((read, d))
         if dims:
             old = self.checks.get(read, ())
             self.checks[read] = tuple(sorted(set(old) | set(dims)))
@@ -456,6 +496,12 @@ class ReadChecker:
         for d in reversed(dims):
             ix = read.indices[d]
             n = int(read.tensor.shape[d])
+            if (key, d) in self.wide:
+                ix, modular = _wide(ix)
+                if not modular and value is read:  # a direct read: at the exact index
+                    indices = list(read.indices)
+                    indices[d] = ix
+                    value = read = TensorRead(read.tensor, indices)
             ok = fold.binary(Op.AND, ix >= 0, ix < n)
             value = Select(ok, value, TensorRead(self.report(key.tensor, d), [ix]))
         return value

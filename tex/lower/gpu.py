@@ -30,7 +30,11 @@ the hardware indices. This pass turns each root nest into one kernel (as TVM's
    thread-dependent condition or loop is an internal error.
 
 Kernel parameters are the buffers and scalars the kernel uses, in the function's parameter
-order, then the root temporaries.
+order, then the root temporaries, then (in a kernel with run-time bounds checks) the error
+slot: ``DeviceProgram.error_slot``, two int64 in device memory, zero at the launch; the
+first failed check (of any thread) stores its number (1 + its position in
+``DeviceProgram.checks``) with a compare-and-swap from 0, then the index that failed it.
+The runtime allocates it per call and raises ``OutOfBoundsError`` from it.
 """
 from __future__ import annotations
 
@@ -38,12 +42,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..debug import InternalError
-from ..dtype import int32
+from ..debug import InternalError, OutOfBoundsError
+from ..dtype import DTYPES, int32
 from ..ir import fold
 from ..ir.expr import Const, Expr, TensorRead, Var
 from ..ir.tensor import Tensor
 from ..ir.visit import post_order, substitute
+from .bounds_check import BoundsReportOp, is_report, report_ops
 from .stmt import (
     Allocate,
     Barrier,
@@ -53,14 +58,16 @@ from .stmt import (
     IfThenElse,
     LetStmt,
     LoweredFunc,
+    Nested,
     Param,
     ScalarParam,
     Seq,
     Stmt,
     Store,
+    each_nested,
+    make_buffer,
     map_exprs,
-    peel_scopes,
-    rewrap_scopes,
+    run_nested,
     seq,
     stmt_children,
     stmt_exprs,
@@ -97,6 +104,10 @@ class Kernel:
     block: tuple[int, int, int]
     shared: tuple[Tensor, ...]
     indices: tuple[Var, ...]  # the hardware index variables the body uses
+    # the program's error slot when this kernel has bounds checks (also a parameter), and
+    # the program's checks (a check's number is 1 + its position)
+    error_slot: Tensor | None = None
+    checks: tuple[BoundsReportOp, ...] = ()
 
     @property
     def shared_bytes(self) -> int:
@@ -124,10 +135,23 @@ class DeviceProgram:
     func: LoweredFunc
     temps: tuple[Tensor, ...]
     kernels: tuple[Kernel, ...]
+    # run-time bounds checks: their reports, and the slot the first failure is stored in
+    checks: tuple[BoundsReportOp, ...] = ()
+    error_slot: Tensor | None = None
+
+    def bounds_error(self, slot: Sequence[int]) -> OutOfBoundsError | None:
+        """The error for the failure recorded in the error slot's two values (after the
+        launches), or None when every check passed."""
+        number, index = int(slot[0]), int(slot[1])
+        if not number:
+            return None
+        return OutOfBoundsError.from_kernel(self.func.name,
+                                            self.checks[number - 1].describe(index))
 
     def __str__(self) -> str:
         temps = "".join(f"// device buffer {t.name}: {t.dtype.name}[{t.shape[0]}]\n"
-                        for t in self.temps)
+                        for t in (*self.temps, *(() if self.error_slot is None
+                                                  else (self.error_slot,))))
         return temps + "\n\n".join(str(k) for k in self.kernels)
 
 
@@ -151,11 +175,20 @@ def split_kernels(func: LoweredFunc, limits: GPULimits | None = None) -> DeviceP
         temps.append(body.buffer)
         body = body.body
     parts = list(body.body) if isinstance(body, Seq) else [body]
+    checks = tuple(report_ops(func))
+    slot = None
+    if checks:
+        names = {p.buffer.name for p in func.params if isinstance(p, BufferParam)}
+        names |= {x.buffer.name for x in walk_stmts(func.body) if isinstance(x, Allocate)}
+        name = "bounds_error"
+        while name in names:
+            name += "_"
+        slot = make_buffer(name, 2, DTYPES["int64"])
     kernels = []
     for part in parts:
         kernels.append(_kernel(func, part, f"{symbol_name(func.name)}_kernel{len(kernels)}",
-                               temps, limits))
-    return DeviceProgram(func, tuple(temps), tuple(kernels))
+                               temps, limits, slot, checks))
+    return DeviceProgram(func, tuple(temps), tuple(kernels), checks, slot)
 
 
 def _stored_names(s: Stmt) -> list[str]:
@@ -167,7 +200,8 @@ def _stored_names(s: Stmt) -> list[str]:
 
 
 def _kernel(func: LoweredFunc, part: Stmt, name: str, temps: Sequence[Tensor],
-            limits: GPULimits) -> Kernel:
+            limits: GPULimits, slot: Tensor | None = None,
+            checks: tuple[BoundsReportOp, ...] = ()) -> Kernel:
     loops = [s for s in walk_stmts(part) if isinstance(s, For) and s.kind is ForKind.THREAD]
     what = ", ".join(f"'{n}'" for n in _stored_names(part)[-1:]) or "a loop nest"
     if not loops and any(isinstance(x, For) for x in walk_stmts(part)):
@@ -218,70 +252,71 @@ def _kernel(func: LoweredFunc, part: Stmt, name: str, temps: Sequence[Tensor],
         if (p.buffer if isinstance(p, BufferParam) else p.var) in used:
             params.append(p)
     params += [BufferParam(t, t, True) for t in temps if t in used]
+    checked = slot is not None and any(isinstance(t, Tensor) and is_report(t) for t in used)
+    if checked:
+        params.append(BufferParam(slot, slot, True))  # type: ignore[arg-type]
     indices = tuple(hw[t] for t in (*BLOCK_TAGS, *THREAD_TAGS_HW) if t in hw)
     return Kernel(name, tuple(params), body, grid, block, tuple(shared),  # type: ignore[arg-type]
-                  indices)
+                  indices, slot if checked else None, checks if checked else ())
 
 
 # --------------------------------------------------------------------------------------
 # Steps
 # --------------------------------------------------------------------------------------
 
-# The recursive walks below step over chains of Allocate/LetStmt wrappers with peel_scopes
-# (one local temporary per attached stage nests one Allocate per stage), so they recurse
-# only as deep as the loops are nested, whatever the number of stages in a kernel.
+# The walks below are ``Nested`` generators run by ``run_nested`` (one local temporary per
+# attached stage nests one Allocate per stage, and a chain of compute_at stages nests as deep
+# as it is long): none recurses in Python.
 
 def _bind_indices(s: Stmt, hw: dict[str, Var], extent: dict[str, int]) -> Stmt:
     """Thread loops replaced by their hardware index; SIMD and parallel loops serial."""
-    chain, s = peel_scopes(s)
-    if chain:
-        return rewrap_scopes(chain, _bind_indices(s, hw, extent))
-    if isinstance(s, For) and s.kind is ForKind.THREAD:
-        index = hw[s.thread_tag]
-        body = s.body
-        n = int(s.extent.value)  # type: ignore[attr-defined]
-        if n < extent[s.thread_tag]:
-            body = _guard_own(index < n, body, s.thread_tag)
-        body = map_exprs(body, lambda e: substitute(e, {s.var: index}))
-        return _bind_indices(body, hw, extent)
-    kids = [_bind_indices(c, hw, extent) for c in stmt_children(s)]
-    s = with_stmt_children(s, kids)
-    if isinstance(s, For) and s.kind in (ForKind.VECTORIZED, ForKind.PARALLEL):
-        return For(s.var, s.min, s.extent, ForKind.SERIAL, s.body)
-    return s
+
+    def visit(s: Stmt) -> Nested[Stmt]:
+        if isinstance(s, For) and s.kind is ForKind.THREAD:
+            index = hw[s.thread_tag]
+            body = s.body
+            n = int(s.extent.value)  # type: ignore[attr-defined]
+            if n < extent[s.thread_tag]:
+                body = _guard_own(index < n, body, s.thread_tag)
+            body = map_exprs(body, lambda e: substitute(e, {s.var: index}))
+            return (yield visit(body))
+        s = with_stmt_children(s, (yield from each_nested(visit, stmt_children(s))))
+        if isinstance(s, For) and s.kind in (ForKind.VECTORIZED, ForKind.PARALLEL):
+            return For(s.var, s.min, s.extent, ForKind.SERIAL, s.body)
+        return s
+
+    return run_nested(visit(s))
 
 
 def _guard_own(cond: Expr, s: Stmt, tag: str) -> Stmt:
     """``if (cond) s``, except around the nests of other stages bound to the same thread
     index (a shared tile's copy): those run on their own extent, with every thread."""
-    if not any(isinstance(x, For) and x.kind is ForKind.THREAD and x.thread_tag == tag
-               for x in walk_stmts(s)):
-        return IfThenElse(cond, s)
-    chain, s = peel_scopes(s)
-    if chain:
-        return rewrap_scopes(chain, _guard_own(cond, s, tag))
-    match s:
-        case For() if s.kind is ForKind.THREAD and s.thread_tag == tag:
-            return s
-        case Seq():
-            return seq(*(_guard_own(cond, c, tag) for c in s.body))
-        case IfThenElse():
-            return IfThenElse(s.cond, _guard_own(cond, s.then_case, tag),
-                              None if s.else_case is None else
-                              _guard_own(cond, s.else_case, tag))
-    kids = stmt_children(s)
-    return with_stmt_children(s, [_guard_own(cond, c, tag) for c in kids])
+
+    def visit(s: Stmt) -> Nested[Stmt]:
+        if not any(isinstance(x, For) and x.kind is ForKind.THREAD and x.thread_tag == tag
+                   for x in walk_stmts(s)):
+            return IfThenElse(cond, s)
+        match s:
+            case For() if s.kind is ForKind.THREAD and s.thread_tag == tag:
+                return s
+            case Seq():
+                return seq(*(yield from each_nested(visit, s.body)))
+            case IfThenElse():
+                return IfThenElse(s.cond, (yield visit(s.then_case)),
+                                  None if s.else_case is None else
+                                  (yield visit(s.else_case)))
+        return with_stmt_children(s, (yield from each_nested(visit, stmt_children(s))))
+
+    return run_nested(visit(s))
 
 
 def _hoist_shared(s: Stmt, what: str) -> tuple[Stmt, list[Tensor]]:
     found: list[Tensor] = []
 
-    def visit(x: Stmt) -> Stmt:
-        chain, x = peel_scopes(x)
-        if chain:
-            return rewrap_scopes([w for w in chain if not hoisted(w)], visit(x))
-        kids = stmt_children(x)
-        return with_stmt_children(x, [visit(c) for c in kids]) if kids else x
+    def visit(x: Stmt) -> Nested[Stmt]:
+        drop = hoisted(x)  # outermost first: the order of the kernel's shared buffers
+        body = with_stmt_children(x, (yield from each_nested(visit, stmt_children(x))))
+        return body.body if drop else body  # type: ignore[attr-defined]
 
     def hoisted(x: Stmt) -> bool:
         if isinstance(x, Allocate):
@@ -296,7 +331,7 @@ def _hoist_shared(s: Stmt, what: str) -> tuple[Stmt, list[Tensor]]:
                     "(s[T].set_scope(...)), or compute_root it")
         return False
 
-    return visit(s), found
+    return run_nested(visit(s)), found
 
 
 def _accesses(s: Stmt, shared: set[Tensor]) -> tuple[set[Tensor], set[Tensor]]:
@@ -321,33 +356,34 @@ def _ends_with_barrier(s: Stmt) -> bool:
 def _insert_barriers(s: Stmt, shared: set[Tensor]) -> Stmt:
     if not shared:
         return s
-    chain, s = peel_scopes(s)
-    if chain:
-        return rewrap_scopes(chain, _insert_barriers(s, shared))
-    kids = [_insert_barriers(c, shared) for c in stmt_children(s)]
-    s = with_stmt_children(s, kids)
-    if isinstance(s, Seq):
-        out: list[Stmt] = []
-        pend_r: set[Tensor] = set()
-        pend_w: set[Tensor] = set()
-        for c in s.body:
-            if isinstance(c, Barrier):
-                pend_r, pend_w = set(), set()
+
+    def visit(s: Stmt) -> Nested[Stmt]:
+        s = with_stmt_children(s, (yield from each_nested(visit, stmt_children(s))))
+        if isinstance(s, Seq):
+            out: list[Stmt] = []
+            pend_r: set[Tensor] = set()
+            pend_w: set[Tensor] = set()
+            for c in s.body:
+                if isinstance(c, Barrier):
+                    pend_r, pend_w = set(), set()
+                    out.append(c)
+                    continue
+                r, w = _accesses(c, shared)
+                if (r & pend_w) or (w & (pend_r | pend_w)):
+                    out.append(Barrier())
+                    pend_r, pend_w = set(), set()
                 out.append(c)
-                continue
-            r, w = _accesses(c, shared)
-            if (r & pend_w) or (w & (pend_r | pend_w)):
-                out.append(Barrier())
-                pend_r, pend_w = set(), set()
-            out.append(c)
-            pend_r |= r
-            pend_w |= w
-        return seq(*out)
-    if isinstance(s, For):
-        r, w = _accesses(s.body, shared)
-        if (r & w) and not _ends_with_barrier(s.body):
-            return For(s.var, s.min, s.extent, s.kind, seq(s.body, Barrier()), s.thread_tag)
-    return s
+                pend_r |= r
+                pend_w |= w
+            return seq(*out)
+        if isinstance(s, For):
+            r, w = _accesses(s.body, shared)
+            if (r & w) and not _ends_with_barrier(s.body):
+                return For(s.var, s.min, s.extent, s.kind, seq(s.body, Barrier()),
+                           s.thread_tag)
+        return s
+
+    return run_nested(visit(s))
 
 
 def _has_barrier(s: Stmt) -> bool:
@@ -366,19 +402,17 @@ def _is_uniform(e: Expr, uniform: frozenset[Var]) -> bool:
 
 def _uniform_barriers(s: Stmt, uniform: frozenset[Var]) -> Stmt:
     """Thread-dependent conditions holding barriers distributed around them."""
+    return run_nested(_uniform_visit(s, uniform))
+
+
+def _uniform_visit(s: Stmt, uniform: frozenset[Var]) -> Nested[Stmt]:
     if not _has_barrier(s):
         return s
-    chain, s = peel_scopes(s)
-    if chain:
-        for w in chain:
-            if isinstance(w, LetStmt) and _is_uniform(w.value, uniform):
-                uniform = uniform | {w.var}
-        return rewrap_scopes(chain, _uniform_barriers(s, uniform))
     match s:
         case IfThenElse() if not _is_uniform(s.cond, uniform):
-            then = _distribute(s.cond, s.then_case, uniform)
+            then = yield _distribute(s.cond, s.then_case, uniform)
             other = None if s.else_case is None else \
-                _distribute(fold.logical_not(s.cond), s.else_case, uniform)
+                (yield _distribute(fold.logical_not(s.cond), s.else_case, uniform))
             return seq(then, other)
         case For():
             inner = uniform | {s.var} if _is_uniform(s.min, uniform) and \
@@ -386,35 +420,39 @@ def _uniform_barriers(s: Stmt, uniform: frozenset[Var]) -> Stmt:
             if inner is uniform:
                 raise InternalError(f"a barrier inside loop '{s.var.name}', whose bounds differ "
                                     "between the threads of a block")
-            return For(s.var, s.min, s.extent, s.kind, _uniform_barriers(s.body, inner),
+            return For(s.var, s.min, s.extent, s.kind, (yield _uniform_visit(s.body, inner)),
                        s.thread_tag)
-    kids = stmt_children(s)
-    return with_stmt_children(s, [_uniform_barriers(c, uniform) for c in kids])
+        case LetStmt() if _is_uniform(s.value, uniform):
+            uniform = uniform | {s.var}
+    return with_stmt_children(s, (yield from each_nested(
+        lambda c: _uniform_visit(c, uniform), stmt_children(s))))
 
 
-def _distribute(cond: Expr, s: Stmt, uniform: frozenset[Var]) -> Stmt:
+def _distribute(cond: Expr, s: Stmt, uniform: frozenset[Var]) -> Nested[Stmt]:
     """``if (cond) s`` with the condition pushed inside ``s`` around its barriers."""
     if not _has_barrier(s):
         return IfThenElse(cond, s)
-    chain, s = peel_scopes(s)
-    if chain:  # the condition does not read the let variables: it is outside them
-        return rewrap_scopes(chain, _distribute(cond, s, uniform))
     match s:
         case Barrier():
             return s
+        case LetStmt() | Allocate():  # the condition does not read the let variable
+            inner = uniform | {s.var} if isinstance(s, LetStmt) and \
+                _is_uniform(s.value, uniform) else uniform
+            return with_stmt_children(s, [(yield _distribute(cond, s.body, inner))])
         case Seq():
-            return seq(*(_distribute(cond, c, uniform) for c in s.body))
+            return seq(*(yield from each_nested(lambda c: _distribute(cond, c, uniform),
+                                                s.body)))
         case For():
-            return _uniform_barriers(For(s.var, s.min, s.extent, s.kind,
-                                         IfThenElse(cond, s.body), s.thread_tag), uniform)
+            return (yield _uniform_visit(For(s.var, s.min, s.extent, s.kind,
+                                             IfThenElse(cond, s.body), s.thread_tag), uniform))
         case IfThenElse():
             if _is_uniform(s.cond, uniform):
-                return _uniform_barriers(IfThenElse(
+                return (yield _uniform_visit(IfThenElse(
                     s.cond, IfThenElse(cond, s.then_case),
-                    None if s.else_case is None else IfThenElse(cond, s.else_case)), uniform)
-            then = _distribute(cond & s.cond, s.then_case, uniform)
+                    None if s.else_case is None else IfThenElse(cond, s.else_case)), uniform))
+            then = yield _distribute(cond & s.cond, s.then_case, uniform)
             other = None if s.else_case is None else \
-                _distribute(cond & fold.logical_not(s.cond), s.else_case, uniform)
+                (yield _distribute(cond & fold.logical_not(s.cond), s.else_case, uniform))
             return seq(then, other)
     raise InternalError(f"a barrier inside {type(s).__name__} under the thread-dependent "
                         f"condition {cond}")

@@ -99,15 +99,16 @@ from .stmt import (
     IfThenElse,
     LetStmt,
     LoweredFunc,
+    Nested,
     Param,
     ScalarParam,
     Seq,
     Stmt,
     Store,
+    each_nested,
     make_buffer,
     map_exprs,
-    peel_scopes,
-    rewrap_scopes,
+    run_nested,
     seq,
     stmt_children,
     stmt_exprs,
@@ -239,6 +240,7 @@ class _Lowerer:
                 self.check_readers(st)
                 self.attached.setdefault((id(parent), iv), []).append(st)
         self.bodies: dict[Stage, list[Expr]] = {}
+        self.order = {stage: n for n, stage in enumerate(sch.stages)}
         # GPU lowering: loops bound to thread indices are hoisted outermost in each stage,
         # guards on thread indices wrap only the stage's own stores, reductions over a
         # thread-bound axis combine across threads through shared memory
@@ -254,10 +256,31 @@ class _Lowerer:
     # -- ranges and relations ------------------------------------------------------------------
     def nest(self, st: Stage, root_min: Mapping[IterVar, Expr], root_ext: Mapping[IterVar, int],
              clip: Mapping[IterVar, int], env: dict[Tensor, _Storage],
-             outer: Sequence[_Level] = ()) -> Stmt:
+             outer: Sequence[_Level] = ()) -> Nested[Stmt]:
         """The loop nest of ``st`` over the given root ranges (``clip``: root axes whose
         values must stay below the given bound, for regions larger than the tensor;
-        ``outer``: the loops of the stages this one is computed inside)."""
+        ``env``: where each tensor is stored, extended by the stages attached inside this
+        nest while it is built and restored after; ``outer``: the loops of the stages
+        this one is computed inside, one-iteration loops left out). ``Nested`` with
+        ``build_attached``: a chain of stages each computed at the next nests as deep as
+        the chain is long, so nothing here costs more than the stage's own loops (no copy
+        of ``env`` or ``outer`` per stage: that made a chain quadratic)."""
+        undo: list[tuple[Tensor, _Storage | None]] = []
+        try:
+            return (yield self.stage_nest(st, root_min, root_ext, clip, env, outer, undo))
+        finally:
+            for t, old in reversed(undo):
+                if old is None:
+                    del env[t]
+                else:
+                    env[t] = old
+
+    def stage_nest(self, st: Stage, root_min: Mapping[IterVar, Expr],
+                   root_ext: Mapping[IterVar, int], clip: Mapping[IterVar, int],
+                   env: dict[Tensor, _Storage], outer: Sequence[_Level],
+                   undo: list[tuple[Tensor, _Storage | None]]) -> Nested[Stmt]:
+        """The body of ``nest``; the stages attached here record in ``undo`` what they
+        add to ``env``."""
         ext: dict[IterVar, int] = dict(root_ext)
         for rel in st.relations:
             if isinstance(rel, Split):
@@ -336,20 +359,19 @@ class _Lowerer:
         # attached stages: regions consumers first (a producer's region covers what its
         # attached consumers read), then nests outermost level first, each extending the
         # environment inward
-        env = dict(env)
         children = [(k, child) for k, lv in enumerate(levels)
                     for child in self.attached.get((id(st), lv.iv), [])]
-        order = {stage: n for n, stage in enumerate(self.sch.stages)}
         regions: dict[Stage, _Region] = {}
-        for k, child in sorted(children, key=lambda kc: -order[kc[1]]):
+        for k, child in sorted(children, key=lambda kc: -self.order[kc[1]]):
             regions[child] = self.infer_region(child, st, levels, k, point, children, regions,
                                                outer)
         for k, child in children:
             # GPU threads of the block that run inside the attach point share the box
             sharing = [lv for lv in levels[k + 1:]
                        if lv.is_thread and lv.tag.startswith("threadIdx")]
-            levels[k].attached.append(self.build_attached(
-                child, regions[child], env, [*outer, *levels[:k + 1]], sharing))
+            levels[k].attached.append((yield self.build_attached(
+                child, regions[child], env, undo, [*outer, *_loops(levels[:k + 1])],
+                sharing)))
         body = self.body_of(st)
         outputs = st.op.outputs
 
@@ -515,11 +537,9 @@ class _Lowerer:
         ``infer_region``)."""
         parent = child.attach_stage
         assert parent is not None and child.attach_ivar is not None
-        for other in self.sch.stages:
-            if other in (parent, child) or other.attach_type == "inline" or \
-                    other.attach_stage is parent or not self.sch._reads(other, child):
-                continue
-            raise _outside_reader(child, parent, child.attach_ivar.name, other)
+        for other in self.sch.consumers(child):
+            if other is not parent and other is not child and other.attach_stage is not parent:
+                raise _outside_reader(child, parent, child.attach_ivar.name, other)
 
     def scope_of(self, child: Stage, enclosing: Sequence[_Level]) -> str:
         """The memory scope of an attached stage: its own if set; on a GPU, by default
@@ -541,15 +561,14 @@ class _Lowerer:
         tile serves every thread of the block)."""
         loop = levels[k].iv.name
         ranging = {lv.var: lv.extent for lv in levels[k + 1:]}
-        enclosing = [*outer, *levels[:k + 1]]
+        enclosing = [*outer, *_loops(levels[:k + 1])]
         scope = self.scope_of(child, enclosing)
         ranging.update({lv.var: lv.extent for lv in enclosing if lv.relaxed_by(scope)})
         reads = [r for e in self.body_of(parent) for r in post_order(substitute(e, point))
                  if isinstance(r, TensorRead) and r.tensor.op is child.op]
         siblings = {q: j for j, q in children}
-        for other in self.sch.stages:
-            if other in (parent, child) or other.attach_type == "inline" or \
-                    not self.sch._reads(other, child):
+        for other in self.sch.consumers(child):
+            if other is parent or other is child:
                 continue
             j = siblings.get(other)
             if j is None or j < k or other not in regions:
@@ -584,11 +603,13 @@ class _Lowerer:
         return _Region(tuple(los), tuple(exts))
 
     def build_attached(self, child: Stage, box: _Region, env: dict[Tensor, _Storage],
+                       undo: list[tuple[Tensor, _Storage | None]],
                        enclosing: Sequence[_Level] = (), sharing: Sequence[_Level] = ()
-                       ) -> tuple[Stmt, list[Tensor], str]:
-        """The nest of ``child`` over its region; registers its buffers in ``env``
-        (``enclosing``: the loops around the attach point, outermost first; ``sharing``:
-        the GPU thread indices inside it, whose threads share the box)."""
+                       ) -> Nested[tuple[Stmt, list[Tensor], str]]:
+        """The nest of ``child`` over its region; registers its buffers in ``env``, each
+        with the entry it replaces in ``undo`` (``enclosing``: the loops around the attach
+        point, outermost first; ``sharing``: the GPU thread indices inside it, whose
+        threads share the box)."""
         root_min: dict[IterVar, Expr] = dict(zip(child.op.axis, box.los))
         root_ext: dict[IterVar, int] = dict(zip(child.op.axis, box.exts))
         for iv in child.op.reduce_axis:
@@ -616,13 +637,14 @@ class _Lowerer:
                 clip[iv] = n_d
         buffers: list[Tensor] = []
         for t in child.op.outputs:
+            undo.append((t, env.get(t)))
             if t in self.params:  # an argument: computed in place, in the caller's array
                 env[t] = self.params[t]
                 continue
             buf = make_buffer(self.names.fresh(t.name), math.prod(box.exts), t.dtype)
             buffers.append(buf)
             env[t] = _Storage(buf, box.exts, box.los)
-        return (self.nest(child, root_min, root_ext, clip, env, enclosing), buffers,
+        return ((yield self.nest(child, root_min, root_ext, clip, env, enclosing)), buffers,
                 self.scope_of(child, enclosing))
 
     def argument_box(self, child: Stage, box: _Region, enclosing: Sequence[_Level]
@@ -857,6 +879,12 @@ def _wrap_lets(lets: Sequence[tuple[Var, Expr, Expr | None]], body: Stmt) -> Stm
     return body
 
 
+def _loops(levels: Sequence[_Level]) -> list[_Level]:
+    """The levels that are loops: a one-iteration level (not a GPU index) is the
+    constant 0 in the stage's indices, and no loop in the nest."""
+    return [lv for lv in levels if lv.extent > 1 or lv.is_thread]
+
+
 def _copy_level(lv: _Level, kind: ForKind | None = None) -> _Level:
     """The same loop (its guards, not its producers) for a second nest over it."""
     return _Level(lv.iv, lv.var, lv.extent, kind or lv.kind, lv.tag, list(lv.guards))
@@ -920,13 +948,8 @@ def simplify_pass(func: LoweredFunc) -> LoweredFunc:
 def remove_no_op(func: LoweredFunc) -> LoweredFunc:
     """Conditions decided by constants resolved; empty branches and loops removed."""
 
-    def visit(s: Stmt) -> Stmt | None:
-        chain, s = peel_scopes(s)  # a long chain of allocations: a loop, not recursion
-        if chain:
-            inner = visit(s)
-            return None if inner is None else rewrap_scopes(chain, inner)
-        kids = stmt_children(s)
-        new = [visit(c) for c in kids]
+    def visit(s: Stmt) -> Nested[Stmt | None]:
+        new = yield from each_nested(visit, stmt_children(s))
         if isinstance(s, IfThenElse):
             then, other = new[0], new[1] if len(new) > 1 else None
             if isinstance(s.cond, Const):
@@ -943,7 +966,7 @@ def remove_no_op(func: LoweredFunc) -> LoweredFunc:
             return None
         return with_stmt_children(s, new)  # type: ignore[arg-type]
 
-    body = visit(func.body)
+    body = run_nested(visit(func.body))
     return LoweredFunc(func.name, func.params, body if body is not None else Seq(()),
                        func.attrs)
 
@@ -999,6 +1022,18 @@ def partition_loops(func: LoweredFunc) -> LoweredFunc:
     considered (split remainders of vectorized axes), and only the guard-free middle part is
     partitioned further, so code grows at most threefold per loop."""
     an = Analyzer(loop_domains(func.body))
+    vector_memo: dict[Stmt, bool] = {}  # statement -> whether it holds a vectorized loop
+
+    def vectorized(st: Stmt) -> Nested[bool]:
+        got = vector_memo.get(st)
+        if got is None:
+            inside = yield from each_nested(vectorized, stmt_children(st))
+            got = vector_memo[st] = any(inside) or (isinstance(st, For) and
+                                                    st.kind is ForKind.VECTORIZED)
+        return got
+
+    def has_vector(root: Stmt) -> bool:
+        return run_nested(vectorized(root))
 
     def guards(body: Stmt) -> list[tuple[Stmt, Expr]]:
         """Guards worth peeling, with their conditions: ifs in or around a vectorized loop,
@@ -1009,9 +1044,8 @@ def partition_loops(func: LoweredFunc) -> LoweredFunc:
         stack: list[tuple[Stmt, bool]] = [(body, False)]
         while stack:
             st, in_vector = stack.pop()
-            if isinstance(st, IfThenElse) and st.else_case is None and (in_vector or any(
-                    isinstance(x, For) and x.kind is ForKind.VECTORIZED
-                    for x in walk_stmts(st.then_case))):
+            if isinstance(st, IfThenElse) and st.else_case is None and (
+                    in_vector or has_vector(st.then_case)):
                 found.append((st, st.cond))
             elif in_vector and _blend(st) is not None:
                 found.append((st, _blend(st).cond))  # type: ignore[union-attr]
@@ -1019,10 +1053,7 @@ def partition_loops(func: LoweredFunc) -> LoweredFunc:
             stack.extend((c, vec) for c in stmt_children(st))
         return found
 
-    def visit(s: Stmt) -> Stmt:
-        chain, s = peel_scopes(s)
-        if chain:
-            return rewrap_scopes(chain, visit(s))
+    def visit(s: Stmt) -> Nested[Stmt]:
         if isinstance(s, For) and s.kind is ForKind.SERIAL and isinstance(s.min, Const) \
                 and isinstance(s.extent, Const):
             lo0, n = int(s.min.value), int(s.extent.value)
@@ -1041,8 +1072,8 @@ def partition_loops(func: LoweredFunc) -> LoweredFunc:
                 decided[id(g)] = r[2]
             if decided and lo < hi and (lo, hi) != (lo0, hi0):
                 # in [lo, hi) the comparisons on the loop variable hold: keep only the rest
-                middle = visit(For(s.var, _i32(lo), _i32(hi - lo), s.kind,
-                                   _drop_guards(s.body, decided), s.thread_tag))
+                middle = yield visit(For(s.var, _i32(lo), _i32(hi - lo), s.kind,
+                                         _drop_guards(s.body, decided), s.thread_tag))
                 # the peeled parts keep their guards; their loops get fresh variables (a
                 # loop variable is bound by exactly one loop)
                 head = _rename_loop(For(s.var, _i32(lo0), _i32(lo - lo0), s.kind, s.body,
@@ -1050,10 +1081,9 @@ def partition_loops(func: LoweredFunc) -> LoweredFunc:
                 tail = _rename_loop(For(s.var, _i32(hi), _i32(hi0 - hi), s.kind, s.body,
                                         s.thread_tag)) if hi < hi0 else None
                 return seq(head, middle, tail)
-        kids = stmt_children(s)
-        return with_stmt_children(s, [visit(c) for c in kids]) if kids else s
+        return with_stmt_children(s, (yield from each_nested(visit, stmt_children(s))))
 
-    return LoweredFunc(func.name, func.params, visit(func.body), func.attrs)
+    return LoweredFunc(func.name, func.params, run_nested(visit(func.body)), func.attrs)
 
 
 def _blend(s: Stmt) -> Select | None:
@@ -1066,30 +1096,24 @@ def _blend(s: Stmt) -> Select | None:
     return None
 
 
-def _drop_guards(s: Stmt, keep: Mapping[int, list[Expr]]) -> Stmt:
+def _drop_guards(root: Stmt, keep: Mapping[int, list[Expr]]) -> Stmt:
     """Guards in ``keep`` reduced to their listed conjuncts (removed when none is left);
     a blended update keeps a select on the conjuncts left, or none."""
-    chain, s = peel_scopes(s)
-    if chain:
-        return rewrap_scopes(chain, _drop_guards(s, keep))
-    if isinstance(s, Store) and id(s) in keep:
-        sel = _blend(s)
-        assert sel is not None
-        parts = keep[id(s)]
-        value = Select(fold.conjoin(parts), sel.a, sel.b) if parts \
-            else sel.a
-        return Store(s.buffer, s.index, value)
-    if isinstance(s, IfThenElse) and id(s) in keep:
-        then = _drop_guards(s.then_case, keep)
-        parts = keep[id(s)]
-        if not parts:
-            return then
-        cond = parts[0]
-        for c in parts[1:]:
-            cond = cond & c
-        return IfThenElse(cond, then)
-    kids = stmt_children(s)
-    return with_stmt_children(s, [_drop_guards(c, keep) for c in kids]) if kids else s
+
+    def visit(s: Stmt) -> Nested[Stmt]:
+        if isinstance(s, Store) and id(s) in keep:
+            sel = _blend(s)
+            assert sel is not None
+            parts = keep[id(s)]
+            value = Select(fold.conjoin(parts), sel.a, sel.b) if parts else sel.a
+            return Store(s.buffer, s.index, value)
+        if isinstance(s, IfThenElse) and id(s) in keep:
+            then = yield visit(s.then_case)
+            parts = keep[id(s)]
+            return IfThenElse(fold.conjoin(parts), then) if parts else then
+        return with_stmt_children(s, (yield from each_nested(visit, stmt_children(s))))
+
+    return run_nested(visit(root))
 
 
 def _rename_loop(loop: For) -> For:
@@ -1099,16 +1123,15 @@ def _rename_loop(loop: For) -> For:
         if isinstance(st, For):
             mapping[st.var] = Var(st.var.name, st.var.dtype, st.var.kind)
 
-    def fresh(st: Stmt) -> Stmt:
-        kids = [fresh(c) for c in stmt_children(st)]
-        st = with_stmt_children(st, kids)
+    def fresh(st: Stmt) -> Nested[Stmt]:
+        st = with_stmt_children(st, (yield from each_nested(fresh, stmt_children(st))))
         if isinstance(st, For):
             new_var = mapping[st.var]
             assert isinstance(new_var, Var)
             return For(new_var, st.min, st.extent, st.kind, st.body, st.thread_tag)
         return st
 
-    renamed = map_exprs(fresh(loop), lambda e: substitute(e, mapping))
+    renamed = map_exprs(run_nested(fresh(loop)), lambda e: substitute(e, mapping))
     assert isinstance(renamed, For)
     return renamed
 
@@ -1117,20 +1140,18 @@ def remove_redundant_guards(func: LoweredFunc) -> LoweredFunc:
     """A condition already checked by an enclosing ``if`` (the same expression) is dropped:
     ``if (c) { ... if (c) { s } }`` -> ``if (c) { ... s }``."""
 
-    def visit(s: Stmt, known: frozenset[Expr]) -> Stmt:
-        chain, s = peel_scopes(s)
-        if chain:
-            return rewrap_scopes(chain, visit(s, known))
+    def visit(s: Stmt, known: frozenset[Expr]) -> Nested[Stmt]:
         if isinstance(s, IfThenElse):
             if s.cond in known and s.else_case is None:
-                return visit(s.then_case, known)
-            then = visit(s.then_case, known | {s.cond})
-            other = None if s.else_case is None else visit(s.else_case, known)
+                return (yield visit(s.then_case, known))
+            then = yield visit(s.then_case, known | {s.cond})
+            other = None if s.else_case is None else (yield visit(s.else_case, known))
             return IfThenElse(s.cond, then, other)
-        kids = stmt_children(s)
-        return with_stmt_children(s, [visit(c, known) for c in kids]) if kids else s
+        return with_stmt_children(s, (yield from each_nested(lambda c: visit(c, known),
+                                                             stmt_children(s))))
 
-    return LoweredFunc(func.name, func.params, visit(func.body, frozenset()), func.attrs)
+    return LoweredFunc(func.name, func.params, run_nested(visit(func.body, frozenset())),
+                       func.attrs)
 
 
 def hoist_checks(func: LoweredFunc) -> LoweredFunc:
@@ -1206,10 +1227,8 @@ def hoist_checks(func: LoweredFunc) -> LoweredFunc:
         made.add(id(out))
         return out
 
-    def visit(s: Stmt) -> Stmt:
-        kids = stmt_children(s)
-        if kids:
-            s = with_stmt_children(s, [visit(c) for c in kids])
+    def visit(s: Stmt) -> Nested[Stmt]:
+        s = with_stmt_children(s, (yield from each_nested(visit, stmt_children(s))))
         if not isinstance(s, For) or s.kind is ForKind.THREAD:
             return s
         body = s.body
@@ -1222,7 +1241,7 @@ def hoist_checks(func: LoweredFunc) -> LoweredFunc:
         # the other copy keeps its checks (they fail there): strip_checks still sees them
         return unswitch(s, cond, decide(body, cond), body)
 
-    return LoweredFunc(func.name, func.params, visit(func.body), func.attrs)
+    return LoweredFunc(func.name, func.params, run_nested(visit(func.body)), func.attrs)
 
 
 def _has_checks(func: LoweredFunc) -> bool:
@@ -1363,7 +1382,7 @@ def lower(sch: Schedule | Tensor | Sequence[Tensor], args: Sequence[Tensor | Var
                 temps.append(buf)
         root_min = {iv: _i32(iv.dom.min) for iv in [*st.op.axis, *st.op.reduce_axis]}
         root_ext = {iv: iv.dom.extent for iv in [*st.op.axis, *st.op.reduce_axis]}
-        parts.append(lw.nest(st, root_min, root_ext, {}, storage))
+        parts.append(run_nested(lw.nest(st, root_min, root_ext, {}, storage)))
     body = seq(*parts)
     for buf in reversed(temps):
         body = Allocate(buf, "global", body)

@@ -26,8 +26,9 @@ from __future__ import annotations
 import enum
 import hashlib
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from ..dtype import DType
 from ..ir.expr import Expr, Var
@@ -37,8 +38,14 @@ __all__ = [
     "ForKind", "Stmt", "For", "Store", "Allocate", "IfThenElse", "LetStmt", "Seq", "Barrier",
     "BufferParam", "ScalarParam", "Param", "LoweredFunc", "make_buffer", "seq",
     "stmt_children", "stmt_exprs", "with_stmt_children", "walk_stmts", "map_exprs",
-    "symbol_name", "peel_scopes", "rewrap_scopes",
+    "symbol_name", "Nested", "run_nested", "each_nested",
 ]
+
+T = TypeVar("T")
+U = TypeVar("U")
+# A recursive function written as a generator: where it would call itself (or another
+# such function) it yields the callee's generator and receives the callee's result
+Nested = Generator["Nested[Any]", Any, T]
 
 # a symbol the code generators may emit as is: an ASCII C identifier of bounded length
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
@@ -199,7 +206,7 @@ class LoweredFunc:
 
 
 # --------------------------------------------------------------------------------------
-# Generic walks (statements hold at most a few children; nesting depth is the loop depth)
+# Generic walks (nesting depth is the loop depth plus one per stage computed inside another)
 # --------------------------------------------------------------------------------------
 
 def stmt_children(s: Stmt) -> tuple[Stmt, ...]:
@@ -256,23 +263,45 @@ def walk_stmts(root: Stmt) -> Iterator[Stmt]:
         stack.extend(reversed(stmt_children(s)))
 
 
-def peel_scopes(s: Stmt) -> tuple[list[Stmt], Stmt]:
-    """The chain of ``Allocate``/``LetStmt`` wrappers around ``s`` (outermost first) and
-    the statement inside them. One temporary per stage nests one ``Allocate`` per stage:
-    recursive walks step over the chain with this, so their depth stays the loop depth."""
-    chain: list[Stmt] = []
-    while isinstance(s, (Allocate, LetStmt)):
-        chain.append(s)
-        s = s.body
-    return chain, s
+def run_nested(call: Nested[T]) -> T:
+    """The result of ``call``, a recursive function written as a generator (``Nested``),
+    run with an explicit stack: a loop nest as deep as a long program's chain of
+    ``compute_at`` stages needs no Python recursion. An exception raised by a callee is
+    raised in its caller at the ``yield``, as a recursive call would."""
+    stack: list[Nested[Any]] = [call]
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        top = stack[-1]
+        try:
+            if error is not None:
+                failed, error = error, None
+                sub = top.throw(failed)
+            else:
+                sub = top.send(value)
+        except StopIteration as stop:
+            stack.pop()
+            if not stack:
+                return stop.value
+            value = stop.value
+            continue
+        except BaseException as exc:
+            stack.pop()
+            if not stack:
+                raise
+            error = exc
+            continue
+        stack.append(sub)
+        value = None
 
 
-def rewrap_scopes(chain: Sequence[Stmt], body: Stmt) -> Stmt:
-    """``body`` inside the wrappers of ``chain`` (from ``peel_scopes``), rebuilt only where
-    something changed."""
-    for w in reversed(chain):
-        body = with_stmt_children(w, [body])
-    return body
+def each_nested(fn: Callable[[U], Nested[T]], items: Iterable[U]) -> Nested[list[T]]:
+    """``[fn(x) for x in items]`` for a ``Nested`` ``fn``, inside a ``Nested`` function:
+    ``results = yield from each_nested(visit, kids)``."""
+    out: list[T] = []
+    for x in items:
+        out.append((yield fn(x)))
+    return out
 
 
 def map_exprs(root: Stmt, fn: Callable[[Expr], Expr]) -> Stmt:

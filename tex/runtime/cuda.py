@@ -544,6 +544,15 @@ class CudaFunction:
                 dev = driver.alloc(t.size * t.dtype.itemsize)
                 owned.append(dev)
                 values[t] = ctypes.c_uint64(dev)
+            # the error slot of the bounds checks: one per call, so concurrent calls on
+            # other streams or threads never see each other's failures
+            slot = self.program.error_slot
+            record = np.zeros(2, np.int64)
+            if slot is not None:
+                dev = driver.alloc(record.nbytes)
+                owned.append(dev)
+                driver.to_device(dev, record.ctypes.data, record.nbytes)
+                values[slot] = ctypes.c_uint64(dev)
             for k in self.program.kernels:
                 args = [values[p.buffer if isinstance(p, BufferParam) else p.var]
                         for p in k.params]
@@ -551,9 +560,14 @@ class CudaFunction:
             driver.synchronize()
             for a, dev in copies:
                 driver.to_host(_data_pointer(a), dev, a.nbytes)
+            if slot is not None:
+                driver.to_host(record.ctypes.data, values[slot].value, record.nbytes)
         finally:
             for dev in owned:
                 driver.free(dev)
+        error = self.program.bounds_error(record)
+        if error is not None:
+            raise error
 
     def _check_overlap(self, plan: list[tuple[_Spec, Any, str, int]]) -> None:
         """Outputs overlap no other argument in the same memory (host or device)."""

@@ -112,8 +112,23 @@ class _Sim:
                 "local": threads}[m.space]
         return rows, idx, threads
 
+    def report(self, node: TensorRead, idx: np.ndarray, mask: np.ndarray) -> None:
+        """The failed bounds check ``node`` for the threads of ``mask``: the first failure
+        of the launch goes into the error slot (the thread with the lowest id wins the
+        compare-and-swap), as in the PTX code."""
+        slot = self.k.error_slot
+        if slot is None or slot not in self.mem:
+            self.fail(f"a bounds check on '{node.tensor.name}' without an error slot")
+        data = self.mem[slot].data.reshape(-1)  # type: ignore[index]
+        if not mask.any() or data[0] != 0:
+            return
+        t = int(np.flatnonzero(mask)[0])
+        data[0] = self.k.checks.index(node.tensor.op) + 1  # type: ignore[arg-type]
+        data[1] = int(np.broadcast_to(idx, (self.n,))[t])
+
     def load(self, node: TensorRead, idx: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        if is_report(node.tensor):  # a failed bounds check reads 0 (as the PTX code)
+        if is_report(node.tensor):  # a failed bounds check: recorded, reads 0 (as PTX)
+            self.report(node, idx, mask)
             return np.zeros(self.n, node.tensor.dtype.numpy)
         m = self.mem.get(node.tensor)
         if m is None:
@@ -324,11 +339,19 @@ def simulate(program: DeviceProgram, arrays: Sequence[Any]) -> None:
                     "global")
         m.init[:] = False
         mem[t] = m
+    slot = program.error_slot
+    if slot is not None:
+        mem[slot] = _Memory(slot.name, np.zeros(2, np.int64), "global")
     for kernel in program.kernels:
         _run(kernel, mem, scalars)
     for p, a in zip(func.params, arrays):
         if isinstance(p, BufferParam) and p.is_output and isinstance(a, np.ndarray):
             a.reshape(-1)[:] = mem[p.buffer].data.reshape(-1)
+    if slot is not None:
+        error = program.bounds_error(mem[slot].data.reshape(-1))
+        if error is not None:
+            raise error
+
 
 
 

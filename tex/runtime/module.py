@@ -288,10 +288,7 @@ class BuiltFunction:
             oob.value = 0
         if number:
             check = entry.kernel.sources.bounds_checks[number - 1]
-            raise OutOfBoundsError(
-                f"{self.name}: {check.describe(index)}. The call ran to "
-                "the end with every out-of-bounds read giving 0 (outputs are written "
-                "accordingly); fix the index data, or clip it (topi.take(mode='clip'))")
+            raise OutOfBoundsError.from_kernel(self.name, check.describe(index))
 
     def _signature(self) -> str:
         parts = []

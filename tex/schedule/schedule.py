@@ -449,6 +449,27 @@ class Schedule:
         return f"Schedule({', '.join(s.name for s in self.stages)})"
 
     # -- dataflow queries --------------------------------------------------------------------
+    def consumers(self, producer: Stage) -> list[Stage]:
+        """The stages, not inlined, that read ``producer``'s outputs directly or through
+        inlined stages, in dataflow order. Proportional to the readers, not to the
+        schedule: lowering asks it once per attached stage."""
+        self._refresh_all()
+        found: dict[Stage, None] = {}
+        seen: set[Stage] = set()
+        stack = [producer.op]
+        while stack:
+            for st in self._readers.get(stack.pop(), ()):
+                if st in seen:
+                    continue
+                seen.add(st)
+                if st.attach_type == "inline":
+                    stack.append(st.op)
+                else:
+                    found[st] = None
+        if not self._position:
+            self._position = {st: k for k, st in enumerate(self.stages)}
+        return sorted(found, key=lambda st: self._position.get(st, -1))
+
     def _reads(self, consumer: Stage, producer: Stage) -> bool:
         """Whether ``consumer`` reads ``producer``'s outputs, directly or through inlined
         stages."""
