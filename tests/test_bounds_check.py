@@ -270,6 +270,39 @@ def test_scalar_index_is_checked_in_int64(index: Callable[[tex.Expr], tex.Expr],
         f(b, 2**30, c)
 
 
+def test_concurrent_calls_have_their_own_error_records() -> None:
+    """Each call passes its own error record (the kernel's last argument): calls from
+    several threads run at once (no lock) and each raises for its own data only. With one
+    record per compiled function, a good call could raise another call's failure (or clear
+    it); the malloc-failure flag had the same race."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    A = tex.placeholder((64,), name="A")
+    I = tex.placeholder((4096,), "int32", name="I")
+    C = tex.compute((4096,), lambda i: A[I[i]] * 2.0, name="C")
+    f = tex.build(tex.create_schedule(C.op), [A, I, C])
+    a = np.arange(64, dtype=np.float32)
+
+    def call(k: int) -> tuple[int, str]:
+        ix = np.random.default_rng(k).integers(0, 64, 4096).astype(np.int32) if k % 3 else \
+            np.full(4096, 64 + k, np.int32)
+        c = np.zeros(4096, np.float32)
+        try:
+            f(a, ix, c)
+        except OutOfBoundsError as e:
+            return k, str(e)
+        np.testing.assert_array_equal(c, a[ix] * 2)
+        return k, ""
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(call, range(60)))
+    for k, err in results:
+        assert (err != "") == (k % 3 == 0), (k, err)
+        if err:
+            assert f"index {64 + k} in dimension 0 of 'A'" in err
+    assert "@main.oob" not in f.get_source("ll")  # no record shared between calls
+
+
 def test_read_in_unselected_branch_is_not_reported() -> None:
     A = tex.placeholder((4,), name="A")
     I = tex.placeholder((4,), "int32", name="I")

@@ -38,8 +38,15 @@ promote them; a loop is a context manager yielding its index):
   index by more than one store). ``CompiledModule.notes`` records each decision.
 - ``Allocate``: up to 64 KiB, an ``alloca`` in the entry block of the current function
   (per thread inside a parallel loop); larger, ``malloc``/``free`` around the body. When
-  ``malloc`` returns NULL the function sets ``@<name>.status`` to 1 and returns at once
-  (the runtime raises ``MemoryError``).
+  ``malloc`` returns NULL the function sets the first word of its error record to 1 and
+  returns at once (the runtime raises ``MemoryError``).
+
+The entry function takes one argument after the parameters: its caller's *error record*,
+three int64 (a failed ``malloc``; 1 + the number of the first failed bounds check, stored
+by a compare-and-swap from 0 so the first failure of any thread wins; that check's index),
+zero at the call. Every outlined and parallel function gets it too. One record per call
+(``CompiledModule.errors`` says whether the code writes it; NULL may be passed otherwise),
+so concurrent calls of one function never see each other's failures.
 
 Expressions: a ``Select`` (or ``&&``/``||``) whose lazily evaluated side reads memory or
 divides integers by a non-constant is compiled as a branch (a phi joins the sides);
@@ -67,7 +74,7 @@ from llvmlite.binding.newpassmanagers import NewPassManager
 from .. import debug
 from ..arith import Analyzer
 from ..debug import InternalError
-from ..dtype import DType, float32
+from ..dtype import DTYPES, DType, float32
 from ..ir.expr import (
     Binary,
     Cast,
@@ -99,6 +106,7 @@ from ..lower.stmt import (
     Seq,
     Stmt,
     Store,
+    make_buffer,
     run_nested,
     stmt_children,
     stmt_exprs,
@@ -114,6 +122,8 @@ __all__ = ["CodegenOptions", "CompiledModule", "HostTarget", "host_target", "emi
            "MAX_STACK_BYTES", "LLVM_LOCK"]
 
 MAX_STACK_BYTES = 64 * 1024  # larger Allocate buffers go to malloc
+# the key of the error record (see the module docstring) in the emitters' buffer maps
+ERRORS = make_buffer("tex.errors", 3, DTYPES["int64"])
 MAX_UNROLL = 4096  # UNROLLED loops longer than this stay loops
 
 
@@ -287,11 +297,10 @@ class CompiledModule:
     llvm_ir: str
     llvm_ir_opt: str
     module: llvm.ModuleRef | None  # the optimized module; the JIT takes ownership
-    status_symbol: str | None  # global i32 set to 1 when malloc failed, if any
+    # whether the code writes its error record (a failed malloc, a failed bounds check)
+    errors: bool = False
     notes: tuple[str, ...] = ()  # vectorization decisions, for tests and TEX_DUMP
-    # run-time bounds checks: ``@<name>.oob`` (i32, 1 + the number of the first failed
-    # check, 0 if none) and ``@<name>.oob.value`` (i64, its index), and the checks
-    bounds_symbol: str | None = None
+    # the run-time bounds checks (check number k + 1 in the error record is the k-th)
     bounds_checks: tuple[BoundsReportOp, ...] = ()
     _asm: str | None = field(default=None, repr=False)
     # the module's own LLVM context (LLVM uniques constants and metadata per context and
@@ -310,6 +319,12 @@ class CompiledModule:
         return self._asm
 
 
+def _store_atomic(b: ir.IRBuilder, value: ir.Value, ptr: ir.Value, ordering: str) -> None:
+    """An atomic store through an opaque pointer, as an exchange whose old value is
+    unused (llvmlite's ``store_atomic`` wants a typed pointer)."""
+    b.atomic_rmw("xchg", ptr, value, ordering)
+
+
 # --------------------------------------------------------------------------------------
 # Module-level emitter: declarations, helpers, outlined functions
 # --------------------------------------------------------------------------------------
@@ -324,7 +339,7 @@ class _ModuleEmitter:
         self.ir = module
         self.par_count = 0
         self.nest_count = 0
-        self.status: ir.GlobalVariable | None = None
+        self.errors = False  # whether some function writes the error record
         self.checks: dict[BoundsReportOp, int] = {}  # bounds report -> its number
         self._report_fn: ir.Function | None = None
         self.notes: list[str] = []
@@ -348,43 +363,32 @@ class _ModuleEmitter:
         name = ".".join([base, *(_mangle(t) for t in overloads)])
         return self.declare(name, ret, args)
 
-    def status_flag(self) -> ir.GlobalVariable:
-        """``@<name>.status``: set to 1 when a large Allocate could not be malloc'ed."""
-        if self.status is None:
-            g = ir.GlobalVariable(self.ir, _I32, f"{symbol_name(self.func.name)}.status")
-            g.initializer = ir.Constant(_I32, 0)
-            g.align = 4
-            self.status = g
-        return self.status
-
     def check_number(self, op: BoundsReportOp) -> ir.Constant:
-        """1 + the number of bounds check ``op`` (0 in the slot means no violation)."""
+        """1 + the number of bounds check ``op`` (0 in the record means no violation)."""
         k = self.checks.setdefault(op, len(self.checks))
-        return ir.Constant(_I32, k + 1)
+        return ir.Constant(_I64, k + 1)
 
     def report_fn(self) -> ir.Function:
-        """``@<name>.report(i32 check, i64 index)``: the first call (of any thread) stores
-        its check number (compare-and-swap from 0) and then its index; later calls change
-        nothing. Cold and out of line: the checked paths only branch to it."""
+        """``@<name>.report(ptr record, i64 check, i64 index)``: the first call (of any
+        thread) stores its check number in the error record (compare-and-swap from 0) and
+        then its index; later calls change nothing. Cold and out of line: the checked
+        paths only branch to it."""
         if self._report_fn is not None:
             return self._report_fn
+        self.errors = True
         name = symbol_name(self.func.name)
-        slot = ir.GlobalVariable(self.ir, _I32, f"{name}.oob")
-        slot.initializer = ir.Constant(_I32, 0)
-        slot.align = 4
-        value = ir.GlobalVariable(self.ir, _I64, f"{name}.oob.value")
-        value.initializer = ir.Constant(_I64, 0)
-        value.align = 8
-        fn = ir.Function(self.ir, ir.FunctionType(_VOID, [_I32, _I64]), f"{name}.report")
+        fn = ir.Function(self.ir, ir.FunctionType(_VOID, [_PTR, _I64, _I64]), f"{name}.report")
         fn.linkage = "internal"
         for attr in ("nounwind", "cold", "noinline"):
             fn.attributes.add(attr)
-        check, index = fn.args
+        record, check, index = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
-        won = b.extract_value(b.cmpxchg(slot, ir.Constant(_I32, 0), check, "seq_cst",
+        slot = b.gep(record, [ir.Constant(_I64, 1)], inbounds=True, source_etype=_I64)
+        won = b.extract_value(b.cmpxchg(slot, ir.Constant(_I64, 0), check, "seq_cst",
                                         "seq_cst"), 1)
         with b.if_then(won):
-            b.store_atomic(index, value, "seq_cst", 8)
+            value = b.gep(record, [ir.Constant(_I64, 2)], inbounds=True, source_etype=_I64)
+            _store_atomic(b, index, value, "seq_cst")
         b.ret_void()
         self._report_fn = fn
         return fn
@@ -1045,8 +1049,9 @@ class _FunctionEmitter:
         check = self.m.check_number(op)
         i64 = self.to_i64(ix, e.indices[0].dtype)
         n = self.lanes
+        record = self.bufs[ERRORS]
         if n == 0 or (not _lanes(i64) and self.mask is None):
-            b.call(fn, [check, i64])
+            b.call(fn, [record, check, i64])
             return zero
         mask = self.true_mask(n) if self.mask is None else self.splat(self.mask, n)
         bits = b.bitcast(mask, ir.IntType(n))
@@ -1059,7 +1064,7 @@ class _FunctionEmitter:
                 lane32 = b.trunc(lane, _I32) if n > 32 else \
                     (b.zext(lane, _I32) if n < 32 else lane)
                 i64 = b.extract_element(i64, lane32)
-            b.call(fn, [check, i64])
+            b.call(fn, [record, check, i64])
         return ir.Constant(ir.VectorType(st, n), [zero] * n)
 
     def load(self, buf: Tensor, index: Expr, ix: ir.Value) -> ir.Value:
@@ -1254,8 +1259,9 @@ class _FunctionEmitter:
         free = self.m.declare("free", _VOID, [_PTR])
         p = b.call(malloc, [ir.Constant(_I64, nbytes)], name=_local(buf.name))
         failed = b.icmp_unsigned("==", p, ir.Constant(_PTR, None))
+        self.m.errors = True
         with b.if_then(failed, likely=False):
-            b.store_atomic(ir.Constant(_I32, 1), self.m.status_flag(), "monotonic", 4)
+            _store_atomic(b, ir.Constant(_I64, 1), self.bufs[ERRORS], "monotonic")
             b.ret_void()
         self.bufs[buf] = p
 
@@ -1381,6 +1387,7 @@ class _FunctionEmitter:
                         used_vars.setdefault(node, None)
                     elif isinstance(node, TensorRead):
                         used_bufs.setdefault(node.tensor, None)
+        used_bufs.setdefault(ERRORS, None)  # the error record goes everywhere
         return [x for x in used_bufs if x in self.bufs], \
             [v for v in used_vars if v in self.vars]
 
@@ -1411,10 +1418,10 @@ class _FunctionEmitter:
         inner.finish()
         self.memo.clear()
         self.b.call(fn, [*(self.bufs[x] for x in bufs), *(self.vars[v] for v in scalars)])
-        if m.status is not None and any(isinstance(x, Allocate) for x in walk_stmts(s)):
+        if m.errors and any(isinstance(x, Allocate) for x in walk_stmts(s)):
             # a failed malloc returned from the nest: return from here too
-            failed = self.b.load_atomic(m.status, "monotonic", 4, typ=_I32)
-            with self.b.if_then(self.b.icmp_unsigned("!=", failed, ir.Constant(_I32, 0)),
+            failed = self.b.load_atomic(self.bufs[ERRORS], "monotonic", 8, typ=_I64)
+            with self.b.if_then(self.b.icmp_unsigned("!=", failed, ir.Constant(_I64, 0)),
                                 likely=False):
                 self.b.ret_void()
 
@@ -1721,13 +1728,13 @@ def covered_ops() -> dict[str, frozenset[Op]]:
 def emit_llvm(func: LoweredFunc, options: CodegenOptions | None = None) -> tuple[str, list[str],
                                                                                  bool]:
     """LLVM IR text (unoptimized) for a legalized ``func``; also the vectorization notes and
-    whether the module has a malloc status flag."""
+    whether the code writes its error record."""
     m = _emit_module(func, options)
-    return str(m.ir), m.notes, m.status is not None
+    return str(m.ir), m.notes, m.errors
 
 
 def _emit_module(func: LoweredFunc, options: CodegenOptions | None = None) -> _ModuleEmitter:
-    """The module emitter after emitting ``func`` (its IR, notes, status flag, checks)."""
+    """The module emitter after emitting ``func`` (its IR, notes, error record, checks)."""
     options = options or CodegenOptions()
     host = host_target()
     symbol = symbol_name(func.name)
@@ -1737,10 +1744,15 @@ def _emit_module(func: LoweredFunc, options: CodegenOptions | None = None) -> _M
     m = _ModuleEmitter(func, options, module, max(4, 2 * host.vector_bits // 32))
     arg_types = [(_PTR if isinstance(p, BufferParam) else _abi_ir_type(p.var.dtype))
                  for p in func.params]
-    fn = ir.Function(m.ir, ir.FunctionType(_VOID, arg_types), symbol)
+    fn = ir.Function(m.ir, ir.FunctionType(_VOID, [*arg_types, _PTR]), symbol)
     fn.attributes.add("nounwind")
     f = _FunctionEmitter(m, fn, in_parallel=False)
     bind_params(f, fn, func.params)
+    record = fn.args[-1]
+    record.name = ERRORS.name
+    record.add_attribute("noalias")
+    record.add_attribute("captures(none)")
+    f.bufs[ERRORS] = record
     f.outline_nests = _loop_nests(func.body) > OUTLINE_MIN_NESTS
     f.stmt(func.body)
     f.finish()
@@ -1842,7 +1854,7 @@ def compile_llvm(func: LoweredFunc, options: CodegenOptions | None = None) -> Co
     """
     options = options or CodegenOptions()
     m = _emit_module(func, options)
-    text, notes, has_status, checks = str(m.ir), m.notes, m.status is not None, tuple(m.checks)
+    text, notes, errors, checks = str(m.ir), m.notes, m.errors, tuple(m.checks)
     debug.dump("llvm", text)
     # a context per module: the global one would keep every module's uniqued constants and
     # metadata for good (10 to 15 KB per kernel)
@@ -1851,9 +1863,7 @@ def compile_llvm(func: LoweredFunc, options: CodegenOptions | None = None) -> Co
     opt_text = str(mod)
     debug.dump("llvm.opt", opt_text)
     symbol = symbol_name(func.name)
-    compiled = CompiledModule(symbol, text, opt_text, mod,
-                              f"{symbol}.status" if has_status else None, tuple(notes),
-                              f"{symbol}.oob" if checks else None, checks,
+    compiled = CompiledModule(symbol, text, opt_text, mod, errors, tuple(notes), checks,
                               context=context)
     if debug.should_dump("asm"):
         debug.dump("asm", compiled.asm)

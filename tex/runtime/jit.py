@@ -209,15 +209,9 @@ class Kernel:
     """Machine code for one function: the engine that owns it and its entry address."""
 
     name: str
-    address: int
-    status_address: int  # address of the malloc-failure flag, or 0
+    address: int  # the entry: the parameters, then the call's error record (tex.codegen.llvm)
     sources: CompiledModule
     engine: llvm.ExecutionEngine = field(repr=False)
-    # the bounds-check slots (``@<name>.oob``, ``@<name>.oob.value``), or 0
-    bounds_address: int = 0
-    bounds_value_address: int = 0
-    # calls of a kernel with bounds checks are serialized: its slots are per kernel
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
 def jit_compile(compiled: CompiledModule) -> Kernel:
@@ -234,12 +228,6 @@ def jit_compile(compiled: CompiledModule) -> Kernel:
         try:
             engine.finalize_object()
             address = engine.get_function_address(compiled.name)
-            status = oob = oob_value = 0
-            if compiled.status_symbol:
-                status = engine.get_global_value_address(compiled.status_symbol)
-            if compiled.bounds_symbol:
-                oob = engine.get_global_value_address(compiled.bounds_symbol)
-                oob_value = engine.get_global_value_address(f"{compiled.bounds_symbol}.value")
         finally:
             # the machine code is emitted and stays with the engine: the IR module and its
             # context go now (the engine would keep them alive as long as the kernel)
@@ -247,7 +235,7 @@ def jit_compile(compiled: CompiledModule) -> Kernel:
             module.close()
             if context is not None:
                 context.close()
-    return Kernel(compiled.name, address, status, compiled, engine, oob, oob_value)
+    return Kernel(compiled.name, address, compiled, engine)
 
 
 def _structure(func: LoweredFunc) -> str:

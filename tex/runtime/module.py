@@ -59,13 +59,14 @@ _DATA_OFFSET = _find_data_offset()
 
 
 class _Entry(NamedTuple):
-    """A kernel's entry point and the globals it reports through (None: it has none)."""
+    """A kernel's entry point (its last argument: the call's error record)."""
 
     kernel: Kernel  # keeps the machine code alive
     cfunc: Any
-    status: Any  # c_int32: a temporary could not be allocated
-    oob: Any  # c_int32: the number of the first bounds check that failed (0: none)
-    oob_value: Any  # c_int64: the index that failed it
+    errors: bool  # whether the code writes the error record (else NULL is passed)
+
+
+_Record = ctypes.c_int64 * 3  # a failed malloc; 1 + the first failed check; its index
 _from_address = ctypes.c_void_p.from_address
 
 
@@ -213,7 +214,7 @@ class BuiltFunction:
         ctypes_args = [ctypes.c_void_p if isinstance(p, BufferParam)
                        else _CTYPES[p.var.dtype.name] for p in func.params]
         self._outputs = tuple(s.position for s in self._specs if s.is_output)
-        self._ctype = ctypes.CFUNCTYPE(None, *ctypes_args)
+        self._ctype = ctypes.CFUNCTYPE(None, *ctypes_args, ctypes.c_void_p)
         self._main = self._entry(kernel)
         # a kernel with parallel loops cannot run in a child forked after the OpenMP pool
         # started (tex.runtime.openmp): there it runs ``serial()``, compiled on first need
@@ -222,13 +223,8 @@ class BuiltFunction:
         self._serial_entry: _Entry | None = None
 
     def _entry(self, kernel: Kernel) -> _Entry:
-        """The ctypes function, malloc-failure flag and bounds-check slots of ``kernel``."""
-        def slot(ctype: Any, address: int) -> Any:
-            return ctype.from_address(address) if address else None
-        return _Entry(kernel, self._ctype(kernel.address),
-                      slot(ctypes.c_int32, kernel.status_address),
-                      slot(ctypes.c_int32, kernel.bounds_address),
-                      slot(ctypes.c_int64, kernel.bounds_value_address))
+        """The ctypes function of ``kernel`` and whether it reports errors."""
+        return _Entry(kernel, self._ctype(kernel.address), kernel.sources.errors)
 
     # -- calling ---------------------------------------------------------------------------
     def __call__(self, *arrays: Any) -> None:
@@ -260,35 +256,25 @@ class BuiltFunction:
                 note_parallel_run()
             else:
                 entry = self._serial_variant()
-        if entry.oob is None:
-            entry.cfunc(*cargs)
-        else:
-            self._call_checked(entry, cargs)
-        status = entry.status
-        if status is not None and status.value:
-            status.value = 0
+        if not entry.errors:
+            entry.cfunc(*cargs, None)
+            return
+        # one error record per call: concurrent calls never see each other's failures
+        record = _Record()
+        entry.cfunc(*cargs, ctypes.addressof(record))
+        failed_malloc, number, index = record
+        if failed_malloc:
             raise MemoryError(f"{self.name}: a temporary buffer could not be allocated; "
                               "the outputs are incomplete")
+        if number:
+            check = entry.kernel.sources.bounds_checks[number - 1]
+            raise OutOfBoundsError.from_kernel(self.name, check.describe(index))
 
     def _serial_variant(self) -> _Entry:
         if self._serial_entry is None:
             assert self._serial is not None  # only parallel kernels get here
             self._serial_entry = self._entry(self._serial())
         return self._serial_entry
-
-    def _call_checked(self, entry: _Entry, cargs: list[Any]) -> None:
-        """Run a kernel with bounds checks (its error slot is per kernel: one call at a
-        time) and raise ``OutOfBoundsError`` for the first violation it recorded."""
-        oob, value = entry.oob, entry.oob_value
-        assert oob is not None and value is not None
-        with entry.kernel.lock:
-            oob.value = 0
-            entry.cfunc(*cargs)
-            number, index = oob.value, value.value
-            oob.value = 0
-        if number:
-            check = entry.kernel.sources.bounds_checks[number - 1]
-            raise OutOfBoundsError.from_kernel(self.name, check.describe(index))
 
     def _signature(self) -> str:
         parts = []
