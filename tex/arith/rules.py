@@ -203,9 +203,10 @@ class Analyzer:
             self._ruleset = ruleset(self)
         return self._ruleset
 
-    def rewrite(self, expr: Expr) -> Expr:
-        """``expr`` with the rules applied bottom-up to a fixed point."""
-        return fixed_point_rewrite(expr, self.rules)
+    def rewrite(self, expr: Expr, memo: dict[Expr, Expr] | None = None) -> Expr:
+        """``expr`` with the rules applied bottom-up to a fixed point (``memo``: results
+        shared between calls, see ``fixed_point_rewrite``)."""
+        return fixed_point_rewrite(expr, self.rules, memo=memo)
 
     # -- sort keys ------------------------------------------------------------------------
     def key(self, e: Expr) -> tuple:

@@ -42,7 +42,7 @@ from typing import Any
 from ..dtype import boolean, int32
 from ..ir import fold
 from ..ir.expr import Binary, Compare, Const, Expr, IterVar, Op, Range, Var
-from ..ir.visit import post_order, substitute
+from ..ir.visit import post_order, rewrite, substitute
 from .bounds import DomainLike, Interval, normalize_dom
 from .rules import Analyzer, LinearForm, chain_operands
 
@@ -117,12 +117,39 @@ class _Solver:
         replaced: dict[Expr, Expr] = {}
         pairs = self.divmod_vars  # shared: a // c and a % c of one a use one (q, r)
         defs: list[Expr] = []
+        # memos over the sub-terms of e, so that an index nested n deep in // and % costs
+        # n steps, not n^2: whether a term mentions an unknown; rewrites (the analyzers
+        # fresh() makes only add the new unknowns, which no sub-term of e holds);
+        # substitutions (post order: a sub-term's replacements are final once seen)
+        mentions: dict[Expr, bool] = {}
+        rewritten: dict[Expr, Expr] = {}
+        substituted: dict[Expr, Expr] = {}
+
+        def mentions_unknown(x: Expr) -> bool:
+            stack: list[tuple[Expr, bool]] = [(x, False)]
+            while stack:
+                n, expanded = stack.pop()
+                if n in mentions:
+                    continue
+                kids = n.children()
+                if expanded or not kids:
+                    mentions[n] = self.is_unknown(n) or any(mentions[k] for k in kids)
+                    continue
+                stack.append((n, True))
+                stack.extend((k, False) for k in kids if k not in mentions)
+            return mentions[x]
+
+        def affine(x: Expr) -> bool:  # as self.affine, with the memos
+            return x.dtype.is_int and all(
+                self.is_unknown(t) or not mentions_unknown(t)
+                for t in self.an.linear(self.an.rewrite(x, rewritten)).terms)
+
         for node in post_order(e):
             if not (isinstance(node, Binary) and node.op in (Op.FLOORDIV, Op.FLOORMOD)
                     and isinstance(node.b, Const) and node.b.value > 0
-                    and self.mentions_unknown(node.a) and self.affine(node.a)):
+                    and mentions_unknown(node.a) and affine(node.a)):
                 continue
-            a = self.an.rewrite(substitute(node.a, replaced))
+            a = self.an.rewrite(rewrite(node.a, replaced.get, substituted))
             c = int(node.b.value)
             key = (a, c)
             if key not in pairs:

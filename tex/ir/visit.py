@@ -86,10 +86,13 @@ class RuleSet:
 
 
 def fixed_point_rewrite(root: Expr, rules: Callable[[Expr], Expr | None],
-                        max_steps: int = 64) -> Expr:
+                        max_steps: int = 64, memo: dict[Expr, Expr] | None = None) -> Expr:
     """Apply ``rules`` bottom-up; a replaced node is itself rewritten again until no rule
-    fires. Raises InternalError on a runaway rule set."""
-    memo: dict[Expr, Expr] = {}
+    fires. ``memo`` (node -> result) may be shared by calls with the same rules, so that
+    rewriting the sub-terms of one big expression one after another costs one pass.
+    Raises InternalError on a runaway rule set."""
+    if memo is None:
+        memo = {}
 
     def settle(node: Expr) -> Expr:
         current = node
