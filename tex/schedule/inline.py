@@ -33,8 +33,7 @@ class Inliner:
         # wrap(read, value): what replaces ``read`` given its inlined ``value`` (lowering
         # puts the read's bounds checks around it); the value itself by default
         self.wrap = wrap
-        self.inline_ops: dict[Operation, Stage] = {
-            st.op: st for st in sch.stages if st.attach_type == "inline"}
+        self.sch = sch
         # node -> the node with every inlined read expanded (expanded nodes map to themselves)
         self.memo: dict[Expr, Expr] = {}
         # operations whose reads some memo entry keeps as reads
@@ -42,10 +41,17 @@ class Inliner:
 
     def add(self, stage: Stage) -> None:
         """Count ``stage`` (just marked ``compute_inline``) as inlined from now on."""
-        self.inline_ops[stage.op] = stage
         if stage.op in self.kept:  # some expansion kept its reads: it is stale
             self.memo.clear()
             self.kept.clear()
+
+    def _inlined(self, op: Operation) -> bool:
+        """Whether ``op`` is the operation of a stage computed inline, asked of the
+        schedule when a read of it is met (a set built up front cost a pass over every
+        stage per Inliner, and the auto-scheduler's padding and phase steps make one per
+        reduction: quadratic in a program of many reductions)."""
+        st = self.sch.stage_map.get(op)
+        return st is not None and st.attach_type == "inline" and st.op is op
 
     def _instance(self, read: TensorRead) -> Expr:
         """The inlined stage's body at the point ``read`` names (not yet expanded)."""
@@ -88,7 +94,7 @@ class Inliner:
             new = node.with_children([memo[k] for k in kids]) if kids else node
             if isinstance(new, TensorRead):
                 op = new.tensor.op
-                if op in self.inline_ops:
+                if self._inlined(op):
                     inst = self._instance(new)
                     if inst in memo:
                         memo[node] = self._wrapped(new, memo[inst])

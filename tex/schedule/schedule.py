@@ -207,8 +207,8 @@ class Stage:
         leaves[pos:pos] = new
         self.leaf_iter_vars = leaves
         self.all_iter_vars.extend(new)
-        for st in self.schedule.stages:
-            if st.attach_stage is self and any(st.attach_ivar is v for v in old):
+        for st in self.schedule._attached.get(self, ()):
+            if any(st.attach_ivar is v for v in old):
                 st.attach_ivar = new[-1]
 
     # -- loop structure ---------------------------------------------------------------------
@@ -422,6 +422,10 @@ class Stage:
         self.scope = _check_scope(scope, f"set_scope on stage '{self.name}'")
 
 
+_GAP = 1 << 16  # between the order keys of consecutive stages (Schedule._positions)
+_FIRST, _LAST = -(1 << 62), 1 << 62  # keys before and after every stage
+
+
 class Schedule:
     """Stages for every compute operation of a DAG (``s[tensor]`` gives one)."""
 
@@ -483,9 +487,8 @@ class Schedule:
                     stack.append(st.op)
                 else:
                     found[st] = None
-        if not self._position:
-            self._position = {st: k for k, st in enumerate(self.stages)}
-        return sorted(found, key=lambda st: self._position.get(st, -1))
+        pos = self._positions()
+        return sorted(found, key=lambda st: pos.get(st, _FIRST))
 
     def _reads(self, consumer: Stage, producer: Stage) -> bool:
         """Whether ``consumer`` reads ``producer``'s outputs, directly or through inlined
@@ -578,11 +581,9 @@ class Schedule:
     def _refresh(self, target: Stage) -> None:
         """Rebuild the stale stages up to ``target`` (producers first: ``stages`` is in
         dataflow order), each reading the newest outputs of its producers."""
-        if not self._position:
-            self._position = {st: k for k, st in enumerate(self.stages)}
-        pos = self._position
-        limit = pos.get(target, len(self.stages))
-        heap = [(pos.get(st, -1), id(st), st) for st in self._stale]
+        pos = self._positions()
+        limit = pos.get(target, _LAST)
+        heap = [(pos.get(st, _FIRST), id(st), st) for st in self._stale]
         heapq.heapify(heap)
         while heap and heap[0][0] <= limit:
             _, _, st = heapq.heappop(heap)
@@ -600,7 +601,7 @@ class Schedule:
             for r in self._readers.get(op, ()):
                 if r not in self._stale:
                     self._stale.add(r)
-                    heapq.heappush(heap, (pos.get(r, -1), id(r), r))
+                    heapq.heappush(heap, (pos.get(r, _FIRST), id(r), r))
 
     def _move_attached(self, stage: Stage, new: Stage, loops: dict[IterVar, IterVar]) -> None:
         """After ``new`` took over the computation of ``stage`` (cache_write, rfactor): the
@@ -612,11 +613,30 @@ class Schedule:
                 st.attach_stage = new
                 st.attach_ivar = loops[st.attach_ivar]
 
+    def _positions(self) -> dict[Stage, int]:
+        """An order key per stage, increasing along ``stages``, with gaps of ``_GAP``: an
+        inserted stage takes a key between its neighbours', so the keys are renumbered
+        only when a gap is used up (renumbering at every insertion made a program of n
+        rfactored reductions quadratic)."""
+        if not self._position:
+            self._position = {st: k * _GAP for k, st in enumerate(self.stages)}
+        return self._position
+
     def _insert_stage(self, stage: Stage, before: Stage | None) -> None:
         idx = len(self.stages) if before is None else self.stages.index(before)
         self.stages.insert(idx, stage)
         self.stage_map[stage.op] = stage
-        self._position = {}
+        pos = self._position
+        if not pos:
+            return  # numbered at the next use
+        lo = pos[self.stages[idx - 1]] if idx > 0 else None
+        hi = pos[self.stages[idx + 1]] if idx + 1 < len(self.stages) else None
+        if lo is not None and hi is not None and hi - lo < 2:
+            self._position = {}  # the gap is used up: renumbered at the next use
+        elif lo is not None:
+            pos[stage] = lo + _GAP if hi is None else (lo + hi) // 2
+        else:
+            pos[stage] = 0 if hi is None else hi - _GAP
 
     # -- caching -----------------------------------------------------------------------------
     def cache_read(self, tensor: Tensor, scope: str, readers: Sequence[Tensor | Operation]
