@@ -380,3 +380,33 @@ def test_cache_write_moves_attach_points_to_the_cache_stage(at_reduce):
     _, ii = s[S].split(S.op.axis[0], factor=2)
     s[SL].compute_at(s[S], ii)
     _check_built(s, [A, S], S)
+
+
+@pytest.mark.parametrize("reduce,steps", [
+    (False, ["cache_write", "cache_write", "cache_write"]),
+    (True, ["cache_write", "cache_write", "cache_write"]),
+    (True, ["rfactor", "cache_write", "cache_write"]),
+    (True, ["cache_write", "rfactor", "cache_write"]),
+])
+def test_chains_of_op_replacing_primitives_write_the_output(reduce, steps):
+    """Each primitive replaces an operation; the stages reading it are rebuilt at their
+    next use. A stage's operation read while a stale stage above it was pending became
+    stale again once that one was rebuilt: lower keyed the output buffer on the old
+    operation and the result went to a temporary (found by the fuzzer)."""
+    A = tex.placeholder((16,), name="A", dtype="float64")
+    k = tex.reduce_axis((0, 16), name="k")
+    R = tex.compute((4,), lambda i: tex.sum(A[k] * (i + 1), axis=k), name="R") if reduce \
+        else tex.compute((4,), lambda i: A[i] + A[i + 4], name="R")
+    s = create_schedule(R.op)
+    target = s[R]
+    for step in steps:
+        if step == "cache_write":
+            target = s[s.cache_write(target.op.output(0), "local")]
+        else:
+            _, ki = target.split(target.op.reduce_axis[0], factor=4)
+            target = s[s.rfactor(target.op.output(0), ki)]
+    f = tex.build(s, [A, R])
+    a = np.linspace(0.5, 2.0, 16)
+    got = np.full(4, np.nan)
+    f(a, got)
+    np.testing.assert_allclose(got, tex.testing.evaluate(R, {A: a}), rtol=1e-12)
