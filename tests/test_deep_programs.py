@@ -30,7 +30,7 @@ from tex.ir.printer import format_program
 from tex.lower.legalize import legalize
 from tex.schedule import auto_schedule
 
-from test_scaling import _stack_budget
+from test_scaling import _horner, _stack_budget
 
 BUDGET = 100  # frames; every program below is deeper than this
 DEPTH = 200  # levels of one expression / stages of a chain
@@ -72,15 +72,7 @@ def shifted(n: int = DEPTH) -> Program:
 
 def horner(n: int = DEPTH) -> Program:
     """One compute: a Horner polynomial of degree ``n``."""
-    A = tex.placeholder((8,), name="A", dtype="float64")
-
-    def body(j):  # type: ignore[no-untyped-def]
-        e = tex.const(1.0, "float64")
-        for k in range(n):
-            e = e * A[j] + 1.0 / (k + 2)
-        return e
-
-    return Program(A, tex.compute((8,), body, name="P"), _data((8,)))
+    return Program(*_horner(n), _data((8,)))
 
 
 def nested_sin(n: int = DEPTH) -> Program:
