@@ -7,13 +7,14 @@ import math
 import numpy as np
 import pytest
 from hypothesis import given
-from test_arith_simplify import DOM, PROPERTY, conditions, evaluate, int_exprs
 
 from tex.arith import Bounds, Interval, bounds, dom_of
 from tex.dtype import DTYPES, boolean, float32, int32
 from tex.ir import fold
 from tex.ir.expr import Binary, Cast, Const, Expr, IterVar, Op, Range, Unary, Var
 from tex.ir.tensor import PlaceholderOp
+
+from test_arith_simplify import DOM, PROPERTY, conditions, evaluate, int_exprs
 
 i, j, n = Var("i"), Var("j"), Var("n")
 D = {i: Interval(0, 9), j: Interval(-3, 3)}

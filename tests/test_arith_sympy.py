@@ -8,6 +8,14 @@ import numpy as np
 import pytest
 import sympy
 from hypothesis import given
+
+from tex.arith import Interval, SympyBridge, from_sympy, sympy_bridge, to_sympy
+from tex.arith.sympy_bridge import is_structural, sympy_prove, sympy_simplify
+from tex.dtype import DTYPES, boolean, float32, int32
+from tex.ir import fold
+from tex.ir.expr import Const, Expr, Op, Var
+from tex.ir.tensor import PlaceholderOp
+
 from test_arith_simplify import (
     DOM,
     PROPERTY,
@@ -16,13 +24,6 @@ from test_arith_simplify import (
     int_exprs,
     same_everywhere,
 )
-
-from tex.arith import Interval, SympyBridge, from_sympy, sympy_bridge, to_sympy
-from tex.arith.sympy_bridge import is_structural, sympy_prove, sympy_simplify
-from tex.dtype import DTYPES, boolean, float32, int32
-from tex.ir import fold
-from tex.ir.expr import Const, Expr, Op, Var
-from tex.ir.tensor import PlaceholderOp
 
 i, j = Var("i"), Var("j")
 

@@ -14,6 +14,8 @@ from tex.codegen.llvm import CodegenOptions
 from tex.runtime.jit import cache_key
 from tex.testing import OutOfBoundsError, evaluate
 
+from timing import seconds
+
 # -- decided at build time ---------------------------------------------------------------
 
 B4 = tex.placeholder((4,), name="B")
@@ -469,15 +471,12 @@ def _nested_selects(depth: int) -> tex.Tensor:
 def test_bounds_analysis_is_linear_in_nested_selects() -> None:
     """A read shared under many guard sets is analyzed under a few, then under "some
     unknown guard": depth 14 took 13 s (2**14 contexts) without that."""
-    import time
-
     def lower_time(depth: int) -> float:
         C = _nested_selects(depth)
         best = float("inf")
         for _ in range(3):
-            t0 = time.perf_counter()
-            tex.lower(tex.create_schedule(C.op), [C.op.input_tensors[0], C])
-            best = min(best, time.perf_counter() - t0)
+            s = tex.create_schedule(C.op)
+            best = min(best, seconds(tex.lower, s, [C.op.input_tensors[0], C]))
         return best
 
     small, large = lower_time(9), lower_time(14)

@@ -24,8 +24,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_autodiff_ops import CASES, JVP_CASES, SECOND_ORDER, Case, Input, make_inputs, seed_of
-from test_lower import _schedules
 
 import tex
 from tex import topi
@@ -36,6 +34,9 @@ from tex.lower.stmt import Allocate, walk_stmts
 from tex.schedule import Schedule, Stage
 from tex.testing import evaluate
 from tex.topi import nn
+
+from test_autodiff_ops import CASES, JVP_CASES, SECOND_ORDER, Case, Input, make_inputs, seed_of
+from test_lower import _schedules
 
 Array = np.ndarray
 Feed = dict[tex.Tensor, Array]

@@ -13,8 +13,6 @@ numbers. Shared sub-expressions are checked with a chain of leaky_relu (a DAG of
 a tree of 2^n nodes)."""
 from __future__ import annotations
 
-import gc
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +29,7 @@ from tex.lower.legalize import legalize
 from tex.schedule import auto_schedule
 
 from test_scaling import _horner, _stack_budget
+from timing import seconds, timed
 
 BUDGET = 100  # frames; every program below is deeper than this
 DEPTH = 200  # levels of one expression / stages of a chain
@@ -374,13 +373,8 @@ def test_gpu_simulator_keeps_shared_selects_shared() -> None:
 # -- growth: doubling the program must not more than ~3x the time (linear with margin) ----
 
 def _best_of(fn: Callable[[], float], repeat: int = 3) -> float:
-    """The fastest of ``repeat`` runs, each after a full collection: in the whole suite
-    the heap is large, and a collection of it falling into one run is not the code's."""
-    best = math.inf
-    for _ in range(repeat):
-        gc.collect()
-        best = min(best, fn())
-    return best
+    """The fastest of ``repeat`` runs (each timed with ``timing.seconds``)."""
+    return min(fn() for _ in range(repeat))
 
 
 def _inline_all(n: int) -> float:
@@ -389,10 +383,10 @@ def _inline_all(n: int) -> float:
     for i in range(n):
         x = tex.compute((4,), lambda j, x=x: x[j] * 0.5, name=f"s{i}")
     s = tex.create_schedule(x.op)
-    t0 = time.perf_counter()
-    for st in s.stages[:-1]:
-        st.compute_inline()
-    return time.perf_counter() - t0
+    def inline() -> None:
+        for st in s.stages[:-1]:
+            st.compute_inline()
+    return seconds(inline)
 
 
 def test_compute_inline_of_every_stage_is_linear() -> None:
@@ -405,9 +399,7 @@ def test_compute_inline_of_every_stage_is_linear() -> None:
 def _jvp_time(n: int) -> float:
     p = chain(n)
     t = tex.placeholder(p.A.shape, name="tA", dtype="float64")
-    t0 = time.perf_counter()
-    tan = tex.autodiff.jvp(p.out, [p.A], [t])
-    elapsed = time.perf_counter() - t0
+    tan, elapsed = timed(tex.autodiff.jvp, p.out, [p.A], [t])
     np.testing.assert_allclose(tex.testing.evaluate(tan, {p.A: p.a, t: np.ones(8)}),
                                np.full(8, 0.999 ** n), rtol=1e-9)
     return elapsed
@@ -469,9 +461,7 @@ def test_gpu_kernel_holding_a_chain_of_local_stages() -> None:
 
 def _auto_schedule_time(rounds: int) -> float:
     p = topi_chain(rounds)
-    t0 = time.perf_counter()
-    s = auto_schedule(p.out)
-    elapsed = time.perf_counter() - t0
+    s, elapsed = timed(auto_schedule, p.out)
     f = tex.build(s, [p.A, p.out])
     got = np.zeros(p.out.shape)
     f(p.a, got)

@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fuzz_programs import Program, feed, gather_programs, programs, shifted_programs
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
@@ -31,6 +30,8 @@ from tex.autodiff import iteration_count, jvp
 from tex.ir.tensor import ComputeOp
 from tex.schedule import auto_schedule
 from tex.testing import OutOfBoundsError, check_grad, evaluate
+
+from fuzz_programs import Program, feed, gather_programs, programs, shifted_programs
 
 EXAMPLES = int(os.environ.get("TEX_FUZZ_EXAMPLES", "150"))
 

@@ -12,8 +12,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
-from test_autodiff_ops import CASES, Case, seed_of
-from test_build_ops import _args, _computed, _tolerance, case_program
 
 import tex
 from tex.codegen.ptx import assemble, find_ptxas
@@ -21,6 +19,9 @@ from tex.lower.gpu import DeviceProgram, Kernel, split_kernels
 from tex.lower.stmt import Barrier, Seq, Stmt, seq, stmt_children, walk_stmts, with_stmt_children
 from tex.runtime.gpusim import SimulationError, simulate
 from tex.testing import evaluate
+
+from test_autodiff_ops import CASES, Case, seed_of
+from test_build_ops import _args, _computed, _tolerance, case_program
 
 Array = np.ndarray
 

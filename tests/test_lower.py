@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from loop_interp import run_lowered
 
 import tex
 from tex.ir.tensor import PlaceholderOp
@@ -14,6 +13,8 @@ from tex.lower.lower import lower
 from tex.lower.stmt import Allocate, For, ForKind, IfThenElse, walk_stmts
 from tex.schedule import create_schedule
 from tex.testing import evaluate
+
+from loop_interp import run_lowered
 
 
 def _run(s, args, outs, seed=0):

@@ -9,7 +9,6 @@ import contextlib
 import inspect
 import math
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -20,6 +19,8 @@ from tex.codegen.llvm import emit_llvm
 from tex.ir.visit import post_order
 from tex.lower.legalize import legalize
 from tex.schedule import auto_schedule
+
+from timing import seconds, timed
 
 
 def _chain(n: int, size: int = 16) -> tuple[tex.Tensor, tex.Tensor]:
@@ -49,9 +50,7 @@ def test_auto_schedule_is_linear_in_chain_length():
     for n in (60, 120, 240):
         _, out = _chain(n)
         loss = topi.sum(out)
-        t0 = time.perf_counter()
-        s = auto_schedule(loss)
-        times[n] = time.perf_counter() - t0
+        s, times[n] = timed(auto_schedule, loss)
         assert sum(st.attach_type == "inline" for st in s.stages) == n  # the whole chain
     assert times[120] < 3.5 * times[60] + 0.05 and times[240] < 3.5 * times[120] + 0.05, times
 
@@ -275,9 +274,7 @@ def test_gradient_of_nested_selects_is_linear_in_depth():
     times = {}
     for levels in (5, 10, 20):
         A, N = _nested_selects(levels)
-        t0 = time.perf_counter()
-        tex.differentiate(topi.sum(N), [A])
-        times[levels] = time.perf_counter() - t0
+        times[levels] = seconds(tex.differentiate, topi.sum(N), [A])
     assert times[10] < 3.5 * times[5] + 0.3 and times[20] < 3.5 * times[10] + 0.3, times
     a = np.array([0.1, 0.3, 0.45, 0.6, 0.8, 0.95])
     for levels in (10, 20):
@@ -305,9 +302,7 @@ def test_gradient_of_guarded_selects_folds_both_sides():
     times = {}
     for n in (20, 80):
         A, out = _guarded_selects(n)
-        t0 = time.perf_counter()
-        (g,) = tex.differentiate(topi.sum(out), [A])
-        times[n] = time.perf_counter() - t0
+        (g,), times[n] = timed(tex.differentiate, topi.sum(out), [A])
     assert times[80] < 8 * times[20] + 0.1, times  # quadratic: 16x
     # one bounds guard per level: 255 nodes at 80 levels (before: 2,485)
     assert sum(1 for _ in post_order(*g.op.body)) < 4 * 80, str(g.op.body[0])
@@ -359,9 +354,7 @@ def test_many_loop_nests_are_outlined():
     for n in (100, 300):
         A, out = _chain(n, size=4)
         s = tex.create_schedule(out.op)
-        t0 = time.perf_counter()
-        tex.build(s, [A, out])
-        times[n] = time.perf_counter() - t0
+        times[n] = seconds(tex.build, s, [A, out])
     assert times[300] < 4.5 * times[100] + 0.2, times  # 3x the stages: linear
 
 
@@ -377,9 +370,7 @@ def test_lowering_an_inlined_chain_of_index_maps_is_linear():
         s = auto_schedule([x])
         best = float("inf")
         for _ in range(2):
-            t0 = time.perf_counter()
-            tex.lower(s, [A, x])
-            best = min(best, time.perf_counter() - t0)
+            best = min(best, seconds(tex.lower, s, [A, x]))
         return best
 
     small, large = lower_time(150), lower_time(600)
@@ -427,9 +418,7 @@ def test_lowering_a_chain_of_compute_at_is_linear():
         A, x, s = attached(n)
         best = float("inf")
         for _ in range(2):
-            t0 = time.perf_counter()
-            tex.lower(s, [A, x])
-            best = min(best, time.perf_counter() - t0)
+            best = min(best, seconds(tex.lower, s, [A, x]))
         tracemalloc.start()
         try:
             tex.lower(s, [A, x])
@@ -452,10 +441,10 @@ def test_compute_at_chain_schedules_in_linear_time():
         pairs = list(zip(s.stages, s.stages[1:]))
         if consumer_first:
             pairs.reverse()
-        t0 = time.perf_counter()
-        for prod, cons in pairs:
-            prod.compute_at(cons, cons.op.axis[0])
-        return time.perf_counter() - t0
+        def attach() -> None:
+            for prod, cons in pairs:
+                prod.compute_at(cons, cons.op.axis[0])
+        return seconds(attach)
 
     for consumer_first in (False, True):
         small = min(schedule_time(500, consumer_first) for _ in range(2))
@@ -482,13 +471,11 @@ def test_differentiating_a_deeply_nested_divmod_index_is_linear():
     2.8 s, quadratic); the sub-terms' rewrites and unknown-tests are memoized (0.2 s)."""
     times: dict[int, float] = {}
     for depth in (50, 200):
-        # the faster of two (a collection of the suite's garbage in one is not the
-        # solver's), of two programs: solve_domain remembers the systems it solved
+        # the faster of two programs: solve_domain remembers the systems it solved
         for shift in (1, 3):
             A, out = _divmod_index(depth, shift)
-            t0 = time.perf_counter()
-            (g,) = tex.differentiate(topi.sum(out), [A])
-            times[depth] = min(times.get(depth, math.inf), time.perf_counter() - t0)
+            (g,), took = timed(tex.differentiate, topi.sum(out), [A])
+            times[depth] = min(times.get(depth, math.inf), took)
             assert tex.autodiff.iteration_count(g) == 512  # unchanged by the memos
     assert times[200] < 8 * times[50] + 0.1, times  # quadratic: 16x
     A, out = _divmod_index(7)
@@ -510,11 +497,11 @@ def test_rfactor_by_hand_along_a_chain_is_linear():
 
     def rfactored(x: tex.Tensor) -> tuple[tex.schedule.Schedule, float]:
         s = tex.create_schedule(x.op)
-        t0 = time.perf_counter()
-        for st in [st for st in s.stages if st.op.reduce_axis]:
-            _, ki = st.split(st.op.reduce_axis[0], factor=8)
-            s.rfactor(st.op.output(0), ki)
-        return s, time.perf_counter() - t0
+        def rfactor_all() -> None:
+            for st in [st for st in s.stages if st.op.reduce_axis]:
+                _, ki = st.split(st.op.reduce_axis[0], factor=8)
+                s.rfactor(st.op.output(0), ki)
+        return s, seconds(rfactor_all)
 
     small = min(rfactored(program(100))[1] for _ in range(2))
     large = min(rfactored(program(400))[1] for _ in range(2))

@@ -34,12 +34,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from test_autodiff_ops import ref_max_pool_grad
 
 import tex
 from tex import topi
 from tex.testing import evaluate
 from tex.topi import nn
+
+from test_autodiff_ops import ref_max_pool_grad
 
 Array = np.ndarray
 
