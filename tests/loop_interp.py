@@ -2,7 +2,9 @@
 
 It checks lowering independently of LLVM: every loop iteration runs in Python, every
 scalar op through ``tex.ir.semantics``; an out-of-bounds load or store raises IndexError
-(so an unguarded read of padding is caught), Select evaluates only the taken branch.
+(so an unguarded read of padding is caught), Select evaluates only the taken branch and
+``&&``/``||`` their right side only where the left leaves the result open (as compiled
+code does).
 """
 from __future__ import annotations
 
@@ -11,7 +13,18 @@ from collections.abc import Sequence
 import numpy as np
 
 from tex.debug import OutOfBoundsError
-from tex.ir.expr import Binary, Cast, Compare, Const, Expr, Select, TensorRead, Unary, Var
+from tex.ir.expr import (
+    Binary,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    Op,
+    Select,
+    TensorRead,
+    Unary,
+    Var,
+)
 from tex.ir.semantics import NUMPY_BINARY, NUMPY_UNARY, numpy_cast
 from tex.lower.bounds_check import is_report
 from tex.lower.stmt import (
@@ -49,6 +62,10 @@ class _Machine:
                 return arr[i]
             case Unary(op, a):
                 return NUMPY_UNARY[op](np.asarray(self.ev(a)))[()].astype(e.dtype.numpy)
+            case Binary(Op.AND, a, b):
+                return np.bool_(bool(self.ev(a)) and bool(self.ev(b)))
+            case Binary(Op.OR, a, b):
+                return np.bool_(bool(self.ev(a)) or bool(self.ev(b)))
             case Binary(op, a, b) | Compare(op, a, b):
                 x, y = np.asarray(self.ev(a)), np.asarray(self.ev(b))
                 return np.asarray(NUMPY_BINARY[op](x, y)).astype(e.dtype.numpy)[()]

@@ -128,6 +128,46 @@ def test_split_remainder_guard_is_not_a_false_refusal() -> None:
     np.testing.assert_array_equal(c, a + 1)
 
 
+# a && b and a || b evaluate b only where a leaves the result open (compiled code branches
+# or masks; the interpreters guard b): a read in b is guarded by a, or by !a
+SHORT_CIRCUIT = [
+    ("and", lambda i, r: tex.all(i < 4, r > 0), lambda i: i < 4),
+    ("or", lambda i, r: tex.any(i >= 4, r > 0), lambda i: i >= 4),
+]
+
+
+@pytest.mark.parametrize("index", ["static", "data"])
+@pytest.mark.parametrize("name,cond,left", SHORT_CIRCUIT, ids=[c[0] for c in SHORT_CIRCUIT])
+def test_right_side_of_and_or_is_guarded_by_the_left(name: str, cond, left, index: str
+                                                    ) -> None:
+    """lower refused ``all(i < 4, A[i] > 0)`` over 8 points (the read was taken as
+    unguarded) and evaluate raised where the left side already decided; both now agree
+    with what the compiled code does, and a read out of bounds where it is evaluated is
+    still reported by both."""
+    A = tex.placeholder((4,), name="A")
+    I = tex.placeholder((8,), "int32", name="I")
+
+    def body(i: tex.Var) -> tex.Expr:
+        read = A[I[i]] if index == "data" else A[i]
+        return tex.if_then_else(cond(i, read), 1.0, 0.0)
+    C = tex.compute((8,), body, name="C")
+    f = tex.build(C, [A, I, C])
+    a = np.array([1.0, -1.0, 2.0, -3.0], np.float32)
+    decided = np.array([not left(i) if name == "and" else left(i) for i in range(8)])
+    ix = np.where(decided, 10**6, np.arange(8) % 4).astype(np.int32)
+    out = np.zeros(8, np.float32)
+    f(a, ix, out)
+    expected = np.where(decided, 0.0 if name == "and" else 1.0, a[np.arange(8) % 4] > 0)
+    np.testing.assert_array_equal(out, expected)
+    np.testing.assert_array_equal(evaluate(C, {A: a, I: ix}), expected)
+    if index == "data":  # a bad index where the right side is evaluated
+        ix[np.flatnonzero(~decided)[0]] = 7
+        with pytest.raises(OutOfBoundsError, match="index 7 in dimension 0 of 'A'"):
+            evaluate(C, {A: a, I: ix})
+        with pytest.raises(OutOfBoundsError, match="index 7 in dimension 0 of 'A'"):
+            f(a, ix, out)
+
+
 def test_data_guarded_read_is_proven() -> None:
     A = tex.placeholder((4,), name="A")
     I = tex.placeholder((6,), "int32", name="I")

@@ -139,6 +139,28 @@ def test_rfactor_non_divisible_and_init():
     _run(s, [A, S], [S])
 
 
+@pytest.mark.parametrize("factor_outer", [False, True], ids=["inner", "outer"])
+def test_rfactor_non_divisible_where_reads_a_tensor(factor_outer: bool) -> None:
+    """The split guard of a non-divisible reduction went after the ``where=`` in the
+    partial results' condition, so the condition's read of ``M`` at the padded index was
+    unguarded and lower refused the schedule (auto_schedule made it for the gradient of
+    ``where(c, x, y)`` over 5 elements): the guard now comes first."""
+    A = tex.placeholder((3, 13), name="A")
+    M = tex.placeholder((13,), name="M")
+    k = tex.reduce_axis((0, 13), name="k")
+    S = tex.compute((3,), lambda i: tex.sum(A[i, k], axis=k, where=M[k] > 0), name="S")
+    s = create_schedule(S.op)
+    ko, ki = s[S].split(k, factor=4)
+    SF = s.rfactor(S, ko if factor_outer else ki)
+    assert "&&" in str(SF.op.body[0].condition)
+    _run(s, [A, M, S], [S])
+    f = tex.build(s, [A, M, S])
+    a, m = np.random.default_rng(3).standard_normal((2, 3, 13))
+    out = np.zeros(3, np.float32)
+    f(a.astype(np.float32), m[0].astype(np.float32), out)
+    np.testing.assert_allclose(out, (a * (m[0] > 0)).sum(1), rtol=1e-5)
+
+
 def test_cache_write_and_cache_read_at():
     X, W, T, R = _dense()
     s = create_schedule(T.op)

@@ -316,10 +316,16 @@ def _within(conds: tuple[Expr, ...]) -> tuple[Expr, ...]:
 
 def _edges(node: Expr) -> list[tuple[Expr, Expr | None]]:
     """The children of ``node`` with the guard each is evaluated under (None: no guard of
-    its own): select sides and reduction sources are guarded, everything else is not."""
+    its own): select sides, reduction sources and the right side of ``&&``/``||`` (which
+    the code generators evaluate only where the left side leaves the result open) are
+    guarded, everything else is not."""
     if isinstance(node, Select):
         return [(node.cond, None), (node.a, node.cond),
                 (node.b, fold.logical_not(node.cond))]
+    if isinstance(node, Binary) and node.op is Op.AND:
+        return [(node.a, None), (node.b, node.a)]
+    if isinstance(node, Binary) and node.op is Op.OR:
+        return [(node.a, None), (node.b, fold.logical_not(node.a))]
     if isinstance(node, Reduce):
         inner = None if isinstance(node.condition, Const) else node.condition
         return [*((src, inner) for src in node.source), (node.condition, None),

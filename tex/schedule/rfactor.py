@@ -74,9 +74,9 @@ def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0) 
     mapping.update({old.var: new.var for old, new in zip(op.axis, spatial)})
     rf_axes = list(spatial)
     rf_axes.insert(factor_axis, factor_iv)
-    cond = substitute(red.condition, mapping)
-    for g in guards:
-        cond = cond & g
+    # the split guards first: the condition may read tensors at the reduction index, and a
+    # read is in bounds only under the guards to its left
+    cond = fold.conjoin([*guards, substitute(red.condition, mapping)])
     sources = [substitute(s, mapping) for s in red.source]
     rf_body = Reduce(red.combiner, sources, [new_reduce[iv] for iv in rest] or
                      [IterVar(Var("rf.unit", kind="reduce"), Range(0, 1))], cond)

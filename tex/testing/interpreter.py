@@ -26,8 +26,9 @@ Design
   and clips the indices of inactive points, whose values are discarded. A branch selected
   nowhere is not evaluated. A value computed in a scope is valid in its child scopes (a
   child's active points are a subset), so lookups walk the chain of scope memos; nodes
-  without reads do not depend on the mask and are shared by every scope. ``and``/``or``
-  do not guard: both operands are evaluated everywhere, as in compiled code.
+  without reads do not depend on the mask and are shared by every scope. ``a && b`` with
+  reads in ``b`` is ``select(a, b, false)`` and ``a || b`` is ``select(a, true, b)``: the
+  right side guarded by the left, as compiled code evaluates it.
 * **Reductions.** The reduce axes are flattened (row-major) into one extra grid dimension,
   placed *before* the output dimensions so that NumPy's inner loops run along the output's
   last dimension and the chunk is reduced along axis 0, and walked in chunks so that a
@@ -46,14 +47,14 @@ Design
 from __future__ import annotations
 
 import math
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..debug import InternalError, OutOfBoundsError
-from ..dtype import DType
+from ..dtype import DTYPES, DType
 from ..ir.expr import (
     Binary,
     Cast,
@@ -319,6 +320,17 @@ def _pick(arr: Array, point: tuple[int, ...]) -> Any:
 _VISIT, _EXIT, _BRANCH, _JOIN = range(4)
 
 
+_FALSE, _TRUE = Const(False, DTYPES["bool"]), Const(True, DTYPES["bool"])
+
+
+def _sides(node: Expr) -> tuple[Expr, Expr, Expr]:
+    """A guarding node as ``cond ? a : b`` (``a && b`` is ``a ? b : false``)."""
+    if type(node) is Select:
+        return node.cond, node.a, node.b
+    assert isinstance(node, Binary)
+    return (node.a, node.b, _FALSE) if node.op is Op.AND else (node.a, _TRUE, node.b)
+
+
 class _Interpreter:
     """Evaluates expressions over one grid, reading computed tensors from ``values``."""
 
@@ -326,7 +338,8 @@ class _Interpreter:
                  roots: Sequence[Expr]) -> None:
         self.values = values
         self.grid = grid
-        self.reads = _reads_below(roots)
+        # the constant sides of guarding && / || are not under the roots: no reads
+        self.reads = defaultdict(bool, _reads_below(roots))
 
     def run(self, roots: Sequence[Expr], scope: _Scope) -> list[Array]:
         """The values of ``roots`` in ``scope`` (an explicit stack; no recursion)."""
@@ -337,9 +350,9 @@ class _Interpreter:
             if tag == _VISIT:
                 if sc.get(node) is not None:
                     continue
-                if type(node) is Select and (self.reads[node.a] or self.reads[node.b]):
+                if self._guards(node):
                     stack.append((_BRANCH, node, sc))
-                    stack.append((_VISIT, node.cond, sc))
+                    stack.append((_VISIT, _sides(node)[0], sc))
                 else:
                     stack.append((_EXIT, node, sc))
                     stack.extend((_VISIT, c, sc) for c in reversed(node.children()))
@@ -362,9 +375,16 @@ class _Interpreter:
         """Memoize; values of read-free nodes do not depend on the mask: share them."""
         (scope if self.reads[node] else scope.top).memo[node] = value
 
-    def _branch(self, node: Select, sc: _Scope, stack: list[tuple[Any, ...]]) -> None:
-        """Schedule each branch of a guarded Select under the mask where it is selected."""
-        cond = _must(sc.get(node.cond))
+    def _guards(self, node: Expr) -> bool:
+        """Whether ``node`` evaluates a side with reads only where its condition says."""
+        if type(node) is Select:
+            return self.reads[node.a] or self.reads[node.b]
+        return type(node) is Binary and node.op in (Op.AND, Op.OR) and self.reads[node.b]
+
+    def _branch(self, node: Expr, sc: _Scope, stack: list[tuple[Any, ...]]) -> None:
+        """Schedule each branch of a guarded node under the mask where it is selected."""
+        c, a, b = _sides(node)
+        cond = _must(sc.get(c))
         not_cond = np.logical_not(cond)
         if sc.mask is None:
             on_a, on_b = cond, not_cond
@@ -372,27 +392,27 @@ class _Interpreter:
             on_a, on_b = np.logical_and(sc.mask, cond), np.logical_and(sc.mask, not_cond)
         use_a, use_b = bool(on_a.any()), bool(on_b.any())
         # a branch selected at every active point needs no narrower scope
-        scope_a = _Scope(on_a, sc) if use_b and self.reads[node.a] else sc
-        scope_b = _Scope(on_b, sc) if use_a and self.reads[node.b] else sc
+        scope_a = _Scope(on_a, sc) if use_b and self.reads[a] else sc
+        scope_b = _Scope(on_b, sc) if use_a and self.reads[b] else sc
         stack.append((_JOIN, node, sc, scope_a if use_a else None,
                       scope_b if use_b else None))
         if use_b:
-            stack.append((_VISIT, node.b, scope_b))
+            stack.append((_VISIT, b, scope_b))
         if use_a:
-            stack.append((_VISIT, node.a, scope_a))
+            stack.append((_VISIT, a, scope_a))
 
-    def _join(self, node: Select, sc: _Scope, scope_a: _Scope | None,
+    def _join(self, node: Expr, sc: _Scope, scope_a: _Scope | None,
               scope_b: _Scope | None) -> None:
-        """Combine the branches of a guarded Select (a branch not evaluated is unused)."""
+        """Combine the branches of a guarded node (a branch not evaluated is unused)."""
         if sc.get(node) is not None:
             return
+        c, a, b = _sides(node)
         if scope_a is not None and scope_b is not None:
-            value = np.where(_must(sc.get(node.cond)), _must(scope_a.get(node.a)),
-                             _must(scope_b.get(node.b)))
+            value = np.where(_must(sc.get(c)), _must(scope_a.get(a)), _must(scope_b.get(b)))
         elif scope_a is not None:
-            value = _must(scope_a.get(node.a))
+            value = _must(scope_a.get(a))
         elif scope_b is not None:
-            value = _must(scope_b.get(node.b))
+            value = _must(scope_b.get(b))
         else:  # no active point at all: any value will do
             value = np.zeros((), node.dtype.numpy)
         self._store(node, _as(value, node.dtype), sc)
