@@ -35,11 +35,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from workloads import maxpool2d, random_arrays, write_results
 
 import tex
 from tex import topi
 from tex.lower.bounds_check import report_ops
+
+from workloads import maxpool2d, random_arrays, write_results
 
 DEFAULT_OUTPUT = HERE / "results" / "bounds_check.json"
 

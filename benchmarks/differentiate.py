@@ -31,11 +31,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from workloads import WORKLOADS, Workload, random_arrays, write_results
 
 import tex
 import tex.testing
 from tex.autodiff import iteration_count
+
+from workloads import WORKLOADS, Workload, random_arrays, write_results
 
 DEFAULT_OUTPUT = HERE / "results" / "differentiate.json"
 RTOL = 1e-3

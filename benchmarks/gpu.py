@@ -38,12 +38,13 @@ from typing import Any
 import frameworks
 import numpy as np
 import schedules
-from workloads import WORKLOADS, Workload, random_arrays, write_results
 
 import tex
 from tex.codegen.ptx import assemble
 from tex.runtime.cuda import CudaFunction, get_driver
 from tex.schedule import auto_schedule
+
+from workloads import WORKLOADS, Workload, random_arrays, write_results
 
 RTOL, ATOL = 2e-3, 2e-4
 

@@ -63,11 +63,12 @@ import frameworks
 import numpy as np
 import peak
 import schedules
-from workloads import WORKLOADS, Workload, random_arrays, write_results
 
 import tex
 from tex.runtime import jit
 from tex.schedule import auto_schedule, create_schedule
+
+from workloads import WORKLOADS, Workload, random_arrays, write_results
 
 DEFAULT_OUTPUT = HERE / "results" / "run.json"
 RTOL, ATOL = 2e-3, 2e-3

@@ -55,13 +55,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from workloads import write_results
 
 import tex
 from tex import topi
 from tex.ir.tensor import ComputeOp
 from tex.runtime.jit import clear_cache
 from tex.schedule import Schedule, auto_schedule
+
+from workloads import write_results
 
 DEFAULT_OUTPUT = HERE / "results" / "scaling.json"
 SIZE = 64

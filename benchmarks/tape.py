@@ -40,9 +40,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from workloads import WORKLOADS, Workload, random_arrays, write_results
 
 import tex
+
+from workloads import WORKLOADS, Workload, random_arrays, write_results
 
 DEFAULT_OUTPUT = HERE / "results" / "tape.json"
 NAMES = ("layernorm", "softmax")

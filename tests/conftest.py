@@ -1,6 +1,7 @@
 """Shared fixtures: seeded RNG, golden-file comparison, GPU skip."""
 from __future__ import annotations
 
+import difflib
 import os
 import shutil
 from pathlib import Path
@@ -34,15 +35,24 @@ def rng() -> np.random.Generator:
 @pytest.fixture
 def golden(request: pytest.FixtureRequest):
     """``golden(name, text)`` compares text with tests/golden/<name>; TEX_UPDATE_GOLDEN=1
-    rewrites the file instead (review the diff before committing)."""
+    rewrites the file instead (review the diff before committing). A file missing outside
+    CI is written; in CI (``CI=true``) it is a failure."""
 
     def check(name: str, text: str) -> None:
         path = GOLDEN_DIR / name
         if os.environ.get("TEX_UPDATE_GOLDEN") == "1" or not path.exists():
             if os.environ.get("CI") == "true" and not path.exists():
                 pytest.fail(f"golden file {path} is missing")
+            path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
         expected = path.read_text()
-        assert text == expected, f"output differs from {path}:\n{text}"
+        if text != expected:
+            diff = difflib.unified_diff(expected.splitlines(), text.splitlines(),
+                                        f"{path} (golden)", "this run", lineterm="")
+            lines = list(diff)
+            shown = "\n".join(lines[:120]) + (f"\n... {len(lines) - 120} more diff lines"
+                                               if len(lines) > 120 else "")
+            pytest.fail(f"output differs from {path} (TEX_UPDATE_GOLDEN=1 rewrites it if "
+                        f"the change is meant):\n{shown}", pytrace=False)
 
     return check

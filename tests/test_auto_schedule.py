@@ -8,6 +8,7 @@ import pytest
 import tex
 from tex.lower.stmt import For, ForKind, walk_stmts
 from tex.schedule import auto_schedule
+from tex.target import CPUInfo
 from tex.testing import evaluate
 
 
@@ -26,6 +27,22 @@ def _run(outs, ins, arrays):
     for b, r in zip(bufs, ref):
         np.testing.assert_allclose(b, r, rtol=1e-4, atol=1e-4)
     return s
+
+
+@pytest.mark.parametrize("bits,cores", [(128, 1), (256, 2), (512, 4)])
+def test_target_may_be_a_cpu_description(bits: int, cores: int) -> None:
+    """``auto_schedule(outs, CPUInfo(...))`` schedules for that machine, not the host
+    (the golden files are made for one fixed machine this way)."""
+    A = tex.placeholder((4096,), name="A")
+    B = tex.compute((4096,), lambda i: tex.exp(A[i]), name="B")
+    s = auto_schedule(B, CPUInfo("test", vector_bits=bits, cores=cores))
+    loops = [st for st in walk_stmts(tex.lower(s, [A, B]).body) if isinstance(st, For)]
+    vector = [f for f in loops if f.kind is ForKind.VECTORIZED]
+    assert [f.extent.value for f in vector] == [bits // 32]
+    assert any(f.kind is ForKind.PARALLEL for f in loops) == (cores > 1)
+    with pytest.raises(TypeError, match="target must be a string such as 'llvm' or a "
+                                        "CPUInfo, got int 3"):
+        auto_schedule(B, 3)  # type: ignore[arg-type]
 
 
 def test_matmul_is_blocked_vectorized_and_parallel() -> None:

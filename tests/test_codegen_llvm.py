@@ -726,3 +726,25 @@ def test_store_of_a_lane_invariant_value_at_a_strided_index() -> None:
     b = np.ones(2 * n, "float32")
     f(np.array([3.0], "float32"), b)
     np.testing.assert_array_equal(b, np.where(np.arange(2 * n) % 2 == 0, 3.0, 0.0))
+
+
+def test_emit_llvm_for_a_given_host() -> None:
+    """``emit_llvm(func, host=...)`` emits for that CPU: its triple, and vector code as
+    wide as its registers (twice the register, as for the host)."""
+    from dataclasses import replace
+
+    from tex.codegen.llvm import emit_llvm
+    from tex.lower.legalize import legalize
+
+    A = tex.placeholder((64,), name="A")
+    B = tex.compute((64,), lambda i: A[i] * 2.0, name="B")
+    s = tex.create_schedule(B.op)
+    s[B].vectorize(s[B].split(B.op.axis[0], factor=64)[1])
+    func = legalize(tex.lower(s, [A, B]), "llvm")
+    host = host_target()
+    for bits in (128, 512):
+        other = replace(host, triple="x86_64-golden-linux-gnu", vector_bits=bits)
+        text = emit_llvm(func, host=other)[0]
+        assert 'target triple = "x86_64-golden-linux-gnu"' in text
+        assert f"<{2 * bits // 32} x float>" in text
+        assert f"<{4 * bits // 32} x float>" not in text

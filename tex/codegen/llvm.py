@@ -1725,18 +1725,20 @@ def covered_ops() -> dict[str, frozenset[Op]]:
 # Driver
 # --------------------------------------------------------------------------------------
 
-def emit_llvm(func: LoweredFunc, options: CodegenOptions | None = None) -> tuple[str, list[str],
-                                                                                 bool]:
-    """LLVM IR text (unoptimized) for a legalized ``func``; also the vectorization notes and
-    whether the code writes its error record."""
-    m = _emit_module(func, options)
+def emit_llvm(func: LoweredFunc, options: CodegenOptions | None = None,
+              host: HostTarget | None = None) -> tuple[str, list[str], bool]:
+    """LLVM IR text (unoptimized) for a legalized ``func``, for ``host`` (default: this
+    machine's CPU); also the vectorization notes and whether the code writes its error
+    record."""
+    m = _emit_module(func, options, host)
     return str(m.ir), m.notes, m.errors
 
 
-def _emit_module(func: LoweredFunc, options: CodegenOptions | None = None) -> _ModuleEmitter:
+def _emit_module(func: LoweredFunc, options: CodegenOptions | None = None,
+                 host: HostTarget | None = None) -> _ModuleEmitter:
     """The module emitter after emitting ``func`` (its IR, notes, error record, checks)."""
     options = options or CodegenOptions()
-    host = host_target()
+    host = host or host_target()
     symbol = symbol_name(func.name)
     module = ir.Module(name=symbol)
     module.triple = host.triple

@@ -65,9 +65,12 @@ _OP_COST = {"exp": 12, "log": 12, "tanh": 16, "sigmoid": 14, "pow": 24, "erf": 1
 _INLINE_BUDGET = 24
 
 
-def auto_schedule(outputs: Tensor | Sequence[Tensor], target: str = "llvm") -> Schedule:
-    """A schedule computing ``outputs`` fast on ``target`` (the host CPU for ``"llvm"``,
-    an NVIDIA GPU for ``"cuda"``: see ``tex.schedule.auto_gpu``).
+def auto_schedule(outputs: Tensor | Sequence[Tensor],
+                  target: str | CPUInfo = "llvm") -> Schedule:
+    """A schedule computing ``outputs`` fast on ``target``: the host CPU for ``"llvm"``,
+    an NVIDIA GPU for ``"cuda"`` (see ``tex.schedule.auto_gpu``), or the CPU a
+    ``tex.target.CPUInfo`` describes (to schedule for another machine, or for one fixed
+    machine whatever the host).
 
     Works on any DAG built with ``tex.compute``/``tex.topi``, gradients from
     ``tex.differentiate`` included; the result is an ordinary ``Schedule`` that can be
@@ -86,21 +89,25 @@ def auto_schedule(outputs: Tensor | Sequence[Tensor], target: str = "llvm") -> S
     else:
         raise TypeError("auto_schedule: expected a Tensor or a non-empty list of Tensors, got "
                         f"{type(outputs).__name__} {outputs!r}")
-    if not isinstance(target, str):
-        raise TypeError(f"auto_schedule: target must be a string such as 'llvm', got "
-                        f"{type(target).__name__} {target!r}")
-    key = target.strip().split()[0].lower() if target.strip() else ""
-    if key in ("cuda", "nvptx"):
-        from .auto_gpu import schedule_cuda  # the GPU rules build on this module's
-        s = create_schedule([t.op for t in outs])
-        schedule_cuda(s, parse_cuda_target(target))
-        return s
-    if key not in ("llvm", "cpu"):
-        raise ValueError(f"auto_schedule: unknown or unsupported target {target!r}; "
-                         "known: 'llvm' (the host CPU), 'cuda' (NVIDIA GPUs)")
+    if isinstance(target, CPUInfo):
+        info = target
+    elif isinstance(target, str):
+        key = target.strip().split()[0].lower() if target.strip() else ""
+        if key in ("cuda", "nvptx"):
+            from .auto_gpu import schedule_cuda  # the GPU rules build on this module's
+            s = create_schedule([t.op for t in outs])
+            schedule_cuda(s, parse_cuda_target(target))
+            return s
+        if key not in ("llvm", "cpu"):
+            raise ValueError(f"auto_schedule: unknown or unsupported target {target!r}; "
+                             "known: 'llvm' (the host CPU), 'cuda' (NVIDIA GPUs)")
+        info = cpu_info(key)
+    else:
+        raise TypeError(f"auto_schedule: target must be a string such as 'llvm' or a "
+                        f"CPUInfo, got {type(target).__name__} {target!r}")
     s = create_schedule([t.op for t in outs])
     with s.deferred_rewrites():
-        _AutoScheduler(s, cpu_info(key)).run()
+        _AutoScheduler(s, info).run()
     return s
 
 
