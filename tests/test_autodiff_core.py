@@ -137,6 +137,53 @@ def test_custom_fdiff_sees_every_edge(rng):
     np.testing.assert_allclose(evaluate(g, {X: x}), 2 * np.sin(x) * np.cos(x), rtol=1e-12)
 
 
+def _tensors(*roots: tex.Tensor) -> list[tex.Tensor]:
+    from tex.ir.visit import topo_sort_ops
+    return [t for op in topo_sort_ops(list(roots)) for t in op.outputs]
+
+
+def test_zero_contributions_are_symbolic(rng):
+    """A cut edge (floor) gives the symbolic Zero, which the adjoint loop drops: no zero
+    tensor enters the program. The public DiffBuildingBlock makes it a tensor of zeros,
+    and a zero gradient is a tensor only for an input the caller asked for."""
+    from tex.autodiff.builders import Zero
+    from tex.autodiff.building_block import building_block
+
+    X = tex.placeholder((4,), F64, name="X")
+    Fl = topi.floor(X)
+    head = tex.placeholder((4,), F64, name="head")
+    got, _ = building_block(Fl, X, head)
+    assert got == Zero((4,), tex.dtype.DTYPES["float64"])
+    zeros = DiffBuildingBlock(Fl, X, head)
+    assert zeros.shape == (4,) and zeros.name == "X_grad_T_floor"
+    np.testing.assert_array_equal(evaluate(zeros, {X: np.ones(4), head: np.ones(4)}), 0.0)
+    L = topi.sum(X * 3.0 + Fl)
+    res = tex.differentiate(L, [X])
+    assert Fl not in res.adjoint_summands[X]
+    assert not any(t.op.tag == "zeros" for t in _tensors(res[0]))
+    np.testing.assert_allclose(evaluate(res[0], _feed(rng, X)), 3.0)
+    (only,) = tex.differentiate(topi.sum(Fl), [X])
+    assert only.op.tag == "zeros" and only.name == "X_grad"
+
+
+def test_a_constant_zero_from_user_fdiff_is_dropped(rng):
+    """A user's fdiff that returns a tensor of zeros for an edge contributes nothing: the
+    adjoint is not a sum with a zero tensor in it."""
+    X = tex.placeholder((3,), F64, name="X")
+    T = topi.sin(X)
+    L = topi.sum(T + X)
+
+    def fdiff(out, inp, head):
+        if out is T:
+            return tex.compute(inp.shape, lambda i: tex.const(0.0, "float64"), name="nil")
+        return DiffBuildingBlock(out, inp, head)
+
+    res = tex.differentiate(L, [X], fdiff=fdiff)
+    assert T not in res.adjoint_summands[X]
+    assert "nil" not in {t.name for t in _tensors(res[0])}
+    np.testing.assert_allclose(evaluate(res[0], _feed(rng, X)), 1.0)
+
+
 def test_jacobian_optimize_false_equals_optimized(rng):
     X = tex.placeholder((2, 5), F64, name="X")
     k = tex.reduce_axis((0, 3), name="k")

@@ -1,4 +1,4 @@
-"""tex.autodiff.zeros.zero_adjoints (adjoints proved identically zero before differentiating)
+"""tex.autodiff.zero_proofs.zero_adjoints (adjoints proved identically zero before differentiating)
 and tex.arith.float_is_zero, the sympy check it rests on.
 
 Every claim is checked against numbers: the directional derivative ``jvp(out, [m], [D])``
@@ -14,7 +14,7 @@ import tex
 from tex import topi
 from tex.arith import float_is_zero
 from tex.autodiff import jvp
-from tex.autodiff.zeros import zero_adjoints
+from tex.autodiff.zero_proofs import zero_adjoints
 from tex.ir.expr import Const, TensorRead, Var
 from tex.ir.tensor import PlaceholderOp, Tensor
 from tex.ir.visit import topo_sort_ops

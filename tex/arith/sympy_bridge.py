@@ -701,7 +701,7 @@ def _decide_by_sign(rel: SympyExpr) -> bool | None:
 
 
 # --------------------------------------------------------------------------------------
-# float identities: is a float expression identically zero? (tex.autodiff.zeros)
+# float identities: is a float expression identically zero? (tex.autodiff.zero_proofs)
 # --------------------------------------------------------------------------------------
 
 # one entry per float operator with a sympy meaning; any other float operator is an atom

@@ -9,12 +9,13 @@ differentiate them again.
 tape) compile, so they live in ``tex.program``, below ``tex.build``; they are reached here
 through the module ``__getattr__`` at first use (PEP 562), never imported at import time.
 """
+from .builders import identity_head
+from .building_block import DiffBuildingBlock, Jacobian
 from .cost import iteration_count
 from .derivative import RULES, DifferentiationError, partials, tangent
 from .forward import jvp
 from .report import GradientReport, report
 from .reverse import DifferentiationResult, differentiate
-from .vjp import DiffBuildingBlock, Jacobian, identity_head
 
 __all__ = [
     "RULES", "DiffBuildingBlock", "DifferentiationError", "DifferentiationResult",

@@ -8,9 +8,10 @@ from ..ir.expr import Const, Expr, IterVar, Op, Reduce, TensorRead
 from ..ir.tensor import ComputeOp, Tensor
 from ..ir.verify import check_compute_body
 from ..ir.visit import substitute, topo_sort_ops
+from .builders import new_axes, zero_tensor
 from .derivative import tangent
-from .reverse import tidy
-from .vjp import new_axes, reduce_tangent, zero_tensor
+from .jacobian import reduce_tangent
+from .tidy import tidy
 
 __all__ = ["jvp"]
 
@@ -77,7 +78,8 @@ def jvp(out: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Tenso
                     tan[t] = r
     if out in tan:
         created = {t for x, t in tan.items() if x not in inputs}
-        return tidy([tan[out]], {}, {}, created)[0]
+        result = tan[out]
+        return tidy([result], keep=[result], created=created).get(result, result)
     return zero_tensor(out.shape, out.dtype, f"{out.name}_jvp")
 
 

@@ -1,15 +1,21 @@
 """Reverse-mode differentiation of a tensor DAG: ``tex.differentiate``.
 
-Adjoints are accumulated in reverse topological order (an explicit stack, no recursion):
-the adjoint of the output is the head; every other tensor's adjoint is the sum of the
-contributions (*summands*) its consumers send it, each made by ``fdiff(consumer, tensor,
-adjoint of consumer)`` (``DiffBuildingBlock`` by default) or by an ``override``. Only
-tensors on a path from the output to a requested input are differentiated.
+``differentiate`` reads as its three steps:
 
-Afterwards the gradient program is tidied: elementwise gradient tensors that only forward
-a value (a read, a gated read, a sum of such) and those consumed by a single elementwise
-gradient tensor are inlined into their consumers, so the program holds the tensors a
-hand-written gradient would (forward tensors are never touched).
+1. ``_check_args``: the arguments, checked (``_Request``).
+2. ``_plan``: a frozen ``_Plan``: the tensors the output depends on in topological order
+   (an explicit stack, no recursion), those on a path to a requested input, the paths
+   zero by convention (``report.conventional_zeros``) and the adjoints proved identically
+   zero (``zero_proofs``).
+3. ``_adjoint_loop``: for each needed tensor in reverse order, its adjoint is the sum of
+   the contributions its consumers sent (the head for the output); then one of three
+   contribution functions gives its inputs' contributions: ``_by_override`` (the user's
+   ``override``), ``_by_user_fdiff`` (the user's ``fdiff``) or ``_by_building_block`` (the
+   default, with zero elimination). A contribution that is zero is the symbolic ``Zero``
+   and is dropped; a zero tensor is built only for a requested input nothing reached.
+
+The gradient program is then tidied (``tidy``): the gradient tensors a hand-written
+gradient would not hold are inlined (forward tensors are never touched).
 """
 from __future__ import annotations
 
@@ -22,20 +28,13 @@ from ..ir import fold
 from ..ir.expr import Cast, Const, Expr, Op, Reduce, Select, TensorRead
 from ..ir.printer import format_program
 from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
-from ..ir.verify import check_compute_body
-from ..ir.visit import post_order, rewrite, substitute, topo_sort_ops
+from ..ir.visit import post_order, rewrite, topo_sort_ops
+from .builders import Zero, grad_name, identity_head, make_compute
+from .building_block import building_block
 from .derivative import DifferentiationError
 from .report import ZeroedPath, conventional_zeros
-from .vjp import (
-    _ident,
-    _is_cheap,
-    building_block,
-    identity_head,
-    make_compute,
-    new_axes,
-    zero_tensor,
-)
-from .zeros import zero_adjoints
+from .tidy import inline_reads, tidy
+from .zero_proofs import zero_adjoints
 
 __all__ = ["differentiate", "DifferentiationResult"]
 
@@ -176,6 +175,51 @@ def differentiate(output: Tensor, inputs: Sequence[Tensor] | Tensor | None = Non
     -------
     >>> dW, dB = tex.differentiate(L, [W, B])
     """
+    req = _check_args(output, inputs, head, fdiff, override, strict)
+    plan = _plan(req)
+    if strict:
+        _refuse_cut_paths(plan)
+    adjoints, summands, created, steps = _adjoint_loop(req, plan)
+    # a real zero tensor only for an input the caller asked for that nothing reached
+    result = [adjoints[t] if t in adjoints else
+              Zero(req.prefix + t.shape, req.head.dtype).materialize(f"{t.name}_grad")
+              for t in plan.wanted]
+    roots = [*result, *adjoints.values(), *(s for d in summands.values() for s in d.values())]
+    new = tidy(roots, keep=result, created={*created, req.head})
+    remap = lambda x: new.get(x, x)  # noqa: E731
+    info = DiffInfo(output, plan.order, steps, {t.name: why for t, why in plan.proved.items()},
+                    plan.zeroed)
+    out = DifferentiationResult(
+        [remap(t) for t in result], {k: remap(v) for k, v in adjoints.items()},
+        {k: {c: remap(s) for c, s in d.items()} for k, d in summands.items()}, info)
+    if should_dump("differentiate"):
+        dump("differentiate", format_program(*out.result))
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# arguments and plan
+# --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Request:
+    """The checked arguments of one call (``wanted`` None: every placeholder)."""
+
+    output: Tensor
+    wanted: tuple[Tensor, ...] | None
+    head: Tensor
+    fdiff: FDiff | None
+    override: Mapping[Tensor, tuple[Sequence[Tensor], Callable[..., Sequence[Tensor]]]]
+
+    @property
+    def prefix(self) -> tuple[int, ...]:
+        """The head's leading dimensions (empty for a gradient; ``output.shape`` for a
+        Jacobian)."""
+        return tuple(self.head.shape[:self.head.ndim - self.output.ndim])
+
+
+def _check_args(output: Any, inputs: Any, head: Any, fdiff: Any, override: Any,
+                strict: Any) -> _Request:
     output = _check_tensor(output, "output")
     if not output.dtype.is_float:
         raise TypeError(f"differentiate: output '{output.name}' has dtype {output.dtype}; "
@@ -198,21 +242,15 @@ def differentiate(output: Tensor, inputs: Sequence[Tensor] | Tensor | None = Non
                             f"deps a list of tensors, got {entry!r}")
         for d in entry[0]:
             _check_tensor(d, f"a dependency in the override of '{t.name}'")
-    order = _topo(output, override)
-    if inputs is None:
-        wanted = [t for t in order if isinstance(t.op, PlaceholderOp)]
-        single = False
-    else:
-        single = isinstance(inputs, Tensor)
-        if not single and not isinstance(inputs, Iterable):
+    wanted = None
+    if inputs is not None:
+        if not isinstance(inputs, (Tensor, Iterable)):
             raise TypeError(f"differentiate: inputs must be a tex Tensor or a list of them, "
                             f"got {type(inputs).__name__} {inputs!r}")
-        wanted = [inputs] if single else list(inputs)  # type: ignore[list-item]
+        wanted = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
         for i, t in enumerate(wanted):
             _check_tensor(t, f"inputs[{i}]")
-    if head is None:
-        head = identity_head(output)
-    head = _check_tensor(head, "head")
+    head = _check_tensor(identity_head(output) if head is None else head, "head")
     if not head.dtype.is_float:
         raise TypeError(f"differentiate: head '{head.name}' has dtype {head.dtype}; it must "
                         "be a float tensor")
@@ -220,117 +258,167 @@ def differentiate(output: Tensor, inputs: Sequence[Tensor] | Tensor | None = Non
     if head.ndim < nd or head.shape[head.ndim - nd:] != output.shape:
         raise ValueError(f"differentiate: head shape {head.shape} must end with the output "
                          f"shape {output.shape} of '{output.name}'")
-    prefix = head.shape[:head.ndim - nd]
-    user_fdiff = fdiff
+    return _Request(output, wanted, head, fdiff, override)
 
-    # tensors on a path from the output to a wanted input
+
+@dataclass(frozen=True)
+class _Plan:
+    """What is differentiated, decided before any adjoint is built."""
+
+    order: tuple[Tensor, ...]  # every tensor the output depends on, producers first
+    wanted: tuple[Tensor, ...]  # the inputs whose gradients are returned
+    needed: frozenset[Tensor]  # on a path from the output to a wanted input
+    zeroed: tuple[ZeroedPath, ...]  # float paths zero by convention (floor, integer casts)
+    proved: Mapping[Tensor, str]  # adjoints proved identically zero -> why
+
+
+def _plan(req: _Request) -> _Plan:
+    order = _topo(req.output, req.override)
+    wanted = req.wanted if req.wanted is not None else \
+        tuple(t for t in order if isinstance(t.op, PlaceholderOp))
     wanted_set = set(wanted)
     needed: set[Tensor] = set()
     for t in order:
-        if t in wanted_set or any(d in needed for d in _deps(t, override)):
+        if t in wanted_set or any(d in needed for d in _deps(t, req.override)):
             needed.add(t)
-
-    zeroed = conventional_zeros(order, needed, wanted)
-    if strict:
-        cut = [z for z in zeroed if z.cuts_a_float_path]
-        if cut:
-            raise DifferentiationError(
-                "differentiate(strict=True): a float path to an input is zeroed by "
-                "convention at " + "; ".join(str(z) for z in cut) +
-                " (use strict=False to accept a zero gradient there, or rewrite the op)")
-    # adjoints proved identically zero (the max-shift of a stable softmax) are not built
-    proved = zero_adjoints(order, output, needed, override=override) \
-        if user_fdiff is None else {}
+    zeroed = conventional_zeros(order, needed, list(wanted))
+    # adjoints proved identically zero (the max-shift of a stable softmax) are not built;
+    # an overridden tensor and its declared dependencies are the user's to differentiate
+    proved = zero_adjoints(order, req.output, needed, override=req.override) \
+        if req.fdiff is None else {}
+    overridden = {d for deps, _ in req.override.values() for d in deps}
     proved = {t: why for t, why in proved.items()
-              if t not in override and not any(t in deps for deps, _ in override.values())}
-    steps: dict[tuple[Tensor, Tensor], tuple[str, ...]] = {}
+              if t not in req.override and t not in overridden}
+    return _Plan(tuple(order), tuple(wanted), frozenset(needed), tuple(zeroed), proved)
+
+
+def _refuse_cut_paths(plan: _Plan) -> None:
+    cut = [z for z in plan.zeroed if z.cuts_a_float_path]
+    if cut:
+        raise DifferentiationError(
+            "differentiate(strict=True): a float path to an input is zeroed by "
+            "convention at " + "; ".join(str(z) for z in cut) +
+            " (use strict=False to accept a zero gradient there, or rewrite the op)")
+
+
+# --------------------------------------------------------------------------------------
+# the adjoint loop
+# --------------------------------------------------------------------------------------
+
+Contributions = dict[Tensor, "Tensor | Zero"]
+Steps = dict[tuple[Tensor, Tensor], tuple[str, ...]]
+
+
+def _adjoint_loop(req: _Request, plan: _Plan) -> tuple[
+        dict[Tensor, Tensor], dict[Tensor, dict[Tensor, Tensor]], list[Tensor], Steps]:
+    """Adjoints in reverse order: each tensor's adjoint is the sum of the contributions
+    its consumers sent; then its inputs' contributions are asked of the override, the
+    user's fdiff or the building block. Returns the adjoints, the contributions per
+    tensor and consumer, the tensors built here (for ``tidy``) and the steps per edge."""
+    steps: Steps = {}
     adjoints: dict[Tensor, Tensor] = {}
     summands: dict[Tensor, dict[Tensor, Tensor]] = {}
     created: list[Tensor] = []
-    for t in reversed(order):
-        if t not in needed:
+    for t in reversed(plan.order):
+        if t not in plan.needed:
             continue
-        if t is output:
-            adj = head
+        if t is req.output:
+            adj = req.head
         else:
             parts = summands.get(t)
             if not parts:
-                continue
-            adj = _sum_tensors(list(parts.values()), _ident(f"{t.name}_grad"))
+                continue  # every contribution was Zero
+            adj = _sum_tensors(list(parts.values()), grad_name(f"{t.name}_grad"))
             if len(parts) > 1:
                 created.append(adj)
         adjoints[t] = adj
-        if not t.dtype.is_float:
+        deps = [d for d in dict.fromkeys(_deps(t, req.override))
+                if d in plan.needed and d not in plan.proved]
+        if not t.dtype.is_float or not deps:
             continue
-        deps = [d for d in dict.fromkeys(_deps(t, override)) if d in needed and d not in proved]
-        if not deps:
-            continue
-        if t in override:
-            odeps, fn = override[t]
-            got = fn(t, list(odeps), adj)
-            if isinstance(got, Tensor) or not isinstance(got, Iterable):
-                raise TypeError(f"differentiate: the override of '{t.name}' must return a list "
-                                f"of adjoints (one per dependency), got {type(got).__name__}")
-            got = list(got)
-            if len(got) != len(odeps):
-                raise ValueError(f"differentiate: the override of '{t.name}' returned "
-                                 f"{len(got)} adjoints for {len(odeps)} dependencies")
-            results = dict(zip(odeps, got))
-            steps.update({(t, d): ("user override",) for d in odeps})
-        elif user_fdiff is None:
-            view, deps = _through_index_only(t, deps, needed, wanted_set, override)
-            deps = [d for d in deps if d not in proved]
-            vias = [repr(x.name) for x in t.op.input_tensors  # type: ignore[attr-defined]
-                    if x not in view.op.input_tensors]  # type: ignore[attr-defined]
-            through = [f"through index-only {', '.join(vias)} (inlined)"] if vias else []
-            results = {}
-            for d in deps:
-                s, fired = building_block(view, d, adj)
-                results[d] = _remap_reads(s, view, t)
-                steps[(t, d)] = (*through, *fired)
-        else:
-            results = {d: user_fdiff(t, d, adj) for d in deps}
-            steps.update({(t, d): ("user fdiff",) for d in deps})
-        for d in deps:
-            s = results[d]
-            who = f"the override of '{t.name}'" if t in override else "fdiff"
-            _check_tensor(s, f"{who} result for '{d.name}'")
-            want = adj.shape[:len(adj.shape) - t.ndim] + d.shape
-            if s.shape != want:
-                raise ValueError(f"differentiate: {who} returned shape {s.shape} for the "
-                                 f"adjoint of '{d.name}', expected {want}")
-            user = t in override or user_fdiff is not None
-            if not s.dtype.is_float or (user and s.dtype is not adj.dtype):
-                # the sum of the adjoints casts every part to the first one's dtype: an
-                # integer (or narrower) part would silently truncate the gradient
-                raise TypeError(f"differentiate: {who} returned dtype {s.dtype} for the "
-                                f"adjoint of '{d.name}' ({d.dtype}); an adjoint must have the "
-                                f"dtype of the head of '{t.name}', {adj.dtype} (e.g. "
-                                f"astype('{adj.dtype}'))")
-            if _is_zeros(s):  # a cut path (floor, an integer cast): nothing to propagate
-                continue
+        contribute = _by_override if t in req.override else \
+            _by_building_block if req.fdiff is None else _by_user_fdiff
+        for d, s in contribute(t, deps, adj, req, plan, steps).items():
+            if isinstance(s, Zero):
+                continue  # a cut path (floor, an integer cast): nothing to propagate
             summands.setdefault(d, {})[t] = s
             created.append(s)
-
-    result = []
-    for t in wanted:
-        a = adjoints.get(t)
-        if a is None:
-            a = zero_tensor(prefix + t.shape, head.dtype, f"{t.name}_grad")
-        result.append(a)
-    info = DiffInfo(output, tuple(order), steps,
-                    {t.name: why for t, why in proved.items()}, tuple(zeroed))
-    out = tidy(result, adjoints, summands, set(created) | {head}, info)
-    if should_dump("differentiate"):
-        dump("differentiate", format_program(*out.result))
-    return out
+    return adjoints, summands, created, steps
 
 
-def _is_zeros(t: Tensor) -> bool:
-    """Whether ``t`` is a zero tensor made by the building block (tag ``zeros``)."""
-    op = t.op
-    return isinstance(op, ComputeOp) and op.tag == "zeros" and \
-        isinstance(op.body[0], Const) and op.body[0].value == 0
+def _by_override(t: Tensor, deps: list[Tensor], adj: Tensor, req: _Request, plan: _Plan,
+                 steps: Steps) -> Contributions:
+    """``override[t] = (deps, fn)``: ``fn(t, deps, adj)`` gives one adjoint per dep."""
+    odeps, fn = req.override[t]
+    got = fn(t, list(odeps), adj)
+    if isinstance(got, Tensor) or not isinstance(got, Iterable):
+        raise TypeError(f"differentiate: the override of '{t.name}' must return a list "
+                        f"of adjoints (one per dependency), got {type(got).__name__}")
+    got = list(got)
+    if len(got) != len(odeps):
+        raise ValueError(f"differentiate: the override of '{t.name}' returned "
+                         f"{len(got)} adjoints for {len(odeps)} dependencies")
+    results = dict(zip(odeps, got))
+    steps.update({(t, d): ("user override",) for d in odeps})
+    return {d: _users(t, d, results[d], adj, f"the override of '{t.name}'") for d in deps}
+
+
+def _by_user_fdiff(t: Tensor, deps: list[Tensor], adj: Tensor, req: _Request, plan: _Plan,
+                   steps: Steps) -> Contributions:
+    """The user's ``fdiff(t, d, adj)`` per dependency."""
+    assert req.fdiff is not None
+    steps.update({(t, d): ("user fdiff",) for d in deps})
+    return {d: _users(t, d, req.fdiff(t, d, adj), adj, "fdiff") for d in deps}
+
+
+def _by_building_block(t: Tensor, deps: list[Tensor], adj: Tensor, req: _Request,
+                       plan: _Plan, steps: Steps) -> Contributions:
+    """The building block with zero elimination, through ``t``'s index-only producers."""
+    wanted = set(plan.wanted)
+    view, deps = _through_index_only(t, deps, plan.needed, wanted, req.override)
+    deps = [d for d in deps if d not in plan.proved]
+    vias = [repr(x.name) for x in t.op.input_tensors  # type: ignore[attr-defined]
+            if x not in view.op.input_tensors]  # type: ignore[attr-defined]
+    through = [f"through index-only {', '.join(vias)} (inlined)"] if vias else []
+    results: Contributions = {}
+    for d in deps:
+        s, fired = building_block(view, d, adj)
+        if not isinstance(s, Zero):
+            _check_shape(t, d, s, adj, "fdiff")
+            s = _remap_reads(s, view, t)
+        results[d] = s
+        steps[(t, d)] = (*through, *fired)
+    return results
+
+
+def _users(t: Tensor, d: Tensor, s: Any, adj: Tensor, who: str) -> Tensor | Zero:
+    """A contribution from user code, checked; a constant-zero tensor counts as Zero."""
+    _check_tensor(s, f"{who} result for '{d.name}'")
+    _check_shape(t, d, s, adj, who)
+    if s.dtype is not adj.dtype:
+        # the sum of the adjoints casts every part to the first one's dtype: an
+        # integer (or narrower) part would silently truncate the gradient
+        raise TypeError(f"differentiate: {who} returned dtype {s.dtype} for the "
+                        f"adjoint of '{d.name}' ({d.dtype}); an adjoint must have the "
+                        f"dtype of the head of '{t.name}', {adj.dtype} (e.g. "
+                        f"astype('{adj.dtype}'))")
+    op = s.op
+    if isinstance(op, ComputeOp) and isinstance(op.body[s.value_index], Const) and \
+            op.body[s.value_index].value == 0:  # type: ignore[attr-defined]
+        return Zero(s.shape, s.dtype)
+    return s
+
+
+def _check_shape(t: Tensor, d: Tensor, s: Tensor, adj: Tensor, who: str) -> None:
+    want = adj.shape[:len(adj.shape) - t.ndim] + d.shape
+    if s.shape != want:
+        raise ValueError(f"differentiate: {who} returned shape {s.shape} for the "
+                         f"adjoint of '{d.name}', expected {want}")
+    if not s.dtype.is_float:
+        raise TypeError(f"differentiate: {who} returned dtype {s.dtype} for the "
+                        f"adjoint of '{d.name}' ({d.dtype}); an adjoint must have the "
+                        f"dtype of the head of '{t.name}', {adj.dtype} (e.g. "
+                        f"astype('{adj.dtype}'))")
 
 
 def _index_only(t: Tensor) -> bool:
@@ -386,7 +474,7 @@ def _through_index_only(t: Tensor, deps: list[Tensor], needed: set[Tensor],
     for _ in range(64):  # chains of reshapes/transposes; bounded for safety
         changed = False
         for i, b in enumerate(bodies):
-            nb = _inline_reads(b, {d for d in _reads(b) if transparent(d)}, {})
+            nb = inline_reads(b, {d for d in _reads(b) if transparent(d)}, {})
             if nb is not b:
                 bodies[i] = nb
                 changed = True
@@ -441,126 +529,3 @@ def _sum_tensors(parts: list[Tensor], name: str) -> Tensor:
         return acc  # type: ignore[return-value]
 
     return make_compute(name, shape, body)
-
-
-# --------------------------------------------------------------------------------------
-# tidying: inline forwarding and single-use elementwise gradient tensors
-# --------------------------------------------------------------------------------------
-
-def _elementwise(t: Tensor) -> bool:
-    op = t.op
-    return isinstance(op, ComputeOp) and op.num_outputs == 1 and \
-        not isinstance(op.body[0], Reduce)
-
-
-def tidy(result: list[Tensor], adjoints: dict[Tensor, Tensor],
-          summands: dict[Tensor, dict[Tensor, Tensor]],
-          created: set[Tensor], info: DiffInfo | None = None) -> DifferentiationResult:
-    """Inline gradient tensors that are cheap or used once by an elementwise gradient
-    tensor; rebuild the gradient ops (only those ``created`` here) over the survivors."""
-    roots = list(dict.fromkeys([*result, *adjoints.values(),
-                                *(s for d in summands.values() for s in d.values())]))
-    # gradient ops reachable from the roots, producers first
-    order: list[Tensor] = []
-    seen: set[Tensor] = set()
-    stack: list[tuple[Tensor, bool]] = [(t, False) for t in reversed(roots)]
-    while stack:
-        t, expanded = stack.pop()
-        if expanded:
-            order.append(t)
-            continue
-        if t in seen or t not in created:
-            continue
-        seen.add(t)
-        stack.append((t, True))
-        for d in reversed(t.op.input_tensors):
-            if d in created and d not in seen:
-                stack.append((d, False))
-    users: dict[Tensor, list[Tensor]] = {}
-    for t in order:
-        for d in t.op.input_tensors:
-            users.setdefault(d, []).append(t)
-    keep = set(result)
-    inline: set[Tensor] = set()
-    for t in order:
-        if t in keep or not _elementwise(t):
-            continue
-        us = users.get(t, [])
-        if _is_cheap(t) or (len(us) == 1 and _elementwise(us[0])):
-            inline.add(t)
-    # an inlined tensor is rebuilt only when the result names it (a root); its readers
-    # expand its original body, so a chain of n inlined tensors costs O(n), not O(n^2)
-    roots_set = set(roots)
-    new: dict[Tensor, Tensor] = {}
-    rebuilt: dict[ComputeOp, ComputeOp] = {}  # one new op for all outputs of a tuple op
-    memo: dict[Expr, Expr] = {}
-    for t in order:
-        op: ComputeOp = t.op  # type: ignore[assignment]
-        if t in inline and t not in roots_set:
-            continue
-        if not any(d in inline or d in new for d in op.input_tensors):
-            new[t] = t
-            continue
-        if op not in rebuilt:
-            rebuilt[op] = _rebuild(op, [_inline_reads(b, inline, new, memo) for b in op.body])
-        new[t] = rebuilt[op].output(t.value_index)
-    remap = lambda x: new.get(x, x)  # noqa: E731
-    return DifferentiationResult(
-        [remap(t) for t in result],
-        {k: remap(v) for k, v in adjoints.items()},
-        {k: {c: remap(s) for c, s in d.items()} for k, d in summands.items()}, info)
-
-
-def _inline_reads(body: Expr, inline: set[Tensor], new: dict[Tensor, Tensor],
-                  memo: dict[Expr, Expr] | None = None) -> Expr:
-    """``body`` with every read of an ``inline`` tensor replaced by that tensor's original
-    body at the read's indices (expanded in turn, with an explicit stack) and every read of
-    a rebuilt tensor redirected to its new version. ``memo`` (node -> expanded node) is
-    shared by all calls of one tidy: an expansion depends only on the node."""
-    memo = {} if memo is None else memo
-    if body in memo:
-        return memo[body]
-    # (node, state, instance): 0 visit the children, 1 rebuild the node, 2 the node is a
-    # read of an inlined tensor whose instance has been expanded
-    stack: list[tuple[Expr, int, Expr | None]] = [(body, 0, None)]
-    while stack:
-        node, state, instance = stack.pop()
-        if state == 2:
-            memo[node] = memo[instance]  # type: ignore[index]
-            continue
-        if node in memo:
-            continue
-        if state == 0:
-            stack.append((node, 1, None))
-            stack.extend((c, 0, None) for c in reversed(node.children()) if c not in memo)
-            continue
-        kids = node.children()
-        out = node.with_children([memo[k] for k in kids]) if kids else node
-        if isinstance(out, TensorRead):
-            t = out.tensor
-            if t in inline:
-                op: ComputeOp = t.op  # type: ignore[assignment]
-                m = {iv.var: ix for iv, ix in zip(op.axis, out.indices) if iv.var is not ix}
-                inst = substitute(op.body[0], m)
-                if inst in memo:
-                    memo[node] = memo[inst]
-                else:
-                    stack.append((node, 2, inst))
-                    stack.append((inst, 0, None))
-                continue
-            if new.get(t, t) is not t:
-                out = TensorRead(new[t], out.indices)
-        memo[node] = out
-    return memo[body]
-
-
-def _rebuild(op: ComputeOp, bodies: list[Expr]) -> ComputeOp:
-    """``op`` with new bodies (``op`` itself when none changed), on fresh axes (IterVars
-    belong to one op); every output of a tuple op is rebuilt together."""
-    if all(b is o for b, o in zip(bodies, op.body)):
-        return op
-    axis = new_axes([iv.var.name for iv in op.axis], [iv.dom.extent for iv in op.axis])
-    m = {old.var: new.var for old, new in zip(op.axis, axis)}
-    bodies = [substitute(b, m) for b in bodies]
-    check_compute_body(op.name, axis, bodies)
-    return ComputeOp(op.name, axis, bodies, tag=op.tag)

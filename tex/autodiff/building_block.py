@@ -17,9 +17,12 @@ Per body kind:
   values equal the result, and the derivative is the elementwise one at that point. If
   ``init`` won (no point equals the result), the gradient goes to the init value;
 - any other commutative reducer (``prod``, user-defined ones): forward mode inside the
-  combiner (the combiner is extended with one derivative slot per value slot), giving the
-  Jacobian ``J[o, p]``, which is then contracted with the head. Correct for every
-  reducer; its cost is ``|out| * |inp| * |k|``.
+  combiner (``jacobian.py``: the combiner is extended with one derivative slot per value
+  slot), giving the Jacobian ``J[o, p]``, which is then contracted with the head. Correct
+  for every reducer; its cost is ``|out| * |inp| * |k|``.
+
+A contribution with no term at all (integer values, a read that never hits ``inp``) is
+the symbolic ``Zero``; ``DiffBuildingBlock``, the public fdiff, makes it a zero tensor.
 
 Heads that are cheap elementwise tensors (the identity head of a full Jacobian, a head that
 just reads another tensor, a gated read) are inlined into the contribution, so their
@@ -33,7 +36,7 @@ from collections.abc import Sequence
 from .. import te
 from ..arith import Analyzer, Bounds, Interval, dom_of, normalize_dom
 from ..arith.solve import box_of, solve_domain
-from ..dtype import DType, boolean, int32
+from ..dtype import boolean, int32
 from ..ir import fold
 from ..ir.expr import (
     Binary,
@@ -54,104 +57,25 @@ from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
 from ..ir.verify import check_compute_body
 from ..ir.visit import collect_vars, post_order, rewrite, substitute
 from ..topi.reduce import arg_reducer
-from ..topi.utils import index_names
-from .derivative import partials, tangent
+from .builders import (
+    Zero,
+    fresh_names,
+    grad_name,
+    identity_head,
+    make_compute,
+    new_axes,
+    read_inlined,
+    reads_of,
+)
+from .derivative import partials
+from .jacobian import generic_jacobian, literal_jacobian
 
-__all__ = ["DiffBuildingBlock", "Jacobian", "building_block", "identity_head", "make_compute",
-           "new_axes",
-           "INLINE_MAX_NODES"]
-
-# an elementwise head with at most this many nodes and one float read is inlined
-INLINE_MAX_NODES = 48
+__all__ = ["DiffBuildingBlock", "Jacobian", "building_block"]
 
 
 # --------------------------------------------------------------------------------------
-# small builders
+# guards and lifted conditions
 # --------------------------------------------------------------------------------------
-
-def new_axes(names: Sequence[str], shape: Sequence[int]) -> list[IterVar]:
-    """Fresh data-parallel axes (an IterVar belongs to one op)."""
-    return [IterVar(Var(n, int32, kind="axis"), Range(0, d)) for n, d in zip(names, shape)]
-
-
-def make_compute(name: str, shape: Sequence[int], body_fn, names: Sequence[str] | None = None,
-                 tag: str = "gradient") -> Tensor:
-    """A compute tensor from ``body_fn(axis_vars) -> Expr`` (checked like te.compute)."""
-    names = list(names) if names is not None else index_names(len(shape))
-    axis = new_axes(names, shape)
-    body = body_fn(tuple(iv.var for iv in axis))
-    check_compute_body(name, axis, [body])
-    return ComputeOp(name, axis, [body], tag=tag).output(0)
-
-
-_NAME_POOL = ("p", "q", "r", "s", "t", "u", "v", "w", "i", "j", "k", "l", "m", "n")
-
-
-def _ident(name: str) -> str:
-    """A tensor name usable as an identifier (multi-output tensors are named ``op.v1``)."""
-    return name.replace(".", "_")
-
-
-def fresh_names(n: int, taken: set[str]) -> list[str]:
-    """``n`` readable index names, avoiding ``taken`` (the forward op's variable names,
-    so a printed gradient never shows two different variables with one name)."""
-    out: list[str] = []
-    pool = [c for c in _NAME_POOL if c not in taken]
-    extra = 0
-    while len(out) < n:
-        if pool:
-            out.append(pool.pop(0))
-        else:
-            name = f"i{extra}"
-            extra += 1
-            if name not in taken:
-                out.append(name)
-    return out
-
-
-def identity_head(out: Tensor) -> Tensor:
-    """``I[pre, o] = (pre == o)``: the head whose vector-Jacobian product is the Jacobian."""
-    n = out.ndim
-    names = [f"{c}0" for c in index_names(n)] + index_names(n) if n else []
-
-    def body(v: tuple[Expr, ...]) -> Expr:
-        cond: Expr = Const(True, boolean)
-        for a, b in zip(v[:n], v[n:]):
-            cond = fold.binary(Op.AND, cond, fold.compare(Op.EQ, a, b))
-        return fold.select(cond, Const(1.0, out.dtype), Const(0.0, out.dtype))
-
-    return make_compute(_ident(f"{out.name}_identity"), out.shape + out.shape, body, names,
-                        tag="identity")
-
-
-def zero_tensor(shape: Sequence[int], dtype: DType, name: str) -> Tensor:
-    return make_compute(name, shape, lambda v: Const(0.0, dtype), tag="zeros")
-
-
-def _is_cheap(t: Tensor) -> bool:
-    """Whether ``t`` is an elementwise compute small enough to inline into a consumer."""
-    op = t.op
-    if not isinstance(op, ComputeOp) or op.num_outputs != 1:
-        return False
-    body = op.body[0]
-    if isinstance(body, Reduce):
-        return False
-    n = 0
-    float_reads = 0
-    for node in post_order(body):
-        n += 1
-        if isinstance(node, TensorRead) and node.dtype.is_float:
-            float_reads += 1
-    return n <= INLINE_MAX_NODES and float_reads <= 1
-
-
-def read_inlined(t: Tensor, indices: Sequence[Expr]) -> Expr:
-    """``t[indices]``, with the body of ``t`` substituted when it is cheap."""
-    if _is_cheap(t):
-        op = t.op
-        return substitute(op.body[0], {iv.var: ix for iv, ix in zip(op.axis, indices)})
-    return TensorRead(t, indices)
-
 
 def guarded_and(guard: Expr, cond: Expr) -> Expr:
     """``guard && cond`` where the tensor reads of ``cond`` happen only where ``guard``
@@ -363,7 +287,7 @@ class _Edge:
                 fold.conjoin([*outer_in, solved.inner]))
         cond = self._guard(cond, dom)
         self.count += 1
-        name = _ident(f"{self.inp.name}_grad_{self.out.name}")
+        name = grad_name(f"{self.inp.name}_grad_{self.out.name}")
         if self.count > 1:
             name += f"_{self.count}"
         inner_axes = solved.axes
@@ -395,11 +319,11 @@ class _Edge:
     def axis_vars(self) -> list[Expr]:
         return [iv.var for iv in self.axis]
 
-    def result(self) -> Tensor:
-        name = _ident(f"{self.inp.name}_grad_{self.out.name}")
+    def result(self) -> Tensor | Zero:
+        name = grad_name(f"{self.inp.name}_grad_{self.out.name}")
         dtype = self.head.dtype
         if not self.terms:
-            return zero_tensor(self.shape, dtype, name)
+            return Zero(tuple(self.shape), dtype)
         if len(self.terms) == 1 and len(self.tensors) == 1:
             return self.tensors[0]
         only = self.terms[0] if len(self.terms) == 1 else None
@@ -431,10 +355,6 @@ class _Edge:
         return make_compute(name, self.shape, body, self.names)
 
 
-def _reads_of(inp: Tensor):
-    return lambda n: isinstance(n, TensorRead) and n.tensor is inp
-
-
 def _note_split(edge: _Edge, n: int) -> None:
     if n > 1:
         edge.step(f"{n} reads of '{edge.inp.name}' differentiated separately (a sum of deltas "
@@ -443,7 +363,7 @@ def _note_split(edge: _Edge, n: int) -> None:
 
 def _elementwise_terms(edge: _Edge, unknowns: Sequence[IterVar], expr: Expr,
                        weight: Expr, conditions: Sequence[Expr]) -> None:
-    parts = partials(expr, _reads_of(edge.inp))
+    parts = partials(expr, reads_of(edge.inp))
     _note_split(edge, len(parts))
     for read, d in parts.items():
         edge.add_term(unknowns, read, fold.binary(Op.MUL, weight, d), conditions)
@@ -542,12 +462,16 @@ def DiffBuildingBlock(out: Tensor, inp: Tensor, head: Tensor) -> Tensor:  # noqa
     """The adjoint contribution of ``out`` to its direct input ``inp``: ``A[pre, p] =
     sum_o head[pre, o] * d out[o] / d inp[p]``, shape ``head.shape[:-out.ndim] +
     inp.shape``, with the Jacobian's zeros removed (the default ``fdiff``)."""
-    return building_block(out, inp, head)[0]
+    got = building_block(out, inp, head)[0]
+    return got.materialize(grad_name(f"{inp.name}_grad_{out.name}")) if isinstance(got, Zero) \
+        else got
 
 
-def building_block(out: Tensor, inp: Tensor, head: Tensor) -> tuple[Tensor, list[str]]:
-    """``DiffBuildingBlock`` and the steps of the zero elimination that fired (in order,
-    for ``tex.autodiff.report``)."""
+def building_block(out: Tensor, inp: Tensor, head: Tensor
+                   ) -> tuple[Tensor | Zero, list[str]]:
+    """``DiffBuildingBlock``, with a ``Zero`` where no point of ``inp`` contributes (a cut
+    path: integer values, floor, a read that never hits), and the steps of the zero
+    elimination that fired (in order, for ``tex.autodiff.report``)."""
     _check_edge(out, inp, head, "DiffBuildingBlock")
     edge = _Edge(out, inp, head)
     if not out.dtype.is_float or not inp.dtype.is_float:
@@ -561,7 +485,7 @@ def building_block(out: Tensor, inp: Tensor, head: Tensor) -> tuple[Tensor, list
         # a derivative that mentions the body itself (exp, tanh, sigmoid, sqrt...) reads
         # the forward value instead of recomputing it
         saved = {body: TensorRead(out, [iv.var for iv in o_axes])}
-        parts = partials(body, _reads_of(inp))
+        parts = partials(body, reads_of(inp))
         _note_split(edge, len(parts))
         for read, d in parts.items():
             edge.add_term(o_axes, read, fold.binary(Op.MUL, h, substitute(d, saved)), [])
@@ -596,38 +520,9 @@ def building_block(out: Tensor, inp: Tensor, head: Tensor) -> tuple[Tensor, list
 # the general reducer: forward mode inside the combiner
 # --------------------------------------------------------------------------------------
 
-def extend_combiner(c: CommReducer) -> CommReducer:
-    """The combiner carrying (values..., derivatives...): ``d result_i = sum_j
-    d result_i/d lhs_j * dlhs_j + d result_i/d rhs_j * drhs_j``; derivative identity 0."""
-    n = len(c)
-    dl = [Var(f"d{v.name}", v.dtype) for v in c.lhs]
-    dr = [Var(f"d{v.name}", v.dtype) for v in c.rhs]
-    tans = {**dict(zip(c.lhs, dl)), **dict(zip(c.rhs, dr))}
-    leaf = set(tans)
-    dres = []
-    for r in c.result:
-        t = tangent(r, tans, lambda e: e in leaf) if r.dtype.is_float else None
-        dres.append(t if t is not None else Const(0, r.dtype))
-    ident = [Const(0, d) for d in c.dtypes]
-    return CommReducer(f"{c.name}_jvp", [*c.lhs, *dl], [*c.rhs, *dr],
-                       [*c.result, *dres], [*c.identity, *ident][: 2 * n])
 
-
-def reduce_tangent(red: Reduce, source_tangents: Sequence[Expr | None],
-                   init_tangents: Sequence[Expr | None]) -> list[Expr]:
-    """The slots (values..., tangents...) of ``red`` computed with the extended combiner."""
-    ext = extend_combiner(red.combiner)
-    zero = [Const(0, s.dtype) for s in red.source]
-    src = [*red.source, *(t if t is not None else z for t, z in zip(source_tangents, zero))]
-    init: list[Expr] = []
-    if red.init:
-        init = [*red.init, *(t if t is not None else z for t, z in zip(init_tangents, zero))]
-    n = len(red.source)
-    return [Reduce(ext, src, red.axis, red.condition, init, n + i) for i in range(n)]
-
-
-def _generic_reduce(edge: _Edge, out: Tensor, red: Reduce) -> Tensor:
-    jac = _generic_jacobian(out, edge.inp, red)
+def _generic_reduce(edge: _Edge, out: Tensor, red: Reduce) -> Tensor | Zero:
+    jac = generic_jacobian(out, edge.inp, red)
     op: ComputeOp = out.op  # type: ignore[assignment]
     o_axes = list(op.axis)
     if not o_axes:
@@ -644,53 +539,7 @@ def _generic_reduce(edge: _Edge, out: Tensor, red: Reduce) -> Tensor:
         return te.sum(fold.binary(Op.MUL, hv, TensorRead(jac, [*o, *v[len(pre):]])),
                       axis=fresh)
 
-    return make_compute(_ident(f"{edge.inp.name}_grad_{out.name}"), edge.shape, body, edge.names)
-
-
-def _delta_at(p: Sequence[Expr]):
-    """The tangent of a read in the literal Jacobian: ``[indices == p]``."""
-    def delta(read: Expr) -> Expr:
-        hit: Expr = Const(True, boolean)
-        for ix, q in zip(read.indices, p):  # type: ignore[attr-defined]
-            hit = fold.binary(Op.AND, hit, fold.compare(Op.EQ, ix, q))
-        return fold.select(hit, Const(1.0, read.dtype), Const(0.0, read.dtype))
-    return delta
-
-
-def _generic_jacobian(out: Tensor, inp: Tensor, red: Reduce) -> Tensor:
-    """``J[o, p]`` of a reduction with any combiner, by forward mode in the combiner."""
-    op: ComputeOp = out.op  # type: ignore[assignment]
-    o_axes = list(op.axis)
-    names = [iv.var.name for iv in o_axes] + [f"p{d}" for d in range(inp.ndim)]
-    leaf = _reads_of(inp)
-    vi = out.value_index
-
-    def body(v: tuple[Expr, ...]) -> Expr:
-        o, p = v[:len(o_axes)], v[len(o_axes):]
-        delta = _delta_at(p)
-
-        src_t = [tangent(s, delta, leaf) for s in red.source]
-        init_t = [tangent(s, delta, leaf) for s in red.init]
-        slots = reduce_tangent(red, src_t, init_t)
-        m = {iv.var: x for iv, x in zip(o_axes, o)}
-        return substitute(slots[vi], m)
-
-    t = _multi_slot_compute(_ident(f"{out.name}_jacobian_{inp.name}"), out.shape + inp.shape, body,
-                            names, len(red.source))
-    return t
-
-
-def _multi_slot_compute(name: str, shape: Sequence[int], body_fn, names: Sequence[str],
-                        n: int) -> Tensor:
-    """A compute of the extended reduction: all 2n slots are outputs (a tuple reduction
-    must list all of them); returns the requested tangent slot."""
-    axis = new_axes(names, shape)
-    slot: Reduce = body_fn(tuple(iv.var for iv in axis))
-    full = [Reduce(slot.combiner, slot.source, slot.axis, slot.condition, slot.init, i)
-            for i in range(2 * n)]
-    check_compute_body(name, axis, full)
-    op = ComputeOp(name, axis, full, tag="jacobian")
-    return op.output(slot.value_index)
+    return make_compute(grad_name(f"{edge.inp.name}_grad_{out.name}"), edge.shape, body, edge.names)
 
 
 # --------------------------------------------------------------------------------------
@@ -718,31 +567,4 @@ def Jacobian(out: Tensor, inp: Tensor, optimize: bool = True) -> Tensor:  # noqa
                         "tensors are differentiable")
     if optimize:
         return DiffBuildingBlock(out, inp, identity_head(out))
-    op: ComputeOp = out.op  # type: ignore[assignment]
-    body = op.body[out.value_index]
-    if isinstance(body, Reduce) and not body.combiner.is_single(Op.ADD):
-        return _generic_jacobian(out, inp, body)
-    o_axes = list(op.axis)
-    names = [iv.var.name for iv in o_axes] + [f"p{d}" for d in range(inp.ndim)]
-
-    def fbody(v: tuple[Expr, ...]) -> Expr:
-        o, p = v[:len(o_axes)], v[len(o_axes):]
-        delta = _delta_at(p)
-
-        m = {iv.var: x for iv, x in zip(o_axes, o)}
-        leaf = _reads_of(inp)
-        if isinstance(body, Reduce):
-            t = tangent(body.source[0], delta, leaf)
-            value = te.sum(t if t is not None else Const(0.0, out.dtype), axis=list(body.axis),
-                           where=body.condition)
-            if body.init:
-                ti = tangent(body.init[0], delta, leaf)
-                if ti is not None:
-                    value = Reduce(value.combiner, value.source, value.axis, value.condition,
-                                   [ti])
-            return substitute(value, m)
-        t = tangent(body, delta, leaf)
-        return substitute(t if t is not None else Const(0.0, out.dtype), m)
-
-    return make_compute(_ident(f"{out.name}_jacobian_{inp.name}"), out.shape + inp.shape,
-                        fbody, names, tag="jacobian")
+    return literal_jacobian(out, inp)
