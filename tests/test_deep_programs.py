@@ -23,7 +23,8 @@ import pytest
 import tex
 from tex import topi
 from tex.arith import prove, simplify
-from tex.arith.sympy_bridge import float_is_zero, sympy_prove, sympy_simplify
+from tex.arith.sympy_bridge import sympy_prove, sympy_simplify
+from tex.arith.sympy_float import float_is_zero
 from tex.ir.printer import format_program
 from tex.lower.legalize import legalize
 from tex.schedule import auto_schedule

@@ -56,7 +56,7 @@ EXEMPT = ("tex", "tex.__main__", "tex.demo")
 # Third-party top-level package -> files (relative to the repository root, POSIX) or folders
 # (ending in "/") that alone may import it.
 THIRD_PARTY_OWNERS: dict[str, tuple[str, ...]] = {
-    "sympy": ("tex/arith/sympy_bridge.py",),
+    "sympy": ("tex/arith/sympy_bridge.py", "tex/arith/sympy_float.py"),
     "networkx": ("tex/ir/graph.py",),
     "llvmlite": ("tex/codegen/", "tex/runtime/"),
 }

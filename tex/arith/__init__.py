@@ -9,7 +9,8 @@ identically zero (for the autodiff's zero proofs).
 from .bounds import Bounds, Interval, bounds, dom_of, normalize_dom
 from .rules import Analyzer, LinearForm
 from .simplifier import can_prove, node_count, prove, simplify
-from .sympy_bridge import SympyBridge, float_is_zero, from_sympy, to_sympy
+from .sympy_bridge import SympyBridge, from_sympy, to_sympy
+from .sympy_float import float_is_zero
 
 __all__ = [
     "Analyzer", "Bounds", "Interval", "LinearForm", "SympyBridge", "bounds", "can_prove",

@@ -87,10 +87,6 @@ def _hi(x: int | None) -> int | float:
     return _INF if x is None else x
 
 
-def _end(x: int | float) -> int | None:
-    return None if isinstance(x, float) else x
-
-
 def _ext_mul(x: int | float, y: int | float) -> int | float:
     """x * y on extended integers, with 0 * inf = 0 (an interval end times a zero end)."""
     if x == 0 or y == 0:
@@ -515,29 +511,26 @@ def _wrap_check(x: Interval, dtype: DType) -> Interval:
     return x if rng.contains(x) else rng
 
 
+# operator -> the interval of ``a op b`` from the operand intervals (bool intervals are
+# finite subsets of [0, 1]: && is their min, || their max); other operators: no information
+BINARY_BOUNDS: dict[Op, Callable[[Interval, Interval], Interval | None]] = {
+    Op.ADD: Interval.add,
+    Op.SUB: Interval.sub,
+    Op.MUL: Interval.mul,
+    Op.FLOORDIV: lambda a, b: _div_interval(a, b, floor=True),
+    Op.DIV: lambda a, b: _div_interval(a, b, floor=False),
+    Op.FLOORMOD: _mod_interval,
+    Op.MAX: Interval.max,
+    Op.MIN: Interval.min,
+    Op.AND: Interval.min,
+    Op.OR: Interval.max,
+}
+
+
 def _binary(op: Op, a: Interval, b: Interval) -> Interval | None:
     """The interval of ``a op b`` from the operand intervals (None: no information)."""
-    if op is Op.ADD:
-        return a.add(b)
-    if op is Op.SUB:
-        return a.sub(b)
-    if op is Op.MUL:
-        return a.mul(b)
-    if op is Op.FLOORDIV:
-        return _div_interval(a, b, floor=True)
-    if op is Op.DIV:
-        return _div_interval(a, b, floor=False)
-    if op is Op.FLOORMOD:
-        return _mod_interval(a, b)
-    if op is Op.MAX:
-        return a.max(b)
-    if op is Op.MIN:
-        return a.min(b)
-    if op is Op.AND:  # bool intervals are finite subsets of [0, 1]
-        return a.min(b)
-    if op is Op.OR:
-        return a.max(b)
-    return None
+    rule = BINARY_BOUNDS.get(op)
+    return None if rule is None else rule(a, b)
 
 
 def _inputs(node: Expr) -> tuple[Expr, ...]:

@@ -1,5 +1,5 @@
-"""The bridge between tex integer/bool expressions and sympy (the only sympy import in tex),
-and a one-way float conversion that decides whether a float expression is identically zero.
+"""The bridge between tex integer/bool expressions and sympy, and sympy as the fallback of
+``simplify``/``prove`` (with ``sympy_float.py``, the only sympy imports in tex).
 
 Conversion table (``to_sympy``; ``from_sympy`` inverts it):
 
@@ -14,23 +14,6 @@ Conversion table (``to_sympy``; ``from_sympy`` inverts it):
                           int8/int16/uint8 arithmetic and casts that may wrap: refused
     T[i, j], reductions   an opaque integer Symbol named after the printed node
                           (as is any node a bridge's ``opaque`` predicate selects)
-
-Float expressions (``float_is_zero`` only; a one-way conversion, never converted back):
-
-    a + b, a - b, a * b, a / b   Add, Mul, Pow(b, -1)   -a          -a
-    exp, log, log2, log10, sqrt  exp, log, log(a)/log(2), log(a)/log(10), sqrt
-    rsqrt, sigmoid               1/sqrt(a), 1/(1 + exp(-a))
-    sin, cos, tan, tanh, erf     the sympy functions    abs         Abs
-    floor, ceil, min, max, a**b  floor, ceiling, Min, Max, Pow
-    float constants              exact Rationals (0.1 -> 3602879701896397/2**55); inf/nan:
-                                 refused (the answer is None)
-    select(c, a, b)              Piecewise((a, c), (b, True))
-    float casts                  the operand (real numbers have no width)
-    T[i, j], reductions, vars,   an opaque *real* Symbol per distinct (interned) node,
-    round, trunc, float // and %, named after the printed node; so is a cast from an
-    casts from integers          integer or bool expression
-    conditions                   !, &&, || kept; any other bool node (a comparison, a
-                                 bool read) an opaque boolean Symbol
 
 Invariants:
 
@@ -47,15 +30,9 @@ Invariants:
   one module-level state is ``_MEMO``, a ``weakref.WeakKeyDictionary`` keyed by interned
   nodes that memoizes the *results* of ``sympy_simplify`` and ``sympy_prove`` per domain:
   a pure memo (the same inputs always give the same result; entries die with the node).
-- ``float_is_zero`` answers True only on a proof. Opaque atoms are independent real
-  symbols, so a zero it proves holds whatever values they take (it misses zeros that need
-  a relation between atoms, never claims a false one); the algebra is that of the reals
-  (``x - x`` is 0, though IEEE gives nan at ``x = inf``). It keeps no memo.
 """
 from __future__ import annotations
 
-import math
-import random
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -82,7 +59,7 @@ from ..ir.visit import post_order
 from .bounds import Bounds, DomainLike, Interval, dtype_interval, normalize_dom
 
 __all__ = ["SympyBridge", "to_sympy", "from_sympy", "sympy_simplify", "sympy_prove",
-           "is_structural", "float_is_zero"]
+           "is_structural", "convert_post_order", "SYMPY_MAX_DEPTH"]
 
 SympyExpr = Any  # sympy.Basic: an integer expression or a Boolean
 
@@ -203,7 +180,7 @@ def is_structural(node: Expr) -> bool:
     return False
 
 
-def _convert_post_order(expr: Expr, memo: dict[Expr, SympyExpr],
+def convert_post_order(expr: Expr, memo: dict[Expr, SympyExpr],
                         is_atom: Callable[[Expr], bool],
                         convert: Callable[[Expr], SympyExpr],
                         check: Callable[[Expr], None] | None = None) -> SympyExpr:
@@ -304,7 +281,7 @@ class SympyBridge:
                 raise TypeError(
                     f"to_sympy: only integer and bool expressions convert, but '{node}' is "
                     f"{node.dtype}")
-        return _convert_post_order(expr, self._memo, self._is_atom, self._convert, check)
+        return convert_post_order(expr, self._memo, self._is_atom, self._convert, check)
 
     def _is_atom(self, node: Expr) -> bool:
         if isinstance(node, (Var, TensorRead, Reduce)):
@@ -383,13 +360,6 @@ def to_sympy(expr: Expr, bridge: SympyBridge | None = None) -> SympyExpr:
     return (bridge or SympyBridge()).to_sympy(expr)
 
 
-def _int_const(value: Any) -> int:
-    if isinstance(value, sympy.Integer):
-        return int(value)
-    raise NotImplementedError(f"from_sympy: {value} is not an integer; tex index "
-                              "arithmetic has no exact form for it")
-
-
 def from_sympy(sexpr: SympyExpr, symbols: Mapping[sympy.Symbol, Expr],
                dtype: DType | None = None) -> Expr:
     """A tex expression for a sympy integer expression or Boolean.
@@ -439,109 +409,108 @@ class _FromSympy:
         return Const(v, self.dtype)
 
     def _convert(self, e: SympyExpr) -> Expr:
-        c = self.convert
-        if isinstance(e, BooleanTrue) or e is True:
-            return Const(True, boolean)
-        if isinstance(e, BooleanFalse) or e is False:
-            return Const(False, boolean)
-        if isinstance(e, sympy.Symbol):
-            if e not in self.symbols:
-                raise ValueError(f"from_sympy: symbol {e} is not in the symbol map "
-                                 f"({', '.join(sorted(s.name for s in self.symbols))})")
-            return self.symbols[e]
-        if isinstance(e, sympy.Integer):
-            return self._int(int(e))
-        if isinstance(e, sympy.Rational):
-            raise NotImplementedError(f"from_sympy: non-integer rational {e} has no exact "
-                                      "integer form")
-        if isinstance(e, sympy.Add):
-            return self._sum(e.args)
-        if isinstance(e, sympy.Mul):
-            coef, rest = e.as_coeff_Mul()
-            if not coef.is_Integer:
-                raise NotImplementedError(f"from_sympy: {e} has the non-integer coefficient "
-                                          f"{coef}")
-            out = self._product(sympy.Mul.make_args(rest))
-            if coef == -1:
-                return fold.unary(Op.NEG, out)
-            return out if coef == 1 else fold.binary(Op.MUL, out, int(coef))
-        if isinstance(e, sympy.Pow):
-            base, k = e.args
-            if not (k.is_Integer and k >= 0):
-                raise NotImplementedError(f"from_sympy: power {e} needs a constant exponent "
-                                          ">= 0")
-            return self._product([base] * int(k)) if k > 0 else self._int(1)
-        if isinstance(e, (sympy.floor, sympy.ceiling)):
-            num, den = sympy.fraction(sympy.together(e.args[0]))
-            if den.is_Number and den < 0:
-                num, den = -num, -den
-            if den == 1:
-                return c(num)  # floor of an integer
-            if isinstance(e, sympy.floor):
-                return fold.binary(Op.FLOORDIV, c(num), c(den))
-            # ceiling(p/q) == -((-p) // q)
-            return fold.unary(Op.NEG, fold.binary(Op.FLOORDIV, c(-num), c(den)))
-        if isinstance(e, sympy.Mod):
-            return fold.binary(Op.FLOORMOD, c(e.args[0]), c(e.args[1]))
-        if isinstance(e, (sympy.Min, sympy.Max)):
-            op = Op.MIN if isinstance(e, sympy.Min) else Op.MAX
-            args = sorted(e.args, key=sympy.default_sort_key)
-            out = c(args[0])
-            for a in args[1:]:
-                out = fold.binary(op, out, c(a))
-            return out
-        if isinstance(e, sympy.Abs):
-            return fold.unary(Op.ABS, c(e.args[0]))
-        if isinstance(e, sympy.Piecewise):
-            pieces = list(e.args)
-            if pieces[-1].cond is not sympy.true:
-                raise NotImplementedError(f"from_sympy: Piecewise {e} is undefined where no "
-                                          "condition holds")
-            out = c(pieces[-1].expr)
-            for p in reversed(pieces[:-1]):
-                out = fold.select(c(p.cond), c(p.expr), out)
-            return out
-        if isinstance(e, sympy.ITE):
-            return fold.select(c(e.args[0]), c(e.args[1]), c(e.args[2]))
-        rel = _RELATIONAL.get(type(e))
-        if rel is not None:
-            lhs, rhs = e.lhs, e.rhs
-            if _has_fraction(lhs) or _has_fraction(rhs):
-                # sympy divides relations through (2*i < j -> i < j/2): multiply back by the
-                # positive common denominator, which keeps the direction
-                num, den = sympy.fraction(sympy.together(lhs - rhs))
-                if not (den.is_Integer and den > 0):
-                    raise NotImplementedError(f"from_sympy: {e} has no exact integer form")
-                lhs, rhs = num, sympy.Integer(0)
-            return fold.compare(rel, c(lhs), c(rhs))
-        if isinstance(e, (sympy.And, sympy.Or)):
-            op = Op.AND if isinstance(e, sympy.And) else Op.OR
-            args = [c(a) for a in e.args]
-            out = args[0]
-            for a in args[1:]:
-                out = fold.binary(op, out, a)
-            return out
-        if isinstance(e, sympy.Not):
-            return fold.logical_not(c(e.args[0]))
-        if isinstance(e, sympy.Xor):
-            out = c(e.args[0])
-            for a in e.args[1:]:
-                b = c(a)
-                out = fold.binary(Op.OR, fold.binary(Op.AND, out, fold.logical_not(b)),
-                                  fold.binary(Op.AND, fold.logical_not(out), b))
-            return out
-        if isinstance(e, sympy.Equivalent):
-            args = [c(a) for a in e.args]
-            every = args[0]
-            none = fold.logical_not(args[0])
-            for a in args[1:]:
-                every = fold.binary(Op.AND, every, a)
-                none = fold.binary(Op.AND, none, fold.logical_not(a))
-            return fold.binary(Op.OR, every, none)
-        if isinstance(e, sympy.Implies):
-            return fold.binary(Op.OR, fold.logical_not(c(e.args[0])), c(e.args[1]))
+        if e is True or e is False:
+            return Const(e, boolean)
+        for cls in type(e).__mro__:  # the most specific sympy class with a rule
+            rule = _FROM_SYMPY.get(cls)
+            if rule is not None:
+                return rule(self, e)
         raise NotImplementedError(f"from_sympy: sympy {type(e).__name__} ({e}) has no tex "
                                   "form")
+
+    def _symbol(self, e: SympyExpr) -> Expr:
+        if e not in self.symbols:
+            raise ValueError(f"from_sympy: symbol {e} is not in the symbol map "
+                             f"({', '.join(sorted(s.name for s in self.symbols))})")
+        return self.symbols[e]
+
+    def _rational(self, e: SympyExpr) -> Expr:
+        raise NotImplementedError(f"from_sympy: non-integer rational {e} has no exact "
+                                  "integer form")
+
+    def _mul(self, e: SympyExpr) -> Expr:
+        coef, rest = e.as_coeff_Mul()
+        if not coef.is_Integer:
+            raise NotImplementedError(f"from_sympy: {e} has the non-integer coefficient "
+                                      f"{coef}")
+        out = self._product(sympy.Mul.make_args(rest))
+        if coef == -1:
+            return fold.unary(Op.NEG, out)
+        return out if coef == 1 else fold.binary(Op.MUL, out, int(coef))
+
+    def _pow(self, e: SympyExpr) -> Expr:
+        base, k = e.args
+        if not (k.is_Integer and k >= 0):
+            raise NotImplementedError(f"from_sympy: power {e} needs a constant exponent "
+                                      ">= 0")
+        return self._product([base] * int(k)) if k > 0 else self._int(1)
+
+    def _floor_or_ceiling(self, e: SympyExpr) -> Expr:
+        c = self.convert
+        num, den = sympy.fraction(sympy.together(e.args[0]))
+        if den.is_Number and den < 0:
+            num, den = -num, -den
+        if den == 1:
+            return c(num)  # floor of an integer
+        if isinstance(e, sympy.floor):
+            return fold.binary(Op.FLOORDIV, c(num), c(den))
+        # ceiling(p/q) == -((-p) // q)
+        return fold.unary(Op.NEG, fold.binary(Op.FLOORDIV, c(-num), c(den)))
+
+    def _min_max(self, e: SympyExpr) -> Expr:
+        op = Op.MIN if isinstance(e, sympy.Min) else Op.MAX
+        args = sorted(e.args, key=sympy.default_sort_key)
+        out = self.convert(args[0])
+        for a in args[1:]:
+            out = fold.binary(op, out, self.convert(a))
+        return out
+
+    def _piecewise(self, e: SympyExpr) -> Expr:
+        c = self.convert
+        pieces = list(e.args)
+        if pieces[-1].cond is not sympy.true:
+            raise NotImplementedError(f"from_sympy: Piecewise {e} is undefined where no "
+                                      "condition holds")
+        out = c(pieces[-1].expr)
+        for p in reversed(pieces[:-1]):
+            out = fold.select(c(p.cond), c(p.expr), out)
+        return out
+
+    def _relational(self, e: SympyExpr) -> Expr:
+        lhs, rhs = e.lhs, e.rhs
+        if _has_fraction(lhs) or _has_fraction(rhs):
+            # sympy divides relations through (2*i < j -> i < j/2): multiply back by the
+            # positive common denominator, which keeps the direction
+            num, den = sympy.fraction(sympy.together(lhs - rhs))
+            if not (den.is_Integer and den > 0):
+                raise NotImplementedError(f"from_sympy: {e} has no exact integer form")
+            lhs, rhs = num, sympy.Integer(0)
+        return fold.compare(_RELATIONAL[type(e)], self.convert(lhs), self.convert(rhs))
+
+    def _and_or(self, e: SympyExpr) -> Expr:
+        op = Op.AND if isinstance(e, sympy.And) else Op.OR
+        args = [self.convert(a) for a in e.args]
+        out = args[0]
+        for a in args[1:]:
+            out = fold.binary(op, out, a)
+        return out
+
+    def _xor(self, e: SympyExpr) -> Expr:
+        out = self.convert(e.args[0])
+        for a in e.args[1:]:
+            b = self.convert(a)
+            out = fold.binary(Op.OR, fold.binary(Op.AND, out, fold.logical_not(b)),
+                              fold.binary(Op.AND, fold.logical_not(out), b))
+        return out
+
+    def _equivalent(self, e: SympyExpr) -> Expr:
+        args = [self.convert(a) for a in e.args]
+        every = args[0]
+        none = fold.logical_not(args[0])
+        for a in args[1:]:
+            every = fold.binary(Op.AND, every, a)
+            none = fold.binary(Op.AND, none, fold.logical_not(a))
+        return fold.binary(Op.OR, every, none)
 
     def _sum(self, args: tuple) -> Expr:
         # positive terms first, then negative ones, constants last, as tex prints them
@@ -575,6 +544,35 @@ def _has_fraction(e: SympyExpr) -> bool:
 _RELATIONAL: dict[type, Op] = {
     sympy.StrictLessThan: Op.LT, sympy.LessThan: Op.LE, sympy.StrictGreaterThan: Op.GT,
     sympy.GreaterThan: Op.GE, sympy.Equality: Op.EQ, sympy.Unequality: Op.NE,
+}
+
+# sympy class -> its conversion to tex (the most specific class of a node's MRO wins)
+_FROM_SYMPY: dict[type, Callable[[_FromSympy, Any], Expr]] = {
+    BooleanTrue: lambda fs, e: Const(True, boolean),
+    BooleanFalse: lambda fs, e: Const(False, boolean),
+    sympy.Symbol: _FromSympy._symbol,
+    sympy.Integer: lambda fs, e: fs._int(int(e)),
+    sympy.Rational: _FromSympy._rational,
+    sympy.Add: lambda fs, e: fs._sum(e.args),
+    sympy.Mul: _FromSympy._mul,
+    sympy.Pow: _FromSympy._pow,
+    sympy.floor: _FromSympy._floor_or_ceiling,
+    sympy.ceiling: _FromSympy._floor_or_ceiling,
+    sympy.Mod: lambda fs, e: fold.binary(Op.FLOORMOD, fs.convert(e.args[0]),
+                                         fs.convert(e.args[1])),
+    sympy.Min: _FromSympy._min_max,
+    sympy.Max: _FromSympy._min_max,
+    sympy.Abs: lambda fs, e: fold.unary(Op.ABS, fs.convert(e.args[0])),
+    sympy.Piecewise: _FromSympy._piecewise,
+    sympy.ITE: lambda fs, e: fold.select(*(fs.convert(a) for a in e.args)),
+    **{rel: _FromSympy._relational for rel in _RELATIONAL},
+    sympy.And: _FromSympy._and_or,
+    sympy.Or: _FromSympy._and_or,
+    sympy.Not: lambda fs, e: fold.logical_not(fs.convert(e.args[0])),
+    sympy.Xor: _FromSympy._xor,
+    sympy.Equivalent: _FromSympy._equivalent,
+    sympy.Implies: lambda fs, e: fold.binary(Op.OR, fold.logical_not(fs.convert(e.args[0])),
+                                             fs.convert(e.args[1])),
 }
 
 
@@ -698,249 +696,3 @@ def _decide_by_sign(rel: SympyExpr) -> bool | None:
     if getattr(diff, tests[1]) is True:
         return False
     return None
-
-
-# --------------------------------------------------------------------------------------
-# float identities: is a float expression identically zero? (tex.autodiff.zero_proofs)
-# --------------------------------------------------------------------------------------
-
-# one entry per float operator with a sympy meaning; any other float operator is an atom
-_FLOAT_UNARY: dict[Op, Callable[[SympyExpr], SympyExpr]] = {
-    Op.NEG: lambda a: -a,
-    Op.EXP: sympy.exp,
-    Op.LOG: sympy.log,
-    Op.LOG2: lambda a: sympy.log(a) / sympy.log(2),
-    Op.LOG10: lambda a: sympy.log(a) / sympy.log(10),
-    Op.SQRT: sympy.sqrt,
-    Op.RSQRT: lambda a: 1 / sympy.sqrt(a),
-    Op.SIN: sympy.sin,
-    Op.COS: sympy.cos,
-    Op.TAN: sympy.tan,
-    Op.TANH: sympy.tanh,
-    Op.SIGMOID: lambda a: 1 / (1 + sympy.exp(-a)),
-    Op.ERF: sympy.erf,
-    Op.ABS: sympy.Abs,
-    Op.FLOOR: sympy.floor,
-    Op.CEIL: sympy.ceiling,
-}
-_FLOAT_BINARY: dict[Op, Callable[[SympyExpr, SympyExpr], SympyExpr]] = {
-    Op.ADD: lambda a, b: a + b,
-    Op.SUB: lambda a, b: a - b,
-    Op.MUL: lambda a, b: a * b,
-    Op.DIV: lambda a, b: a / b,
-    Op.POW: lambda a, b: a ** b,
-    Op.MAX: lambda a, b: sympy.Max(a, b),
-    Op.MIN: lambda a, b: sympy.Min(a, b),
-}
-
-# sympy.simplify is tried only on expressions with at most this many operations (it is slow)
-FLOAT_SIMPLIFY_MAX_OPS = 120
-# larger expressions are not expanded (not proved): expand and cancel grow with the product
-# of the term counts of the factors, which fuzzed programs can make exhaust the memory
-FLOAT_EXPAND_MAX_OPS = 400
-FLOAT_EXPAND_MAX_TERMS = 2_000
-FLOAT_MAX_PIECEWISE = 6
-
-
-class _NonFinite(Exception):
-    """A float constant inf or nan: real algebra says nothing about it."""
-
-
-class _FloatToSympy:
-    """One float conversion: interned node -> sympy, opaque nodes -> fresh symbols named
-    after the printed node in the order met (so results never depend on ids)."""
-
-    def __init__(self) -> None:
-        self.memo: dict[Expr, SympyExpr] = {}
-        self.names: set[str] = set()
-
-    def _symbol(self, node: Expr, boolean_valued: bool) -> sympy.Symbol:
-        base, name, n = str(node), str(node), 0
-        while name in self.names:
-            n += 1
-            name = f"{base}_{n}"
-        self.names.add(name)
-        # a condition is a Boolean symbol; a value is a real one (tex floats are reals here)
-        return sympy.Symbol(name) if boolean_valued else sympy.Symbol(name, real=True)
-
-    @staticmethod
-    def _is_atom(node: Expr) -> bool:
-        match node:
-            case Const():
-                return False
-            case Unary(op, _) if node.dtype.is_bool:
-                return op is not Op.NOT
-            case Binary(op, _, _) if node.dtype.is_bool:
-                return op not in (Op.AND, Op.OR)
-            case _ if node.dtype.is_bool:
-                return True  # comparisons, bool reads, bool selects and casts
-            case _ if not node.dtype.is_float:
-                return True  # an integer reached through a cast (the cast is an atom too)
-            case Unary(op, _):
-                return op not in _FLOAT_UNARY
-            case Binary(op, _, _):
-                return op not in _FLOAT_BINARY
-            case Cast(_, a):
-                return not a.dtype.is_float
-            case Select():
-                return False
-        return True  # reads, variables, reductions
-
-    def convert(self, expr: Expr) -> SympyExpr:
-        return _convert_post_order(expr, self.memo, self._is_atom, self._convert)
-
-    def _convert(self, node: Expr) -> SympyExpr:
-        m = self.memo
-        if not self._is_atom(node):
-            match node:
-                case Const(value, dtype):
-                    if dtype.is_bool:
-                        return sympy.true if value else sympy.false
-                    if not math.isfinite(value):
-                        raise _NonFinite(str(node))
-                    return sympy.Rational(value)  # exact: 0.1 is the binary fraction it holds
-                case Unary(Op.NOT, a):
-                    return sympy.Not(m[a])
-                case Binary(Op.AND, a, b):
-                    return sympy.And(m[a], m[b])
-                case Binary(Op.OR, a, b):
-                    return sympy.Or(m[a], m[b])
-                case Unary(op, a):
-                    return _FLOAT_UNARY[op](m[a])
-                case Binary(op, a, b):
-                    return _FLOAT_BINARY[op](m[a], m[b])
-                case Select(c, a, b):
-                    return sympy.Piecewise((m[a], m[c]), (m[b], True))
-                case Cast(_, a):
-                    return m[a]
-        # atoms (reads, variables, reductions, conditions...) are opaque symbols
-        return self._symbol(node, node.dtype.is_bool)
-
-
-# the screen: points tried, digits evaluated, and what counts as "clearly not zero"
-_SCREEN_POINTS = 3
-_SCREEN_DIGITS = 30
-_SCREEN_TOLERANCE = sympy.Float("1e-12", _SCREEN_DIGITS)
-
-
-def _screen_nonzero(e: SympyExpr) -> bool:
-    """Whether ``e`` is clearly not identically zero: it evaluates (to 30 digits) to a
-    real number away from 0 at a point of its atoms (rationals in [1/7, 3], conditions all
-    true, all false, then mixed). A deterministic local generator picks the points; an
-    evaluation that fails or is not real (a log of a negative...) proves nothing."""
-    symbols = sorted(e.free_symbols, key=lambda x: x.name)
-    rng = random.Random(0)
-    for point in range(_SCREEN_POINTS):
-        values: dict[Any, Any] = {}
-        for x in symbols:
-            if x.is_real:
-                values[x] = sympy.Rational(rng.randint(1, 21), 7)
-            else:  # a condition
-                values[x] = sympy.true if point == 0 or (point == 2 and rng.random() < 0.5) \
-                    else sympy.false
-        try:
-            v = e.xreplace(values).evalf(_SCREEN_DIGITS)
-        except Exception:  # sympy raises many kinds on odd values; nothing is learnt
-            continue
-        if v.is_real and v.is_number and v.is_finite and abs(v) > _SCREEN_TOLERANCE:
-            return True
-    return False
-
-
-def _expanded_terms(e: SympyExpr, cap: int) -> int:
-    """An upper bound on the number of terms ``sympy.expand(e)`` makes (capped at ``cap``):
-    expanding a product of sums multiplies their term counts, and that is what can exhaust
-    the memory (a product of ten binomials has 1,024 terms)."""
-    if isinstance(e, sympy.Add):
-        return min(cap, sum(_expanded_terms(a, cap) for a in e.args))
-    if isinstance(e, sympy.Mul):
-        n = 1
-        for a in e.args:
-            n = min(cap, n * _expanded_terms(a, cap))
-        return n
-    if isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp > 0:
-        return min(cap, _expanded_terms(e.base, cap) ** min(int(e.exp), 64))
-    return 1
-
-
-def _zero_verdict(e: SympyExpr) -> bool | None:
-    """True: ``e`` is 0; False: a non-zero constant; None: not decided (also when ``e`` is
-    too big to expand within bounded time and memory)."""
-    if sympy.count_ops(e) > FLOAT_EXPAND_MAX_OPS or \
-            _expanded_terms(e, FLOAT_EXPAND_MAX_TERMS + 1) > FLOAT_EXPAND_MAX_TERMS or \
-            len(e.atoms(sympy.Piecewise)) > FLOAT_MAX_PIECEWISE:
-        return None  # folding k Piecewise makes up to 2**k branches
-    if e.has(sympy.Piecewise):
-        # one Piecewise outside, then each branch on its own (the conditions are atoms)
-        folded = sympy.piecewise_fold(e)
-        if isinstance(folded, sympy.Piecewise):
-            verdicts = [_zero_verdict(branch.expr) for branch in folded.args]
-            if all(v is True for v in verdicts):
-                return True
-            return False if all(v is False for v in verdicts) else None
-        e = folded
-    steps: list[Callable[[SympyExpr], SympyExpr]] = [
-        lambda x: x, sympy.expand, lambda x: sympy.cancel(sympy.together(x))]
-    for step in steps:
-        e = step(e)
-        if e == 0:
-            return True
-    if sympy.count_ops(e) <= FLOAT_SIMPLIFY_MAX_OPS:
-        e = sympy.simplify(e)
-        if e == 0:
-            return True
-    if e.is_number and e.is_zero is False:
-        return False
-    return None
-
-
-def float_is_zero(expr: Expr) -> bool | None:
-    """Whether a float expression is identically zero, decided with sympy.
-
-    Tensor reads, variables, reductions, casts from integers and operators without a sympy
-    form become opaque real symbols (one per distinct node), conditions opaque booleans,
-    ``select`` a ``Piecewise`` (see the module docstring's float table). The expression is
-    then evaluated at a few rational points (one clearly non-zero value settles it: not
-    an identity), and only otherwise expanded, put over a common denominator and, when
-    small, simplified: the proof.
-
-    Parameters
-    ----------
-    expr : Expr
-        A float expression.
-
-    Returns
-    -------
-    bool or None
-        True when it is 0 for every real value of its atoms where it is defined (a
-        proof: ``x / x - 1`` is 0 although x = 0 gives nan); False when it is a non-zero
-        constant; None when sympy decides neither (a zero that needs a relation
-        between atoms, such as ``x[i] - x[j]`` with ``i == j``, stays None) or when it
-        holds a constant inf or nan.
-
-    Raises
-    ------
-    TypeError
-        ``expr`` is not a float expression.
-
-    Example
-    -------
-    >>> e = x[i] * y[i] / y[i] - x[i]     # -> True
-    """
-    if not isinstance(expr, Expr) or not expr.dtype.is_float:
-        raise TypeError(f"float_is_zero: expects a float expression, got {expr!r}")
-    try:
-        e = _FloatToSympy().convert(expr)
-    except (_NonFinite, NotImplementedError):  # inf/nan, or too deep for sympy
-        return None
-    if e == 0:
-        return True
-    if _screen_nonzero(e):
-        # not zero at some point: not an identity of the atoms. Only a constant is
-        # non-zero everywhere; anything else may still vanish through relations between
-        # atoms the conversion does not see
-        return False if e.is_number else None
-    try:
-        return _zero_verdict(e)
-    except Exception:  # sympy's algebra raises many kinds (PolynomialError...): not proved
-        return None

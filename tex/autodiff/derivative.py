@@ -24,7 +24,7 @@ Conventions (documented in the tutorial and tested):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 
 from ..debug import InternalError
 from ..ir import fold
@@ -288,9 +288,3 @@ def tangent(expr: Expr, leaf_tangents: Mapping[Expr, Expr] | Callable[[Expr], Ex
                     acc = _add(acc, term)
         tan[node] = acc
     return tan.get(expr)
-
-
-def leaves_of(tensors: Iterable[object]) -> Callable[[Expr], bool]:
-    """A leaf predicate: reads of any of ``tensors``."""
-    wanted = set(tensors)
-    return lambda n: isinstance(n, TensorRead) and n.tensor in wanted

@@ -329,6 +329,33 @@ def logical_not(a: Any) -> Expr:
     return Unary(Op.NOT, e)
 
 
+def _integral_identity(e: Expr) -> Expr | None:
+    return e if not e.dtype.is_float else None  # floor(i) -> i
+
+
+def _abs_non_negative(e: Expr) -> Expr | None:
+    return e if e.dtype.kind in ("uint", "bool") else None  # abs(u) -> u
+
+
+def _abs_abs(e: Expr) -> Expr | None:
+    return e if isinstance(e, Unary) and e.op is Op.ABS else None  # abs(abs(x)) -> abs(x)
+
+
+def _neg_neg(e: Expr) -> Expr | None:
+    return e.a if isinstance(e, Unary) and e.op is Op.NEG else None  # --x -> x
+
+
+# operator -> local rules on the (promoted, non-constant) operand, tried in order
+_UNARY_RULES: dict[Op, tuple[Callable[[Expr], Expr | None], ...]] = {
+    Op.FLOOR: (_integral_identity,),
+    Op.CEIL: (_integral_identity,),
+    Op.ROUND: (_integral_identity,),
+    Op.TRUNC: (_integral_identity,),
+    Op.ABS: (_abs_non_negative, _abs_abs),
+    Op.NEG: (_neg_neg,),
+}
+
+
 def unary(op: Op, a: Any) -> Expr:
     """An intrinsic or ``-a``; integer operands of float-only intrinsics become float32."""
     if op is Op.NOT:
@@ -340,14 +367,10 @@ def unary(op: Op, a: Any) -> Expr:
         e = cast(int32, e)
     if isinstance(e, Const):
         return _fold_unary(op, e)
-    if op in (Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC) and not e.dtype.is_float:
-        return e  # floor(i) -> i
-    if op is Op.ABS and e.dtype.kind in ("uint", "bool"):
-        return e
-    if op is Op.NEG and isinstance(e, Unary) and e.op is Op.NEG:
-        return e.a  # --x -> x
-    if op is Op.ABS and isinstance(e, Unary) and e.op is Op.ABS:
-        return e  # abs(abs(x)) -> abs(x)
+    for rule in _UNARY_RULES.get(op, ()):
+        out = rule(e)
+        if out is not None:
+            return out
     return Unary(op, e)
 
 
