@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 import tex
 from tex.arith import Analyzer, Interval, can_prove, node_count, prove, simplify
-from tex.arith.rules import FAMILIES, refold, rule_sets
+from tex.arith.index_rules import refold
+from tex.arith.rules import FAMILIES, rule_sets
 from tex.dtype import DTYPES, boolean, int32
 from tex.ir import fold
 from tex.ir.expr import (

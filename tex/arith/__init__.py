@@ -7,7 +7,8 @@ where the rules are stuck. ``float_is_zero`` asks sympy whether a float expressi
 identically zero (for the autodiff's zero proofs).
 """
 from .bounds import Bounds, Interval, bounds, dom_of, normalize_dom
-from .rules import Analyzer, LinearForm
+from .linear import LinearForm
+from .rules import Analyzer
 from .simplifier import can_prove, node_count, prove, simplify
 from .sympy_bridge import SympyBridge, from_sympy, to_sympy
 from .sympy_float import float_is_zero

@@ -31,7 +31,9 @@ from typing import Any
 from ..ir.expr import Binary, Compare, Const, Expr, IterVar, Op, Reduce, Unary, Var, as_expr
 from ..ir.visit import post_order, substitute
 from .bounds import DomainLike, Interval, dom_of, normalize_dom
-from .rules import Analyzer, chain_operands, is_index_dtype
+from .linear import is_index_dtype
+from .logic_rules import chain_operands
+from .rules import Analyzer
 from .sympy_bridge import is_structural, sympy_prove, sympy_simplify
 
 __all__ = ["simplify", "prove", "can_prove", "node_count", "SYMPY_MAX_NODES"]

@@ -44,7 +44,9 @@ from ..ir import fold
 from ..ir.expr import Binary, Compare, Const, Expr, IterVar, Op, Range, Var
 from ..ir.visit import post_order, rewrite, substitute
 from .bounds import DomainLike, Interval, normalize_dom
-from .rules import Analyzer, LinearForm, chain_operands
+from .linear import LinearForm
+from .logic_rules import chain_operands
+from .rules import Analyzer
 
 __all__ = ["SolvedDomain", "solve_domain", "box_of"]
 

@@ -43,7 +43,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from ..arith import Analyzer, Bounds, Interval, dom_of
-from ..arith.rules import AS_LE, LinearForm
+from ..arith.linear import AS_LE, LinearForm
 from ..dtype import DTYPES, DType, boolean
 from ..ir import fold
 from ..ir.expr import (

@@ -61,7 +61,7 @@ from typing import Any
 
 from .. import debug
 from ..arith import Analyzer, Interval, bounds, dom_of
-from ..arith.rules import AS_LE
+from ..arith.linear import AS_LE
 from ..dtype import DTYPES, int32
 from ..ir import fold
 from ..ir.expr import (
