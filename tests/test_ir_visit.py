@@ -6,11 +6,12 @@ from tex.debug import InternalError
 from tex.ir import (
     Binary,
     Op,
-    RuleSet,
+    RuleTable,
     Unary,
     collect_reads,
     collect_vars,
     fixed_point_rewrite,
+    for_ops,
     post_order,
     rewrite,
     substitute,
@@ -33,7 +34,7 @@ def test_rewrite_and_substitute():
     assert str(substitute(e, {i: j * 2})) == "(j * 2 + 1) * (j * 2 + 2)"
     # raw constructors keep `* 1`; a rule set removes it
     raw = Binary(Op.MUL, i, tex.const(1))
-    drop_one = RuleSet("drop_one", {Binary: [
+    drop_one = RuleTable("drop_one", {Binary: [
         lambda n: n.a if n.op is Op.MUL and n.b is tex.const(1) else None]})
     assert rewrite(Binary(Op.ADD, raw, raw), drop_one) is Binary(Op.ADD, i, i)
 
@@ -55,14 +56,41 @@ def test_fixed_point_rewrite_is_linear():
             return Binary(Op.SUB, node.a, Unary(Op.NEG, node.b))
         return None
 
-    out = fixed_point_rewrite(e, RuleSet("sub", {Binary: [rule]}))
+    out = fixed_point_rewrite(e, RuleTable("sub", {Binary: [rule]}))
     assert str(out).startswith("v0 - -v1 - -v2")
     assert calls <= 3 * n
 
 
+def test_rule_table_offers_a_rule_only_its_operators():
+    """A rule marked ``for_ops`` is offered only nodes with those operators, after the
+    rules listed before it; extra call arguments reach every rule."""
+    i, j = tex.var("i"), tex.var("j")
+    seen = []
+
+    def anything(n, tag):
+        seen.append((tag, n.op))
+        return None
+
+    @for_ops(Op.MUL)
+    def mul_to_add(n, tag):
+        seen.append((tag, "mul rule"))
+        return Binary(Op.ADD, n.a, n.b)
+
+    table = RuleTable("t", {Binary: [anything, mul_to_add]})
+    assert table.rules_for(Binary, Op.ADD) == (anything,)
+    assert table.rules_for(Binary, Op.MUL) == (anything, mul_to_add)
+    assert table.rules_for(Unary, Op.NEG) == ()
+    assert table(Binary(Op.SUB, i, j), "x") is None
+    assert table(Binary(Op.MUL, i, j), "y") is Binary(Op.ADD, i, j)
+    assert seen == [("x", Op.SUB), ("y", Op.MUL), ("y", "mul rule")]
+    bound = RuleTable.merged("both", [table, RuleTable("u", {Unary: [anything]})]).bound("z")
+    assert bound.name == "both" and bound(Unary(Op.NEG, i)) is None
+    assert seen[-1] == ("z", Op.NEG)
+
+
 def test_runaway_rules_raise_internal_error():
     i = tex.var("i")
-    flip = RuleSet("flip", {Binary: [lambda n: Binary(n.op, n.b, n.a)]})
+    flip = RuleTable("flip", {Binary: [lambda n: Binary(n.op, n.b, n.a)]})
     with pytest.raises(InternalError, match="fixed point"):
         fixed_point_rewrite(Binary(Op.ADD, i, tex.var("j")), flip)
 

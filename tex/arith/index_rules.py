@@ -21,6 +21,7 @@ from ..ir.expr import (
     Select,
     Unary,
 )
+from ..ir.visit import for_ops
 from .bounds import Interval
 from .linear import (
     INF,
@@ -32,7 +33,6 @@ from .linear import (
     fits,
     is_index,
     is_linear_node,
-    rule_ops,
 )
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ def bounds_point(node: Expr, an: Analyzer) -> Expr | None:
 # linear: canonical linear form of int32/int64 sums
 # --------------------------------------------------------------------------------------
 
-@rule_ops(Op.ADD, Op.SUB, Op.MUL, Op.NEG)
+@for_ops(Op.ADD, Op.SUB, Op.MUL, Op.NEG)
 def canonical_linear(node: Expr, an: Analyzer) -> Expr | None:
     """Collect like terms, fold constants rightmost, distribute constant factors."""
     # (i + 1) - i -> 1;  i*2 + i -> i*3;  (i + j) - (j + i) -> 0;  (i + 1)*4 -> i*4 + 4
@@ -137,7 +137,7 @@ def _one_bucket(iv: Interval, c: int) -> int | None:
     return q if iv.hi // c == q else None
 
 
-@rule_ops(Op.FLOORDIV)
+@for_ops(Op.FLOORDIV)
 def floordiv_const(node: Expr, an: Analyzer) -> Expr | None:
     """Simplify ``x // c`` for a non-zero constant c."""
     if not (isinstance(node, Binary) and node.op is Op.FLOORDIV and is_index(node)):
@@ -183,7 +183,7 @@ def floordiv_const(node: Expr, an: Analyzer) -> Expr | None:
 
 
 
-@rule_ops(Op.FLOORMOD)
+@for_ops(Op.FLOORMOD)
 def floormod_const(node: Expr, an: Analyzer) -> Expr | None:
     """Simplify ``x % c`` for a non-zero constant c."""
     if not (isinstance(node, Binary) and node.op is Op.FLOORMOD and is_index(node)):
@@ -220,7 +220,7 @@ def floormod_const(node: Expr, an: Analyzer) -> Expr | None:
     return None
 
 
-@rule_ops(Op.DIV)
+@for_ops(Op.DIV)
 def truncdiv_const(node: Expr, an: Analyzer) -> Expr | None:
     """``x / c`` (truncating) by a constant: the floordiv rules where x, c >= 0."""
     if not (isinstance(node, Binary) and node.op is Op.DIV and is_index(node)):
@@ -247,7 +247,7 @@ def truncdiv_const(node: Expr, an: Analyzer) -> Expr | None:
     return None
 
 
-@rule_ops(Op.FLOORMOD)
+@for_ops(Op.FLOORMOD)
 def divmod_by_bounds(node: Expr, an: Analyzer) -> Expr | None:
     """``x % y`` by a non-constant divisor when 0 <= x < y."""
     # i % n -> i  (i in [0, 9], n in [10, 20])
@@ -266,7 +266,7 @@ def divmod_by_bounds(node: Expr, an: Analyzer) -> Expr | None:
 # minmax
 # --------------------------------------------------------------------------------------
 
-@rule_ops(Op.MIN, Op.MAX)
+@for_ops(Op.MIN, Op.MAX)
 def minmax_by_bounds(node: Expr, an: Analyzer) -> Expr | None:
     """Decide ``min``/``max`` when one operand is never smaller than the other."""
     # max(i, i + 1) -> i + 1;  min(i, 0) -> 0  (i >= 0);  max(i*2, i*2 + j) -> i*2 + j
@@ -285,7 +285,7 @@ def minmax_by_bounds(node: Expr, an: Analyzer) -> Expr | None:
     return None
 
 
-@rule_ops(Op.MIN, Op.MAX)
+@for_ops(Op.MIN, Op.MAX)
 def minmax_consts(node: Expr, an: Analyzer) -> Expr | None:
     """Merge constants of nested min/max of one kind."""
     # max(max(x, 2), 5) -> max(x, 5);  min(min(x, 2), 5) -> min(x, 2)
@@ -344,7 +344,7 @@ def _floordiv_constraint(con: Constraint, an: Analyzer) -> Expr | None:
     return fold.compare(Op.LT, atom.a, Const(bound, dtype)) if fits(bound, dtype) else None
 
 
-@rule_ops(Op.EQ, Op.NE)
+@for_ops(Op.EQ, Op.NE)
 def compare_bool(node: Expr, an: Analyzer) -> Expr | None:
     """Comparisons of a bool with a constant."""
     # b == True -> b;  b == False -> !b;  b != False -> b;  b != True -> !b

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AS_LE", "Constraint", "INF", "LINEAR_OPS", "LinearForm", "Rule", "SWAP", "const_int",
            "decide_const", "div_exact", "fits", "is_const_value", "is_index", "is_index_dtype",
-           "is_linear_node", "is_term", "linear_inputs", "rule_ops", "wrapped"]
+           "is_linear_node", "is_term", "linear_inputs", "wrapped"]
 
 
 Rule = Callable[[Expr, "Analyzer"], "Expr | None"]
@@ -177,14 +177,6 @@ def is_index(e: Expr) -> bool:
 def const_int(e: Expr) -> int | None:
     return int(e.value) if isinstance(e, Const) and e.dtype.is_int else None
 
-
-def rule_ops(*ops: Op) -> Callable[[Rule], Rule]:
-    """Declare the operators a rule looks at, so the merged rule set only offers it nodes
-    with those operators (rules stay correct when offered others: they check again)."""
-    def mark(rule: Rule) -> Rule:
-        rule.ops = frozenset(ops)  # type: ignore[attr-defined]
-        return rule
-    return mark
 
 def div_exact(lf: LinearForm, g: int) -> LinearForm:
     return LinearForm({t: a // g for t, a in lf.terms.items()}, lf.const // g, lf.dtype)

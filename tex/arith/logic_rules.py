@@ -22,8 +22,8 @@ from ..ir.expr import (
     TensorRead,
     Unary,
 )
-from ..ir.visit import post_order
-from .linear import INF, Constraint, is_index, rule_ops
+from ..ir.visit import for_ops, post_order
+from .linear import INF, Constraint, is_index
 
 if TYPE_CHECKING:
     from .rules import Analyzer
@@ -62,7 +62,7 @@ def _chain(op: Op, items: Iterable[Expr], empty: bool) -> Expr:
     return Const(empty, boolean) if acc is None else acc
 
 
-@rule_ops(Op.AND, Op.OR)
+@for_ops(Op.AND, Op.OR)
 def and_or(node: Expr, an: Analyzer) -> Expr | None:
     """Simplify a ``&&`` or ``||`` chain as a whole."""
     # a && !a -> False;  a || !a -> True;  a && a -> a;  a && (a || b) -> a
@@ -298,7 +298,7 @@ def _fm_infeasible(rows: list[Row], atoms: list[Expr]) -> bool:
     return False
 
 
-@rule_ops(Op.NOT)
+@for_ops(Op.NOT)
 def not_chain(node: Expr, an: Analyzer) -> Expr | None:
     """Push ``!`` into a chain whose operands all negate for free (integer comparisons,
     negations): the result is no larger and the chain rules can then merge it."""

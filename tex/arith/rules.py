@@ -3,9 +3,10 @@
 Each rule is a small function ``(node, analyzer) -> Expr | None`` with a ``before -> after``
 comment (the index-arithmetic families in ``index_rules.py``, the boolean ones in
 ``logic_rules.py``, the linear form they share in ``linear.py``); this module groups them
-by family in ``FAMILIES`` (import-time constant tables keyed by node type) and binds them
-to one ``Analyzer`` as named ``RuleSet``s (``rule_sets``), or all families merged in order
-(``ruleset``) for ``tex.ir.visit.fixed_point_rewrite``.
+by family in ``FAMILIES`` (``tex.ir.visit.RuleTable``s: node type -> rules, a rule marked
+``for_ops`` seeing only its operators) and binds them to one ``Analyzer``, each family
+(``rule_sets``) or all merged in order (``ruleset``), for
+``tex.ir.visit.fixed_point_rewrite``.
 
 The core is the *linear form*. An index expression of dtype int32/int64 is read as
 
@@ -36,9 +37,8 @@ Invariants the rules rely on:
 """
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from ..dtype import DType
 from ..ir import fold
@@ -55,7 +55,7 @@ from ..ir.expr import (
     Unary,
     Var,
 )
-from ..ir.visit import RuleSet, fixed_point_rewrite, post_order
+from ..ir.visit import BoundRules, RuleTable, fixed_point_rewrite, post_order
 from .bounds import Bounds, DomainLike, Interval, evaluate_bottom_up
 from .index_rules import (
     bounds_point,
@@ -75,7 +75,6 @@ from .linear import (
     SWAP,
     Constraint,
     LinearForm,
-    Rule,
     decide_const,
     div_exact,
     fits,
@@ -86,7 +85,7 @@ from .linear import (
 )
 from .logic_rules import and_or, not_chain, select_bool, select_nested
 
-__all__ = ["Analyzer", "FAMILIES", "rule_sets", "ruleset"]
+__all__ = ["Analyzer", "ALL_RULES", "FAMILIES", "rule_sets", "ruleset"]
 
 
 def _key_inputs(e: Expr) -> tuple[Expr, ...]:
@@ -115,11 +114,11 @@ class Analyzer:
         self._canonical: set[Expr] = set()  # outputs of rebuild (and their prefixes)
         self._constraints: dict[Expr, Constraint | bool] = {}
         self._consts: dict[tuple[int, DType], Const] = {}
-        self._ruleset: RuleSet | None = None
+        self._ruleset: BoundRules | None = None
 
     # -- rewriting ------------------------------------------------------------------------
     @property
-    def rules(self) -> RuleSet:
+    def rules(self) -> BoundRules:
         """All rule families bound to this analyzer (built once)."""
         if self._ruleset is None:
             self._ruleset = ruleset(self)
@@ -510,7 +509,7 @@ class Analyzer:
 # The tables
 # --------------------------------------------------------------------------------------
 
-FAMILIES: dict[str, dict[type, tuple[Rule, ...]]] = {
+FAMILIES: dict[str, RuleTable] = {name: RuleTable(name, rules) for name, rules in {
     "fold": {Binary: (refold,), Unary: (refold,), Compare: (refold,), Select: (refold,),
              Cast: (refold,)},
     "bounds": {t: (bounds_point,) for t in (Binary, Unary, Compare, Select, Cast, Var)},
@@ -520,43 +519,16 @@ FAMILIES: dict[str, dict[type, tuple[Rule, ...]]] = {
     "compare": {Compare: (compare_linear, compare_bool)},
     "logic": {Binary: (and_or,), Unary: (not_chain,)},
     "select": {Select: (select_bool, select_nested)},
-}
+}.items()}
+# all families merged per node type, in FAMILIES order
+ALL_RULES = RuleTable.merged("arith", FAMILIES.values())
 
 
-def _bind(rules: Iterable[Rule], an: Analyzer) -> list[Callable[[Expr], Expr | None]]:
-    return [functools.partial(r, an=an) for r in rules]
+def rule_sets(an: Analyzer) -> dict[str, BoundRules]:
+    """Each rule family as a rewrite function bound to ``an``."""
+    return {name: table.bound(an) for name, table in FAMILIES.items()}
 
 
-def rule_sets(an: Analyzer) -> dict[str, RuleSet]:
-    """Each rule family as a named ``RuleSet`` bound to ``an``."""
-    return {name: RuleSet(name, {t: _bind(rs, an) for t, rs in table.items()})
-            for name, table in FAMILIES.items()}
-
-
-# all families merged per node type and operator, in FAMILIES order (import-time constant)
-_MERGED: dict[type, tuple[Rule, ...]] = {}
-for _table in FAMILIES.values():
-    for _t, _rs in _table.items():
-        _MERGED[_t] = _MERGED.get(_t, ()) + tuple(_rs)
-_BY_OP: dict[tuple[type, Op | None], tuple[Rule, ...]] = {}
-for _t, _rs in _MERGED.items():
-    for _op in (*Op, None):
-        _BY_OP[(_t, _op)] = tuple(r for r in _rs if getattr(r, "ops", None) is None
-                                  or _op in r.ops)  # type: ignore[attr-defined]
-del _table, _t, _rs, _op
-
-
-def ruleset(an: Analyzer) -> RuleSet:
-    """All families merged (in ``FAMILIES`` order) into one ``RuleSet`` bound to ``an``:
-    one closure per node type trying the rules for the node's operator in order."""
-
-    def bind(t: type) -> Callable[[Expr], Expr | None]:
-        def apply(node: Expr) -> Expr | None:
-            for rule in _BY_OP[(t, getattr(node, "op", None))]:
-                out = rule(node, an)
-                if out is not None and out is not node:
-                    return out
-            return None
-        return apply
-
-    return RuleSet("arith", {t: (bind(t),) for t in _MERGED})
+def ruleset(an: Analyzer) -> BoundRules:
+    """All families merged (in ``FAMILIES`` order), bound to ``an``."""
+    return ALL_RULES.bound(an)

@@ -29,10 +29,11 @@ from .printer import format_expr, format_op, format_program, format_tensor
 from .scatter import ScatterForm, scatter_form
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor, TensorSlice
 from .visit import (
-    RuleSet,
+    RuleTable,
     collect_reads,
     collect_vars,
     fixed_point_rewrite,
+    for_ops,
     post_order,
     rewrite,
     substitute,
@@ -44,7 +45,7 @@ __all__ = [
     "CommReducer", "Compare", "Const", "Expr", "ExprOp", "IterVar", "Op", "Range", "Reduce",
     "Select", "TensorRead", "Unary", "Var", "as_expr", "const_value", "is_const", "graph",
     "to_dot", "format_expr", "format_op", "format_program", "format_tensor", "ComputeOp",
-    "Operation", "PlaceholderOp", "Tensor", "TensorSlice", "RuleSet", "collect_reads",
+    "Operation", "PlaceholderOp", "Tensor", "TensorSlice", "RuleTable", "for_ops", "collect_reads",
     "collect_vars", "fixed_point_rewrite", "post_order", "rewrite", "substitute",
     "topo_sort_ops", "ScatterForm", "scatter_form",
 ]

@@ -32,6 +32,7 @@ from .expr import (
     is_const,
 )
 from .semantics import NUMPY_BINARY, NUMPY_UNARY, numpy_cast
+from .visit import RuleTable, for_ops
 
 __all__ = ["binary", "unary", "compare", "select", "cast", "logical_not", "const",
            "weak_operands", "conjuncts", "conjoin"]
@@ -121,10 +122,12 @@ def _zero(like: Expr) -> Const:
     return Const(0, like.dtype)
 
 
+@for_ops(Op.ADD)
 def _add_zero(a: Expr, b: Expr) -> Expr | None:
     return a if is_const(b, 0) else None  # x + 0 -> x
 
 
+@for_ops(Op.ADD)
 def _add_consts_int(a: Expr, b: Expr) -> Expr | None:
     # (x + c1) + c2 -> x + (c1 + c2), integers only (float reassociation changes rounding)
     if (a.dtype.is_int and isinstance(b, Const) and isinstance(a, Binary)
@@ -133,6 +136,7 @@ def _add_consts_int(a: Expr, b: Expr) -> Expr | None:
     return None
 
 
+@for_ops(Op.ADD)
 def _add_neg(a: Expr, b: Expr) -> Expr | None:
     # x + (-y) -> x - y: the same IEEE operation (subtraction adds the negation); floats
     # only, integer index arithmetic is put in canonical form by tex.arith
@@ -141,11 +145,13 @@ def _add_neg(a: Expr, b: Expr) -> Expr | None:
     return None
 
 
+@for_ops(Op.ADD)
 def _add_self_float(a: Expr, b: Expr) -> Expr | None:
     # x + x -> x * 2 for floats: both round the same exact value 2x
     return binary(Op.MUL, a, Const(2, a.dtype)) if a is b and a.dtype.is_float else None
 
 
+@for_ops(Op.SUB)
 def _sub_neg(a: Expr, b: Expr) -> Expr | None:
     # x - (-y) -> x + y (floats, exact as above)
     if a.dtype.is_float and isinstance(b, Unary) and b.op is Op.NEG:
@@ -153,6 +159,7 @@ def _sub_neg(a: Expr, b: Expr) -> Expr | None:
     return None
 
 
+@for_ops(Op.ADD)
 def _add_selects(a: Expr, b: Expr) -> Expr | None:
     # select(c, x, y) + select(c, z, w) -> select(c, x + z, y + w), and with !c in the
     # second -> select(c, x + w, y + z): the sums of adjoint contributions through both
@@ -167,26 +174,32 @@ def _add_selects(a: Expr, b: Expr) -> Expr | None:
     return None
 
 
+@for_ops(Op.SUB)
 def _sub_zero(a: Expr, b: Expr) -> Expr | None:
     return a if is_const(b, 0) else None  # x - 0 -> x
 
 
+@for_ops(Op.SUB)
 def _sub_self_int(a: Expr, b: Expr) -> Expr | None:
     return _zero(a) if a is b and a.dtype.is_int else None  # i - i -> 0
 
 
+@for_ops(Op.SUB)
 def _sub_from_zero(a: Expr, b: Expr) -> Expr | None:
     return unary(Op.NEG, b) if is_const(a, 0) and not a.dtype.is_float else None  # 0 - i -> -i
 
 
+@for_ops(Op.MUL)
 def _mul_one(a: Expr, b: Expr) -> Expr | None:
     return a if is_const(b, 1) else None  # x * 1 -> x
 
 
+@for_ops(Op.MUL)
 def _mul_zero(a: Expr, b: Expr) -> Expr | None:
     return b if is_const(b, 0) else None  # x * 0 -> 0 (zero annihilates, see module doc)
 
 
+@for_ops(Op.MUL)
 def _mul_consts_int(a: Expr, b: Expr) -> Expr | None:
     # (x * c1) * c2 -> x * (c1 * c2), integers only
     if (a.dtype.is_int and isinstance(b, Const) and isinstance(a, Binary)
@@ -195,65 +208,69 @@ def _mul_consts_int(a: Expr, b: Expr) -> Expr | None:
     return None
 
 
+@for_ops(Op.DIV)
 def _div_one(a: Expr, b: Expr) -> Expr | None:
     return a if is_const(b, 1) else None  # x / 1 -> x
 
 
+@for_ops(Op.DIV)
 def _zero_over(a: Expr, b: Expr) -> Expr | None:
     return a if is_const(a, 0) and not is_const(b, 0) else None  # 0 / x -> 0
 
 
+@for_ops(Op.FLOORDIV)
 def _floordiv_one(a: Expr, b: Expr) -> Expr | None:
     return a if is_const(b, 1) and a.dtype.is_integral else None  # i // 1 -> i (not 2.5 // 1.0)
 
 
+@for_ops(Op.FLOORDIV, Op.FLOORMOD)
 def _int_zero_over(a: Expr, b: Expr) -> Expr | None:
     # 0 // x and 0 % x -> 0 on integers; on floats x may be 0 or nan (numpy: nan)
     return _zero_over(a, b) if a.dtype.is_integral else None
 
 
+@for_ops(Op.FLOORMOD)
 def _floormod_one(a: Expr, b: Expr) -> Expr | None:
     return _zero(a) if is_const(b, 1) and a.dtype.is_int else None  # i % 1 -> 0
 
 
+@for_ops(Op.POW)
 def _pow_one(a: Expr, b: Expr) -> Expr | None:
     return a if is_const(b, 1) else None  # x ** 1 -> x
 
 
+@for_ops(Op.POW)
 def _pow_zero(a: Expr, b: Expr) -> Expr | None:
     return Const(1, a.dtype) if is_const(b, 0) else None  # x ** 0 -> 1
 
 
+@for_ops(Op.MAX, Op.MIN, Op.AND, Op.OR)
 def _idempotent(a: Expr, b: Expr) -> Expr | None:
     return a if a is b else None  # max(x, x) -> x, x & x -> x
 
 
+@for_ops(Op.AND)
 def _and_const(a: Expr, b: Expr) -> Expr | None:
     if isinstance(b, Const):
         return a if b.value else b  # x & true -> x, x & false -> false
     return None
 
 
+@for_ops(Op.OR)
 def _or_const(a: Expr, b: Expr) -> Expr | None:
     if isinstance(b, Const):
         return b if b.value else a  # x | true -> true, x | false -> x
     return None
 
 
-_BINARY_RULES: dict[Op, tuple[Rule, ...]] = {
-    Op.ADD: (_add_zero, _add_consts_int, _add_neg, _add_self_float,
-             _add_selects),
-    Op.SUB: (_sub_zero, _sub_self_int, _sub_from_zero, _sub_neg),
-    Op.MUL: (_mul_one, _mul_zero, _mul_consts_int),
-    Op.DIV: (_div_one, _zero_over),
-    Op.FLOORDIV: (_floordiv_one, _int_zero_over),
-    Op.FLOORMOD: (_floormod_one, _int_zero_over),
-    Op.POW: (_pow_one, _pow_zero),
-    Op.MAX: (_idempotent,),
-    Op.MIN: (_idempotent,),
-    Op.AND: (_idempotent, _and_const),
-    Op.OR: (_idempotent, _or_const),
-}
+# the rules of ``binary`` on its (promoted, non-constant) operands; per operator, in order
+BINARY_RULES = RuleTable("fold.binary", {Binary: (
+    _add_zero, _add_consts_int, _add_neg, _add_self_float, _add_selects,
+    _sub_zero, _sub_self_int, _sub_from_zero, _sub_neg,
+    _mul_one, _mul_zero, _mul_consts_int,
+    _div_one, _zero_over, _floordiv_one, _floormod_one, _int_zero_over,
+    _pow_one, _pow_zero, _idempotent, _and_const, _or_const)})
+_BINARY_BY_OP = {op: BINARY_RULES.rules_for(Binary, op) for op in Op}  # the hot path's view
 
 
 _DIVISIONS = {Op.DIV: ("division", "/"), Op.FLOORDIV: ("floor division", "//"),
@@ -288,7 +305,7 @@ def binary(op: Op, a: Any, b: Any) -> Expr:
     # canonical order for commutative ops: the constant goes right (1 + x -> x + 1)
     if op in COMMUTATIVE_OPS and isinstance(ea, Const):
         ea, eb = eb, ea
-    for rule in _BINARY_RULES.get(op, ()):
+    for rule in _BINARY_BY_OP[op]:
         out = rule(ea, eb)
         if out is not None:
             return out
@@ -329,31 +346,30 @@ def logical_not(a: Any) -> Expr:
     return Unary(Op.NOT, e)
 
 
+@for_ops(Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC)
 def _integral_identity(e: Expr) -> Expr | None:
     return e if not e.dtype.is_float else None  # floor(i) -> i
 
 
+@for_ops(Op.ABS)
 def _abs_non_negative(e: Expr) -> Expr | None:
     return e if e.dtype.kind in ("uint", "bool") else None  # abs(u) -> u
 
 
+@for_ops(Op.ABS)
 def _abs_abs(e: Expr) -> Expr | None:
     return e if isinstance(e, Unary) and e.op is Op.ABS else None  # abs(abs(x)) -> abs(x)
 
 
+@for_ops(Op.NEG)
 def _neg_neg(e: Expr) -> Expr | None:
     return e.a if isinstance(e, Unary) and e.op is Op.NEG else None  # --x -> x
 
 
-# operator -> local rules on the (promoted, non-constant) operand, tried in order
-_UNARY_RULES: dict[Op, tuple[Callable[[Expr], Expr | None], ...]] = {
-    Op.FLOOR: (_integral_identity,),
-    Op.CEIL: (_integral_identity,),
-    Op.ROUND: (_integral_identity,),
-    Op.TRUNC: (_integral_identity,),
-    Op.ABS: (_abs_non_negative, _abs_abs),
-    Op.NEG: (_neg_neg,),
-}
+# the rules of ``unary`` on its (promoted, non-constant) operand; per operator, in order
+UNARY_RULES = RuleTable("fold.unary", {Unary: (_integral_identity, _abs_non_negative, _abs_abs,
+                                               _neg_neg)})
+_UNARY_BY_OP = {op: UNARY_RULES.rules_for(Unary, op) for op in Op}
 
 
 def unary(op: Op, a: Any) -> Expr:
@@ -367,7 +383,7 @@ def unary(op: Op, a: Any) -> Expr:
         e = cast(int32, e)
     if isinstance(e, Const):
         return _fold_unary(op, e)
-    for rule in _UNARY_RULES.get(op, ()):
+    for rule in _UNARY_BY_OP[op]:
         out = rule(e)
         if out is not None:
             return out

@@ -7,15 +7,17 @@ Memo tables are local to one call.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 from ..debug import InternalError
-from .expr import Expr, TensorRead, Var
+from .expr import Expr, Op, TensorRead, Var
 from .tensor import ComputeOp, Operation, Tensor
 
 __all__ = ["post_order", "rewrite", "fixed_point_rewrite", "substitute", "collect_vars",
-           "collect_reads", "topo_sort_ops", "RuleSet"]
+           "collect_reads", "topo_sort_ops", "RuleTable", "for_ops"]
 
 RewriteFn = Callable[[Expr], "Expr | None"]
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def post_order(*roots: Expr) -> Iterator[Expr]:
@@ -67,22 +69,84 @@ def rewrite(root: Expr, fn: RewriteFn, memo: dict[Expr, Expr] | None = None) -> 
     return memo[root]
 
 
-class RuleSet:
-    """Named rewrite rules, indexed by node type so a node meets only its own rules."""
+def for_ops(*ops: Op) -> Callable[[F], F]:
+    """Declare the operators a rule looks at: a ``RuleTable`` offers it only nodes with
+    those operators (a rule stays correct when called on others: it checks again)."""
+    def mark(rule: F) -> F:
+        rule.ops = frozenset(ops)  # type: ignore[attr-defined]
+        return rule
+    return mark
 
-    def __init__(self, name: str, rules: Mapping[type, Sequence[RewriteFn]]) -> None:
+
+class RuleTable:
+    """The one shape of every rule table in tex: node type -> rules tried in order.
+
+    A rule marked with ``for_ops`` is offered only nodes with one of its operators. The
+    table is indexed once, at construction, by (node type, operator): looking up a node's
+    rules is one dict access. Calling the table on a node returns the first rule's result
+    that differs from the node (None: no rule fired); extra arguments are passed to every
+    rule (``table(node, analyzer)``). ``rules_for`` gives the rules themselves, for tables
+    whose rules take something other than a node (``tex.ir.fold`` rewrites operands
+    before the node is built)."""
+
+    def __init__(self, name: str, rules: Mapping[type, Sequence[Callable[..., Any]]]) -> None:
         self.name = name
         self.rules = {k: tuple(v) for k, v in rules.items()}
+        self._index: dict[tuple[type, Op | None], tuple[Callable[..., Any], ...]] = {
+            (kind, op): tuple(r for r in rs if op in getattr(r, "ops", (op,)))
+            for kind, rs in self.rules.items() for op in (*Op, None)}
+
+    def rules_for(self, kind: type, op: Op | None = None) -> tuple[Callable[..., Any], ...]:
+        """The rules a node of type ``kind`` with operator ``op`` meets, in order."""
+        return self._index.get((kind, op), ())
+
+    def __call__(self, node: Expr, *args: Any) -> Expr | None:
+        for rule in self._index.get((type(node), getattr(node, "op", None)), ()):
+            out = rule(node, *args)
+            if out is not None and out is not node:
+                return out
+        return None
+
+    def bound(self, *args: Any) -> BoundRules:
+        """The table as a rewrite function ``node -> self(node, *args)``."""
+        return BoundRules(self, args)
+
+    @staticmethod
+    def merged(name: str, tables: Iterable[RuleTable]) -> RuleTable:
+        """One table trying, per node type, the rules of ``tables`` in order."""
+        rules: dict[type, tuple[Callable[..., Any], ...]] = {}
+        for t in tables:
+            for kind, rs in t.rules.items():
+                rules[kind] = rules.get(kind, ()) + rs
+        return RuleTable(name, rules)
+
+    def __repr__(self) -> str:
+        return f"RuleTable({self.name}, {sum(map(len, self.rules.values()))} rules)"
+
+
+class BoundRules:
+    """A ``RuleTable`` with its extra arguments fixed: a rewrite function of one node."""
+
+    __slots__ = ("table", "args", "_index")
+
+    def __init__(self, table: RuleTable, args: tuple[Any, ...]) -> None:
+        self.table, self.args = table, args
+        self._index = table._index  # the same (immutable) index: one lookup per node
+
+    @property
+    def name(self) -> str:
+        return self.table.name
 
     def __call__(self, node: Expr) -> Expr | None:
-        for rule in self.rules.get(type(node), ()):
-            out = rule(node)
+        args = self.args
+        for rule in self._index.get((type(node), getattr(node, "op", None)), ()):
+            out = rule(node, *args)
             if out is not None and out is not node:
                 return out
         return None
 
     def __repr__(self) -> str:
-        return f"RuleSet({self.name}, {sum(map(len, self.rules.values()))} rules)"
+        return f"BoundRules({self.table.name})"
 
 
 def fixed_point_rewrite(root: Expr, rules: Callable[[Expr], Expr | None],

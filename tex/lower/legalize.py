@@ -2,8 +2,9 @@
 
 One loop-IR pass, ``legalize(func, target)``, run by ``tex.build`` just before code
 generation. It rewrites expressions only (statements keep their shape); every rule is a
-small function ``Unary -> Expr | None`` in a per-target table keyed by ``Op``, and the
-pass applies the table bottom-up to a fixed point.
+small function ``Expr -> Expr | None`` in a per-target ``RuleTable`` (node type -> rules,
+each marked with the operators it handles), and the pass applies the table bottom-up to
+a fixed point.
 
 Decisions for the CPU (``target="llvm"``), each chosen for accuracy first, then for
 vectorization (LLVM scalarizes a libm call inside vector code, lane by lane):
@@ -47,7 +48,7 @@ from collections.abc import Callable, Sequence
 from ..dtype import DType, float32
 from ..ir import fold
 from ..ir.expr import Binary, Cast, Const, Expr, Op, Select, Unary
-from ..ir.visit import fixed_point_rewrite
+from ..ir.visit import RuleTable, fixed_point_rewrite, for_ops
 from .stmt import LoweredFunc, map_exprs
 
 __all__ = ["legalize", "TARGET_RULES", "TARGETS"]
@@ -99,6 +100,7 @@ _ERF_Q = (1.0, 0.4974654193122757, 0.11395837274625364, 0.015462078721668333,
 # Rules (each: one node in, its replacement or None out)
 # --------------------------------------------------------------------------------------
 
+@for_ops(Op.SIGMOID)
 def _sigmoid(e: Expr) -> Expr | None:
     # sigmoid(x) -> x >= 0 ? 1/(1+exp(-|x|)) : exp(-|x|)/(1+exp(-|x|))
     if not (isinstance(e, Unary) and e.op is Op.SIGMOID):
@@ -110,6 +112,7 @@ def _sigmoid(e: Expr) -> Expr | None:
                   fold.binary(Op.DIV, _c(1.0, d), den), fold.binary(Op.DIV, ex, den))
 
 
+@for_ops(Op.RSQRT)
 def _rsqrt(e: Expr) -> Expr | None:
     # rsqrt(x) -> 1 / sqrt(x)
     if not (isinstance(e, Unary) and e.op is Op.RSQRT):
@@ -117,6 +120,7 @@ def _rsqrt(e: Expr) -> Expr | None:
     return fold.binary(Op.DIV, _c(1.0, e.dtype), fold.unary(Op.SQRT, e.a))
 
 
+@for_ops(Op.ERF)
 def _erf_f32(e: Expr) -> Expr | None:
     # erf(x: float32) -> clamp(xc * P(xc²) / Q(xc²)), xc = clamp(x, -4, 4)
     if not (isinstance(e, Unary) and e.op is Op.ERF and e.dtype is float32):
@@ -144,33 +148,17 @@ def _half_via_float32(e: Expr) -> Expr | None:
     return None
 
 
-# target -> (rules on every node, rules keyed by the Unary op)
-TARGET_RULES: dict[str, tuple[tuple[Rule, ...], dict[Op, Rule]]] = {
-    "llvm": ((_half_via_float32,),
-             {Op.SIGMOID: _sigmoid, Op.RSQRT: _rsqrt, Op.ERF: _erf_f32}),
+# target -> its rules (float16 through float32 first, then the intrinsics it lacks)
+TARGET_RULES: dict[str, RuleTable] = {
+    "llvm": RuleTable("legalize.llvm", {
+        Unary: (_half_via_float32, _sigmoid, _rsqrt, _erf_f32),
+        Binary: (_half_via_float32,)}),
 }
 # NVIDIA GPUs: the same decisions (float16 through float32 as NumPy, erf's rational for
 # float32, sigmoid from exp); the PTX backend calls libdevice for the other functions
 TARGET_RULES["cuda"] = TARGET_RULES["llvm"]
 TARGETS = frozenset(TARGET_RULES)
 _ALIASES = {"cpu": "llvm", "nvptx": "cuda"}
-
-
-def _rule_set(target: str) -> Rule:
-    generic, by_op = TARGET_RULES[target]
-
-    def apply(e: Expr) -> Expr | None:
-        for rule in generic:
-            out = rule(e)
-            if out is not None:
-                return out
-        if isinstance(e, Unary):
-            rule = by_op.get(e.op)
-            if rule is not None:
-                return rule(e)
-        return None
-
-    return apply
 
 
 def legalize(func: LoweredFunc, target: str = "llvm") -> LoweredFunc:
@@ -197,7 +185,7 @@ def legalize(func: LoweredFunc, target: str = "llvm") -> LoweredFunc:
     if key not in TARGET_RULES:
         raise ValueError(f"legalize: unknown target {target!r}; known targets: "
                          f"{', '.join(sorted(TARGETS | set(_ALIASES)))}")
-    rules = _rule_set(key)
+    rules = TARGET_RULES[key]
     memo: dict[Expr, Expr] = {}
 
     def fix(e: Expr) -> Expr:
