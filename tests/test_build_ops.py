@@ -275,7 +275,7 @@ def _randomize(draw: Callable, s: Schedule) -> Schedule:
     for stage in reversed(s.stages):
         if stage.is_output:
             continue
-        readers = [c for c in s.stages if c is not stage and s._reads(c, stage)]
+        readers = [c for c in s.stages if c is not stage and s.reads(c, stage)]
         choice = draw(st.integers(0, 2))
         if choice == 1 and not stage.op.reduce_axis and stage.op.num_outputs == 1:
             stage.compute_inline()
@@ -369,7 +369,7 @@ def test_max_pool_gradient_hand_schedule() -> None:
     others = [stage for stage in s.stages if not stage.is_output]
     assert others, "the gradient reads a saved selection"
     for stage in others:
-        if [c for c in s.stages if c is not stage and s._reads(c, stage)] == [s[gx]]:
+        if [c for c in s.stages if c is not stage and s.reads(c, stage)] == [s[gx]]:
             stage.compute_at(s[gx], s[gx].leaf_iter_vars[1])
         elif not stage.op.reduce_axis:
             stage.compute_inline()
@@ -401,7 +401,7 @@ def test_softmax_gradient_with_compute_at() -> None:
     for stage in reversed(s.stages):
         if stage.is_output:
             continue
-        readers = [c for c in s.stages if c is not stage and s._reads(c, stage)]
+        readers = [c for c in s.stages if c is not stage and s.reads(c, stage)]
         if len(readers) == 1 and readers[0].attach_type == "root":
             stage.compute_at(readers[0], readers[0].leaf_iter_vars[0])
             attached += 1

@@ -294,7 +294,7 @@ def _schedules(draw):
     for stage in reversed(s.stages):
         if stage.is_output:
             continue
-        readers = [c for c in s.stages if c is not stage and s._reads(c, stage)]
+        readers = [c for c in s.stages if c is not stage and s.reads(c, stage)]
         choice = draw(st.integers(0, 2))
         reducing = stage.op.reduce_axis
         if choice == 1 and not reducing and len(stage.op.outputs) == 1:

@@ -91,7 +91,7 @@ from ..ir.expr import (
 from ..ir.tensor import Tensor
 from ..ir.visit import post_order
 from ..lower.bounds_check import BoundsReportOp, is_report
-from ..lower.lower import loop_domains
+from ..lower.passes import loop_domains
 from ..lower.stmt import (
     Allocate,
     BufferParam,

@@ -51,7 +51,7 @@ from ..dtype import DType
 from ..ir.expr import Binary, Op, TensorRead, Unary
 from ..lower.bounds_check import BoundsReportOp
 from ..lower.gpu import DeviceProgram, Kernel
-from ..lower.lower import loop_domains
+from ..lower.passes import loop_domains
 from ..lower.stmt import (
     Allocate,
     Barrier,

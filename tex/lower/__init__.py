@@ -6,7 +6,8 @@ has a ``__call__``), so the TVM spelling works and ``tex.lower.stmt`` stays impo
 import sys
 import types
 
-from .lower import PASSES, lower
+from .lower import lower
+from .passes import PASSES
 from .printer import format_func, format_stmt
 from .stmt import (
     Allocate,

@@ -46,10 +46,11 @@ from ..ir.scatter import ScatterForm, scatter_form_of
 from ..ir.tensor import ComputeOp, Tensor
 from ..ir.visit import collect_vars, post_order
 from ..target import CPUInfo, cpu_info, parse_cuda_target
+from .axes import Fuse
 from .inline import Inliner
 from .pad import pad_guarded_reads
 from .phase import split_phases
-from .schedule import Fuse, Schedule, Stage, create_schedule
+from .schedule import Schedule, Stage, create_schedule
 
 __all__ = ["auto_schedule"]
 
@@ -107,7 +108,7 @@ def auto_schedule(outputs: Tensor | Sequence[Tensor],
                         f"CPUInfo, got {type(target).__name__} {target!r}")
     s = create_schedule([t.op for t in outs])
     with s.deferred_rewrites():
-        _AutoScheduler(s, info).run()
+        AutoScheduler(s, info).run()
     return s
 
 
@@ -159,7 +160,10 @@ class _Read:
     last: dict[Var, int | None]
 
 
-class _AutoScheduler:
+class AutoScheduler:
+    """The rules of ``auto_schedule`` applied to one schedule for one CPU (``auto_gpu.py``
+    extends them for GPUs)."""
+
     def __init__(self, s: Schedule, info: CPUInfo) -> None:
         self.s = s
         self.info = info

@@ -46,8 +46,9 @@ from ..ir.scatter import ScatterForm
 from ..ir.tensor import ComputeOp, Tensor
 from ..ir.visit import post_order
 from ..target import CudaTarget, cpu_info
-from .auto import _AutoScheduler
-from .schedule import Schedule, Stage, ThreadAxis
+from .auto import AutoScheduler
+from .axes import ThreadAxis
+from .schedule import Schedule, Stage
 
 __all__ = ["schedule_cuda"]
 
@@ -69,7 +70,7 @@ def _threads_for(n: int, cap: int = _THREADS) -> int:
     return min(cap, max(32, -(-n // 32) * 32))
 
 
-class _GPUScheduler(_AutoScheduler):
+class _GPUScheduler(AutoScheduler):
     def __init__(self, s: Schedule, cuda: CudaTarget) -> None:
         super().__init__(s, cpu_info("llvm"))
         self.cuda = cuda

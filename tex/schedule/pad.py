@@ -99,8 +99,8 @@ def pad_guarded_reads(s: Schedule, stage: Stage, lane_var: Var | None = None
     new_body = Reduce(body.combiner, [new_src], body.axis, cond, body.init, body.value_index)
     for padded, _, _ in created:
         pst = Stage(padded.op, s)
-        s._insert_stage(pst, stage)
-    s._replace_op(stage, ComputeOp(op.name, op.axis, [new_body], op.tag, op.attrs))
+        s.insert_stage(pst, stage)
+    s.replace_op(stage, ComputeOp(op.name, op.axis, [new_body], op.tag, op.attrs))
     return [p for p, _, _ in created]
 
 

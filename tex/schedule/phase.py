@@ -55,8 +55,8 @@ def split_phases(s: Schedule, stage: Stage) -> Tensor | None:
     idx = [iv.var for iv in op.axis[:-1]]
     merge = phases.output(0)[(*idx, fold.binary(Op.FLOORMOD, x.var, fold.const(m, x.var.dtype)),
                               fold.binary(Op.FLOORDIV, x.var, fold.const(m, x.var.dtype)))]
-    s._insert_stage(Stage(phases, s), stage)
-    s._replace_op(stage, ComputeOp(op.name, op.axis, [merge], tag="phase_merge"))
+    s.insert_stage(Stage(phases, s), stage)
+    s.replace_op(stage, ComputeOp(op.name, op.axis, [merge], tag="phase_merge"))
     stage.all_iter_vars = list(op.axis)  # the reduction moved to the phases
     stage.leaf_iter_vars = list(op.axis)
     return phases.output(0)

@@ -17,7 +17,8 @@ from ..ir import fold
 from ..ir.expr import IterVar, Range, Reduce, Var
 from ..ir.tensor import ComputeOp, Tensor
 from ..ir.visit import substitute
-from .schedule import Fuse, Split, Stage
+from .axes import Fuse, Split
+from .schedule import Stage
 
 if TYPE_CHECKING:
     from .schedule import Schedule
@@ -38,7 +39,7 @@ def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0) 
                          "reductions can be factored")
     if stage.attach_type == "inline":
         raise ValueError(f"rfactor: '{name}' is inlined")
-    axis = stage._leaf(axis, "rfactor")
+    axis = stage.check_leaf(axis, "rfactor")
     if axis.kind != "reduce":
         raise ValueError(f"rfactor on '{name}': '{axis.name}' is not a reduction axis")
     if isinstance(factor_axis, bool) or not isinstance(factor_axis, int) or \
@@ -91,13 +92,13 @@ def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0) 
     new_op = ComputeOp(name, op.axis, [final], op.tag, op.attrs)
 
     rf_stage = Stage(rf_op, sch)
-    sch._insert_stage(rf_stage, stage)
-    sch._replace_op(stage, new_op)
+    sch.insert_stage(rf_stage, stage)
+    sch.replace_op(stage, new_op)
     # the stages computed at a reduction loop (or an unsplit spatial axis) of the
     # reduction follow the partial results, which now read them
     loops: dict[IterVar, IterVar] = {axis: factor_iv, **new_reduce}
     loops.update((iv, new) for iv, new in zip(op.axis, spatial) if iv in stage.leaf_iter_vars)
-    sch._move_attached(stage, rf_stage, loops)
+    sch.move_attached(stage, rf_stage, loops)
     keep = [iv for iv in stage.leaf_iter_vars if iv.kind != "reduce"]
     stage.leaf_iter_vars = [*keep, r]
     stage.all_iter_vars.append(r)

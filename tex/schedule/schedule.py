@@ -12,6 +12,12 @@ Primitives validate their arguments and append to the record; nothing is compute
 (a wrong argument value: an axis of another stage, an already split axis, a cycle) or
 ``TypeError`` (a wrong argument type) and name the stage and the axis.
 
+The relations and thread axes are defined in ``axes.py``. Primitives that rewrite the DAG
+live in their own modules (``cache.py``, ``rfactor.py``, ``pad.py``, ``phase.py``) and
+edit the schedule through its public methods: ``Stage.check_leaf`` (an axis argument
+checked), ``Schedule.insert_stage``, ``replace_op``, ``redirect_reads`` and
+``move_attached``; ``consumers`` and ``reads`` answer dataflow questions.
+
 Example
 -------
 >>> s = tex.create_schedule(C.op)
@@ -25,78 +31,21 @@ import contextlib
 import heapq
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..ir.expr import IterVar, Range, Reduce, TensorRead, Var
 from ..ir.tensor import ComputeOp, Operation, PlaceholderOp, Tensor
-from ..ir.visit import rewrite, substitute, topo_sort_ops
+from ..ir.visit import rewrite, topo_sort_ops
+from .axes import PARALLEL, SERIAL, THREAD, UNROLL, VECTORIZE, Fuse, Relation, Split, ThreadAxis
 
-__all__ = ["Schedule", "Stage", "Split", "Fuse", "ThreadAxis", "thread_axis", "create_schedule",
-           "THREAD_TAGS"]
-
-THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
-               "threadIdx.z", "vthread")
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class Split:
-    """``parent = outer * factor + inner`` (``inner`` in ``[0, factor)``)."""
-
-    parent: IterVar
-    outer: IterVar
-    inner: IterVar
-    factor: int
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class Fuse:
-    """``fused = outer * extent(inner) + inner``."""
-
-    outer: IterVar
-    inner: IterVar
-    fused: IterVar
-
-
-Relation = Split | Fuse
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class ThreadAxis:
-    """A GPU thread index (``blockIdx.x``, ``threadIdx.y``, ...) to bind loops to."""
-
-    tag: str
-
-    def __str__(self) -> str:
-        return self.tag
-
-
-def thread_axis(tag: str) -> ThreadAxis:
-    """A GPU thread axis for ``Stage.bind``: one of ``THREAD_TAGS``.
-
-    Example
-    -------
-    >>> s[C].bind(bx, tex.thread_axis("blockIdx.x"))
-    """
-    if not isinstance(tag, str):
-        raise TypeError(f"thread_axis: the tag must be a str like 'threadIdx.x', got "
-                        f"{type(tag).__name__}")
-    if tag not in THREAD_TAGS:
-        raise ValueError(f"thread_axis: unknown tag {tag!r}; expected one of "
-                         f"{', '.join(THREAD_TAGS)}")
-    return ThreadAxis(tag)
-
-
-# annotation kinds of a leaf variable
-SERIAL, PARALLEL, VECTORIZE, UNROLL, THREAD = "serial", "parallel", "vectorize", "unroll", "thread"
-
+__all__ = ["Schedule", "Stage", "create_schedule"]
 
 SCOPES = ("global", "shared", "local")
 
 
-def _check_scope(scope: Any, what: str) -> str:
+def check_scope(scope: Any, what: str) -> str:
     """``scope`` if it is one of ``SCOPES``, else a TypeError/ValueError naming ``what``."""
     if not isinstance(scope, str):
         raise TypeError(f"{what}: scope must be a string ({', '.join(SCOPES)}), got "
@@ -185,8 +134,9 @@ class Stage:
         """The static extent of one of this stage's iteration variables."""
         return iv.dom.extent
 
-    def _leaf(self, iv: Any, primitive: str) -> IterVar:
-        """``iv`` checked to be a current loop of this stage."""
+    def check_leaf(self, iv: Any, primitive: str) -> IterVar:
+        """``iv`` checked to be a current loop of this stage (``primitive``: the caller,
+        named in the errors)."""
         if not isinstance(iv, IterVar):
             raise TypeError(f"{primitive} on stage '{self.name}': expected an IterVar "
                             f"(e.g. {self.name}.op.axis[0]), got {type(iv).__name__} {iv!r}")
@@ -218,7 +168,7 @@ class Stage:
               nparts: int | None = None) -> tuple[IterVar, IterVar]:
         """Split ``parent`` into ``(outer, inner)`` with ``inner`` of extent ``factor``
         (or ``outer`` of extent ``nparts``). Non-divisible extents are guarded."""
-        parent = self._leaf(parent, "split")
+        parent = self.check_leaf(parent, "split")
         if (factor is None) == (nparts is None):
             raise ValueError(f"split of '{parent.name}' in stage '{self.name}': give exactly "
                              "one of factor= and nparts=")
@@ -258,7 +208,7 @@ class Stage:
         """Put the given loops in this order, in the positions they occupy together."""
         if len(order) == 1 and isinstance(order[0], (list, tuple)):
             order = tuple(order[0])
-        ivs = [self._leaf(iv, "reorder") for iv in order]
+        ivs = [self.check_leaf(iv, "reorder") for iv in order]
         if len(set(ivs)) != len(ivs):
             raise ValueError(f"reorder on stage '{self.name}': an axis appears twice in "
                              f"({', '.join(v.name for v in ivs)})")
@@ -274,7 +224,7 @@ class Stage:
             ivs = tuple(ivs[0])
         if not ivs:
             raise ValueError(f"fuse on stage '{self.name}': give at least one axis")
-        checked = [self._leaf(iv, "fuse") for iv in ivs]
+        checked = [self.check_leaf(iv, "fuse") for iv in ivs]
         if len(checked) == 1:
             return checked[0]
         pos = [self.leaf_iter_vars.index(v) for v in checked]
@@ -297,7 +247,7 @@ class Stage:
 
     # -- annotations ------------------------------------------------------------------------
     def _annotate(self, iv: IterVar, kind: str, primitive: str) -> None:
-        iv = self._leaf(iv, primitive)
+        iv = self.check_leaf(iv, primitive)
         previous = self.annotations.get(iv, SERIAL)
         if previous not in (SERIAL, kind):
             raise ValueError(f"{primitive} on stage '{self.name}': axis '{iv.name}' is already "
@@ -306,7 +256,7 @@ class Stage:
 
     def parallel(self, iv: IterVar) -> None:
         """Run the iterations of this loop on all cores."""
-        iv = self._leaf(iv, "parallel")
+        iv = self.check_leaf(iv, "parallel")
         if _is_reduce(iv):
             raise ValueError(f"parallel on stage '{self.name}': '{iv.name}' is a reduction "
                              "axis; its iterations accumulate into the same element (use "
@@ -315,7 +265,7 @@ class Stage:
 
     def vectorize(self, iv: IterVar) -> None:
         """Run this loop's iterations as SIMD lanes (the innermost loop, usually)."""
-        iv = self._leaf(iv, "vectorize")
+        iv = self.check_leaf(iv, "vectorize")
         if _is_reduce(iv):
             raise ValueError(f"vectorize on stage '{self.name}': '{iv.name}' is a reduction "
                              "axis; vectorize a data-parallel axis (reorder it innermost)")
@@ -327,7 +277,7 @@ class Stage:
 
     def bind(self, iv: IterVar, thread: ThreadAxis) -> None:
         """Bind a loop to a GPU thread index (lowered by the CUDA target)."""
-        iv = self._leaf(iv, "bind")
+        iv = self.check_leaf(iv, "bind")
         if not isinstance(thread, ThreadAxis):
             raise TypeError(f"bind on stage '{self.name}': expected tex.thread_axis(...), got "
                             f"{type(thread).__name__}")
@@ -374,7 +324,7 @@ class Stage:
                              "to another schedule")
         if parent is self:
             raise ValueError(f"compute_at: stage '{self.name}' cannot be attached to itself")
-        parent._leaf(iv, f"compute_at of '{self.name}'")
+        parent.check_leaf(iv, f"compute_at of '{self.name}'")
         if parent.attach_type == "inline":
             raise ValueError(f"compute_at on stage '{self.name}': stage '{parent.name}' is "
                              "inlined and has no loops")
@@ -383,7 +333,7 @@ class Stage:
                              "a cycle (that stage is already computed inside "
                              f"'{self.name}')")
         inside = [parent, *self.schedule._attached_within(parent)]
-        if not any(self.schedule._reads(c, self) for c in inside):
+        if not any(self.schedule.reads(c, self) for c in inside):
             raise ValueError(f"compute_at: stage '{parent.name}' does not read '{self.name}' "
                              "(directly, through inlined stages, or through stages computed at "
                              f"its loops); attach '{self.name}' to a stage that consumes it")
@@ -421,7 +371,7 @@ class Stage:
     # -- reductions ------------------------------------------------------------------------
     def set_scope(self, scope: str) -> None:
         """Memory scope of this stage's buffer: "global", "shared" or "local"."""
-        self.scope = _check_scope(scope, f"set_scope on stage '{self.name}'")
+        self.scope = check_scope(scope, f"set_scope on stage '{self.name}'")
 
 
 _GAP = 1 << 16  # between the order keys of consecutive stages (Schedule._positions)
@@ -495,7 +445,7 @@ class Schedule:
         pos = self._positions()
         return sorted(found, key=lambda st: pos.get(st, _FIRST))
 
-    def _reads(self, consumer: Stage, producer: Stage) -> bool:
+    def reads(self, consumer: Stage, producer: Stage) -> bool:
         """Whether ``consumer`` reads ``producer``'s outputs, directly or through inlined
         stages."""
         wanted = set(producer.op.outputs)
@@ -525,13 +475,33 @@ class Schedule:
                     frontier.append(st)
         return list(found)
 
-    def _replace_op(self, stage: Stage, new_op: ComputeOp) -> None:
+    # -- editing the DAG (the primitives of cache.py, rfactor.py, pad.py, phase.py) ---------
+    def insert_stage(self, stage: Stage, before: Stage | None) -> None:
+        """Add the new ``stage`` (``Stage(op, schedule)``) to ``stages`` just before
+        ``before`` (at the end when None): producers come before their readers."""
+        idx = len(self.stages) if before is None else self.stages.index(before)
+        self.stages.insert(idx, stage)
+        self.stage_map[stage._op] = stage  # type: ignore[index]
+        pos = self._position
+        if not pos:
+            return  # numbered at the next use
+        lo = pos[self.stages[idx - 1]] if idx > 0 else None
+        hi = pos[self.stages[idx + 1]] if idx + 1 < len(self.stages) else None
+        if lo is not None and hi is not None and hi - lo < 2:
+            self._position = {}  # the gap is used up: renumbered at the next use
+        elif lo is not None:
+            pos[stage] = lo + _GAP if hi is None else (lo + hi) // 2
+        else:
+            pos[stage] = 0 if hi is None else hi - _GAP
+
+    def replace_op(self, stage: Stage, new_op: ComputeOp) -> None:
         """Make ``stage`` compute ``new_op`` (same outputs, rewritten body); stages reading
         the old op's outputs are rewritten to read the new ones (and so on downstream).
         The old op stays a key of ``stage_map``, so tensors the user holds still work."""
         self._install([(stage, new_op)])
 
-    def _redirect_reads(self, readers: Iterable[Stage], old: Tensor, new: Tensor) -> None:
+    def redirect_reads(self, readers: Iterable[Stage], old: Tensor, new: Tensor) -> None:
+        """Make the stages ``readers`` read ``new`` where they read ``old`` (cache_read)."""
         updates = []
         for st in readers:
             op = st.op
@@ -540,6 +510,17 @@ class Schedule:
                 updates.append((st, ComputeOp(op.name, op.axis, body, op.tag, op.attrs)))
         self._install(updates)
 
+    def move_attached(self, stage: Stage, new: Stage, loops: dict[IterVar, IterVar]) -> None:
+        """After ``new`` took over the computation of ``stage`` (cache_write, rfactor): the
+        stages computed at a loop of ``stage`` that ``loops`` maps to a loop of ``new`` are
+        computed there instead (``new`` now reads them). Attachments at loops without a
+        counterpart stay (``tex.lower`` names a reader computed outside the loop)."""
+        for st in list(self._attached.get(stage, ())):
+            if st.attach_ivar in loops:
+                st.attach_stage = new
+                st.attach_ivar = loops[st.attach_ivar]
+
+    # -- stale stages, rebuilt for replaced operations at their next use -------------------
     def _install(self, updates: list[tuple[Stage, ComputeOp]]) -> None:
         """Give each stage of ``updates`` its new op; the stages reading a replaced output
         are marked stale and rebuilt at their next use (``Stage.op``), and theirs in turn:
@@ -618,16 +599,6 @@ class Schedule:
             for r in self._readers.get(op, ()):
                 self._mark_stale(r)
 
-    def _move_attached(self, stage: Stage, new: Stage, loops: dict[IterVar, IterVar]) -> None:
-        """After ``new`` took over the computation of ``stage`` (cache_write, rfactor): the
-        stages computed at a loop of ``stage`` that ``loops`` maps to a loop of ``new`` are
-        computed there instead (``new`` now reads them). Attachments at loops without a
-        counterpart stay (``tex.lower`` names a reader computed outside the loop)."""
-        for st in list(self._attached.get(stage, ())):
-            if st.attach_ivar in loops:
-                st.attach_stage = new
-                st.attach_ivar = loops[st.attach_ivar]
-
     def _positions(self) -> dict[Stage, int]:
         """An order key per stage, increasing along ``stages``, with gaps of ``_GAP``: an
         inserted stage takes a key between its neighbours', so the keys are renumbered
@@ -639,50 +610,14 @@ class Schedule:
             heapq.heapify(self._stale_heap)
         return self._position
 
-    def _insert_stage(self, stage: Stage, before: Stage | None) -> None:
-        idx = len(self.stages) if before is None else self.stages.index(before)
-        self.stages.insert(idx, stage)
-        self.stage_map[stage._op] = stage  # type: ignore[index]
-        pos = self._position
-        if not pos:
-            return  # numbered at the next use
-        lo = pos[self.stages[idx - 1]] if idx > 0 else None
-        hi = pos[self.stages[idx + 1]] if idx + 1 < len(self.stages) else None
-        if lo is not None and hi is not None and hi - lo < 2:
-            self._position = {}  # the gap is used up: renumbered at the next use
-        elif lo is not None:
-            pos[stage] = lo + _GAP if hi is None else (lo + hi) // 2
-        else:
-            pos[stage] = 0 if hi is None else hi - _GAP
-
-    # -- caching -----------------------------------------------------------------------------
+    # -- primitives that rewrite the DAG (their own modules) ---------------------------------
     def cache_read(self, tensor: Tensor, scope: str, readers: Sequence[Tensor | Operation]
                    ) -> Tensor:
         """A copy of ``tensor`` in ``scope`` read by ``readers`` instead of ``tensor``.
 
         Returns the new tensor (schedule it like any other, e.g. compute_at)."""
-        if not isinstance(tensor, Tensor):
-            raise TypeError(f"cache_read: expected a Tensor, got {type(tensor).__name__}")
-        _check_scope(scope, f"cache_read of '{tensor.name}'")
-        if isinstance(readers, (Tensor, Operation)):
-            readers = [readers]
-        if not isinstance(readers, (list, tuple)):
-            raise TypeError(f"cache_read of '{tensor.name}': readers must be a list of the "
-                            f"tensors that read it, got {type(readers).__name__} {readers!r}")
-        reader_stages = [self[r] for r in readers]
-        for st in reader_stages:
-            if tensor not in st.op.input_tensors:
-                raise ValueError(f"cache_read: '{st.name}' does not read '{tensor.name}'")
-        axis = [IterVar(Var(f"ax{d}", kind="axis"), Range(0, n))
-                for d, n in enumerate(tensor.shape)]
-        cache_op = ComputeOp(f"{tensor.name}.{scope}", axis, [tensor[tuple(axis)]],
-                             tag="cache_read")
-        stage = Stage(cache_op, self)
-        stage.scope = scope
-        first = min((self.stages.index(s) for s in reader_stages), default=None)
-        self._insert_stage(stage, None if first is None else self.stages[first])
-        self._redirect_reads(reader_stages, tensor, cache_op.output(0))
-        return cache_op.output(0)
+        from .cache import cache_read
+        return cache_read(self, tensor, scope, readers)
 
     def cache_write(self, tensor: Tensor, scope: str) -> Tensor:
         """Compute ``tensor`` into a ``scope`` buffer, then copy it out.
@@ -690,30 +625,8 @@ class Schedule:
         The stage of ``tensor`` keeps its axes (``tensor.op.axis`` stays usable with
         ``s[tensor]``); the returned tensor's stage owns the computation, with fresh spatial
         axes and the original reduction axes."""
-        stage = self[tensor]
-        _check_scope(scope, f"cache_write of '{stage.name}'")
-        if stage.relations or stage.attach_type == "inline":
-            raise ValueError(f"cache_write: stage '{stage.name}' is already split, fused or "
-                             "inlined; call cache_write before other primitives")
-        op = stage.op
-        if op.num_outputs != 1:
-            raise ValueError(f"cache_write: '{op.name}' has {op.num_outputs} outputs; only "
-                             "single-output computations are supported")
-        axis = [IterVar(Var(iv.name, kind="axis"), iv.dom) for iv in op.axis]
-        mapping = {old.var: new.var for old, new in zip(op.axis, axis)}
-        body = [substitute(e, mapping) for e in op.body]
-        cache_op = ComputeOp(f"{op.name}.{scope}", axis, body, op.tag, op.attrs)
-        cache_stage = Stage(cache_op, self)
-        cache_stage.scope = scope
-        self._insert_stage(cache_stage, stage)
-        copy_op = ComputeOp(op.name, op.axis, [cache_op.output(0)[tuple(op.axis)]],
-                            tag="cache_write")
-        self._replace_op(stage, copy_op)
-        stage.all_iter_vars = list(op.axis)
-        stage.leaf_iter_vars = list(op.axis)
-        loops = dict(zip(op.axis, axis)) | {iv: iv for iv in op.reduce_axis}
-        self._move_attached(stage, cache_stage, loops)
-        return cache_op.output(0)
+        from .cache import cache_write
+        return cache_write(self, tensor, scope)
 
     def rfactor(self, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
         """Turn the reduction axis ``axis`` of ``tensor`` into a data-parallel axis of a new

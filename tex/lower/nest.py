@@ -1,0 +1,262 @@
+"""Loop nests of stages (TVM's ``operation/op_util.cc``): a stage's leaf loops, the guards
+placed in them, the stages computed at them, then its body (``body.py``).
+
+Each stage iterates over its leaf variables in order (``relations.py`` rebuilds the root
+axes from them). A guard goes right inside the innermost loop whose variable it uses: a
+split remainder's ``i.outer * f + i.inner < extent``, or the clip of a region larger than
+the tensor. On a GPU, loops bound to thread indices are hoisted outermost, and a guard on a
+thread index wraps only the stage's own stores: the threads it turns off still take their
+part in the producers computed inside (a shared tile). A stage attached at a loop is
+computed at the start of that loop's body over the region ``bound.py`` infers, into a
+buffer allocated there (its own scope, or on a GPU ``local``/``shared`` by the thread
+indices around it); an argument is computed in place, in the caller's array.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
+
+from .. import debug
+from ..arith import dom_of
+from ..dtype import int32
+from ..ir import fold
+from ..ir.expr import Const, Expr, IterVar, Var
+from ..ir.tensor import Tensor
+from ..ir.visit import post_order
+from ..schedule import Schedule, Stage
+from ..schedule.axes import PARALLEL, THREAD, UNROLL, VECTORIZE
+from ..schedule.inline import Inliner
+from .body import BODY_BUILDERS, StageBody, body_kind
+from .bound import BoundInference, Region
+from .bounds_check import ReadChecker
+from .loops import Level, loops, wrap_guards
+from .relations import leaf_extents, root_values
+from .stmt import ForKind, Nested, Stmt, make_buffer, run_nested
+from .storage import INT32_LIMIT, Names, Storage, i32, int64
+
+__all__ = ["NestBuilder"]
+
+_KIND = {PARALLEL: ForKind.PARALLEL, VECTORIZE: ForKind.VECTORIZED, UNROLL: ForKind.UNROLLED,
+         THREAD: ForKind.THREAD}
+
+# what ``nest`` restores in ``env`` when a nest is done: each tensor an attached stage
+# stored, with the storage it had before (None: none)
+Undo = list[tuple[Tensor, Storage | None]]
+
+
+class NestBuilder:
+    """Builds the loop nests of ``sch``'s stages. ``storage``: where the arguments live
+    (``names`` has their buffers' names); ``scalars``: the scalar arguments."""
+
+    def __init__(self, sch: Schedule, storage: Mapping[Tensor, Storage], names: Names,
+                 scalars: AbstractSet[Var]) -> None:
+        self.sch = sch
+        self.params = dict(storage)  # the arguments' storage
+        self.names = names
+        self.scalars = scalars
+        self.checker = ReadChecker(scalars)
+        self.inliner = Inliner(sch, self.checker.wrap_inlined)
+        self.bodies: dict[Stage, list[Expr]] = {}
+        self.order = {stage: n for n, stage in enumerate(sch.stages)}
+        # GPU lowering: loops bound to thread indices are hoisted outermost in each stage,
+        # guards on thread indices wrap only the stage's own stores, reductions over a
+        # thread-bound axis combine across threads through shared memory
+        self.gpu = any(st.bindings for st in sch.stages)
+        self.bound = BoundInference(sch, self.body_of, self.gpu)
+        self.attached: dict[tuple[int, IterVar], list[Stage]] = {}
+        for st in sch.stages:
+            if st.attach_type == "scope":
+                parent, iv = st.attach_stage, st.attach_ivar
+                assert parent is not None and iv is not None
+                if not any(iv is v for v in parent.leaf_iter_vars):
+                    raise debug.InternalError(
+                        f"lower: '{st.name}' is computed at '{iv.name}', which is no longer a "
+                        f"loop of '{parent.name}' (its loops are "
+                        f"{', '.join(v.name for v in parent.leaf_iter_vars)})")
+                self.bound.check_readers(st)
+                self.attached.setdefault((id(parent), iv), []).append(st)
+
+    def body_of(self, st: Stage) -> list[Expr]:
+        """The body of ``st`` with the inlined stages expanded (their reads' checks
+        around their values)."""
+        got = self.bodies.get(st)
+        if got is None:
+            got = [self.inliner.expand(e) for e in st.op.body]
+            self.bodies[st] = got
+        return got
+
+    def check_reads(self) -> None:
+        """Every stage's reads proven in bounds, refused (``ValueError``) or marked for a
+        run-time check (``tex.lower.bounds_check``): every stage on its own body first
+        (reads of inlined stages included: their checks wrap the inlined values), then
+        the stages that are not inlined on their bodies with the inlined ones expanded."""
+        for st in self.sch.stages:
+            self.checker.analyze(st.name, list(st.op.body),
+                                 dom_of([*st.op.axis, *st.op.reduce_axis]))
+        for st in self.sch.stages:
+            if st.attach_type != "inline":
+                self.checker.analyze(st.name, self.body_of(st),
+                                     dom_of([*st.op.axis, *st.op.reduce_axis]))
+
+    def root_nest(self, st: Stage, env: dict[Tensor, Storage]) -> Stmt:
+        """The nest of a root stage over its whole domain."""
+        root_min = {iv: i32(iv.dom.min) for iv in [*st.op.axis, *st.op.reduce_axis]}
+        root_ext = {iv: iv.dom.extent for iv in [*st.op.axis, *st.op.reduce_axis]}
+        return run_nested(self.nest(st, root_min, root_ext, {}, env))
+
+    def nest(self, st: Stage, root_min: Mapping[IterVar, Expr], root_ext: Mapping[IterVar, int],
+             clip: Mapping[IterVar, int], env: dict[Tensor, Storage],
+             outer: Sequence[Level] = ()) -> Nested[Stmt]:
+        """The loop nest of ``st`` over the given root ranges (``clip``: root axes whose
+        values must stay below the given bound, for regions larger than the tensor;
+        ``env``: where each tensor is stored, extended by the stages attached inside this
+        nest while it is built and restored after; ``outer``: the loops of the stages
+        this one is computed inside, one-iteration loops left out). ``Nested`` with
+        ``build_attached``: a chain of stages each computed at the next nests as deep as
+        the chain is long, so nothing here costs more than the stage's own loops (no copy
+        of ``env`` or ``outer`` per stage: that made a chain quadratic)."""
+        undo: Undo = []
+        try:
+            return (yield self.stage_nest(st, root_min, root_ext, clip, env, outer, undo))
+        finally:
+            for t, old in reversed(undo):
+                if old is None:
+                    del env[t]
+                else:
+                    env[t] = old
+
+    def stage_nest(self, st: Stage, root_min: Mapping[IterVar, Expr],
+                   root_ext: Mapping[IterVar, int], clip: Mapping[IterVar, int],
+                   env: dict[Tensor, Storage], outer: Sequence[Level], undo: Undo
+                   ) -> Nested[Stmt]:
+        """The body of ``nest``: loop levels, guards placed, attached stages (which record
+        in ``undo`` what they add to ``env``), then the body of the stage's kind."""
+        ext = leaf_extents(st, root_ext)
+        levels, value = _leaf_levels(st, ext)
+        guards = root_values(st, ext, value)
+        point = _root_point(st, value, root_min, clip, guards)
+        if self.gpu:
+            # a thread-bound loop is a hardware index: hoisted outermost it changes nothing
+            # for the stage, and every loop inside it sees it as fixed
+            levels.sort(key=lambda lv: not lv.is_thread)
+        top_guards, own_guards = self.place_guards(levels, guards, outer)
+        children = [(k, child) for k, lv in enumerate(levels)
+                    for child in self.attached.get((id(st), lv.iv), [])]
+        yield from self.attach_children(st, levels, children, point, env, outer, undo)
+        body = self.body_of(st)
+        kind, form = body_kind(st, body, levels, bool(children or outer))
+        stage_body = StageBody(st, body, levels, point, env, own_guards, self.names,
+                               self.checker, self.scalars, form)
+        return wrap_guards(top_guards, BODY_BUILDERS[kind](stage_body))
+
+    def place_guards(self, levels: list[Level], guards: Sequence[Expr],
+                     outer: Sequence[Level]) -> tuple[list[Expr], list[Expr]]:
+        """Each guard into the innermost level whose variable it uses; returns the guards
+        around the whole nest (no level's variable) and, on a GPU, those on a thread index,
+        which wrap only the stage's own stores."""
+        depth = {lv.var: k for k, lv in enumerate(levels)}
+        thread_vars = {lv.var for lv in [*outer, *levels] if lv.is_thread_index}
+        top_guards: list[Expr] = []
+        own_guards: list[Expr] = []
+        for g in guards:
+            used = [n for n in post_order(g) if isinstance(n, Var)]
+            ks = [depth[n] for n in used if n in depth]
+            if self.gpu and any(n in thread_vars for n in used):
+                own_guards.append(g)
+            elif ks:
+                levels[max(ks)].guards.append(g)
+            else:
+                top_guards.append(g)
+        return top_guards, own_guards
+
+    def attach_children(self, st: Stage, levels: list[Level],
+                        children: Sequence[tuple[int, Stage]], point: Mapping[Var, Expr],
+                        env: dict[Tensor, Storage], outer: Sequence[Level], undo: Undo
+                        ) -> Nested[None]:
+        """The nests of the stages attached at ``levels`` (``children``: level, stage) at
+        the start of their levels: regions consumers first (a producer's region covers
+        what its attached consumers read), then nests outermost level first, each
+        extending the environment inward."""
+        regions: dict[Stage, Region] = {}
+        for k, child in sorted(children, key=lambda kc: -self.order[kc[1]]):
+            regions[child] = self.bound.infer_region(child, st, levels, k, point, children,
+                                                     regions, outer)
+        for k, child in children:
+            # GPU threads of the block that run inside the attach point share the box
+            sharing = [lv for lv in levels[k + 1:] if lv.is_thread_index]
+            levels[k].attached.append((yield self.build_attached(
+                child, regions[child], env, undo, [*outer, *loops(levels[:k + 1])],
+                sharing)))
+
+    def build_attached(self, child: Stage, box: Region, env: dict[Tensor, Storage],
+                       undo: Undo, enclosing: Sequence[Level] = (),
+                       sharing: Sequence[Level] = ()
+                       ) -> Nested[tuple[Stmt, list[Tensor], str]]:
+        """The nest of ``child`` over its region; registers its buffers in ``env``, each
+        with the entry it replaces in ``undo`` (``enclosing``: the loops around the attach
+        point, outermost first; ``sharing``: the GPU thread indices inside it, whose
+        threads share the box)."""
+        root_min: dict[IterVar, Expr] = dict(zip(child.op.axis, box.los))
+        root_ext: dict[IterVar, int] = dict(zip(child.op.axis, box.exts))
+        for iv in child.op.reduce_axis:
+            root_min[iv] = i32(iv.dom.min)
+            root_ext[iv] = iv.dom.extent
+        if any(t in self.params for t in child.op.outputs):
+            box = self.bound.argument_region(child, box, enclosing, sharing)
+            root_min.update(zip(child.op.axis, box.los))
+            root_ext.update(zip(child.op.axis, box.exts))
+        clip: dict[IterVar, int] = {}
+        for iv, lo, e, n_d in zip(child.op.axis, box.los, box.exts, child.op.shape):
+            if not (isinstance(lo, Const) and lo.value == 0 and e == n_d):
+                clip[iv] = n_d
+        buffers: list[Tensor] = []
+        for t in child.op.outputs:
+            undo.append((t, env.get(t)))
+            if t in self.params:  # an argument: computed in place, in the caller's array
+                env[t] = self.params[t]
+                continue
+            buf = make_buffer(self.names.fresh(t.name), math.prod(box.exts), t.dtype)
+            buffers.append(buf)
+            env[t] = Storage(buf, box.exts, box.los)
+        return ((yield self.nest(child, root_min, root_ext, clip, env, enclosing)), buffers,
+                self.bound.scope_of(child, enclosing))
+
+
+def _leaf_levels(st: Stage, ext: Mapping[IterVar, int]
+                 ) -> tuple[list[Level], dict[IterVar, Expr]]:
+    """One level per leaf loop of ``st``, and the value of each leaf variable: its loop
+    variable, or 0 for a one-iteration loop (no loop, unless bound to a GPU thread)."""
+    levels: list[Level] = []
+    value: dict[IterVar, Expr] = {}
+    for iv in st.leaf_iter_vars:
+        n = ext[iv]
+        ann = st.annotations.get(iv, "serial")
+        kind = _KIND.get(ann, ForKind.SERIAL)
+        # a fused loop over more than 2**31 - 1 points counts in int64
+        var = Var(iv.name, int64 if n > INT32_LIMIT else int32, "axis")
+        tag = st.bindings[iv].tag if iv in st.bindings else ""
+        if tag == "vthread":  # a virtual thread: iterations interleaved in one thread
+            kind, tag = ForKind.UNROLLED, ""
+        levels.append(Level(iv, var, n, kind, tag))
+        value[iv] = i32(0) if n == 1 and kind is not ForKind.THREAD else var
+    return levels, value
+
+
+def _root_point(st: Stage, value: Mapping[IterVar, Expr], root_min: Mapping[IterVar, Expr],
+                clip: Mapping[IterVar, int], guards: list[Expr]) -> dict[Var, Expr]:
+    """The value of each root axis variable of ``st`` (offset by ``root_min``, narrowed to
+    the axis' dtype); appends to ``guards`` the clips of ``clip``'s axes."""
+    point: dict[Var, Expr] = {}
+    for iv in [*st.op.axis, *st.op.reduce_axis]:
+        v = value[iv]
+        if v.dtype is not iv.var.dtype:  # computed in int64: in range, narrowed
+            v = fold.cast(iv.var.dtype, v)
+        lo = root_min.get(iv)
+        if lo is not None and not (isinstance(lo, Const) and lo.value == 0):
+            v = lo + v
+        point[iv.var] = v
+        bound = clip.get(iv)
+        if bound is not None:
+            guards.append((v >= 0) & (v < bound))
+    return point

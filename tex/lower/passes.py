@@ -1,0 +1,406 @@
+"""The loop passes run on a lowered function, in the order of ``PASSES`` (each dumpable with
+``TEX_DUMP=lower.<name>``): simplification of indices and conditions with ``tex.arith`` on
+the loop domains, hoisting of bounds checks out of the loops they do not depend on, loop
+partitioning, removal of conditions proven and of empty statements, removal of guards
+already checked by an enclosing one.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from ..arith import Analyzer, Interval
+from ..arith.linear import AS_LE
+from ..ir import fold
+from ..ir.expr import Binary, Compare, Const, Expr, Op, Select, TensorRead, Var
+from ..ir.tensor import Tensor
+from ..ir.visit import post_order, rewrite, substitute
+from .bounds_check import is_report
+from .stmt import (
+    Allocate,
+    For,
+    ForKind,
+    IfThenElse,
+    LetStmt,
+    LoweredFunc,
+    Nested,
+    Seq,
+    Stmt,
+    Store,
+    each_nested,
+    map_exprs,
+    run_nested,
+    seq,
+    stmt_children,
+    stmt_exprs,
+    walk_stmts,
+    with_stmt_children,
+)
+from .storage import i32
+
+__all__ = ["PASSES", "hoist_checks", "loop_domains", "partition_loops", "remove_no_op",
+           "remove_redundant_guards", "simplify_pass"]
+
+
+def loop_domains(body: Stmt) -> dict[Var, Interval]:
+    """The values each loop variable of ``body`` takes (constant bounds only)."""
+    dom: dict[Var, Interval] = {}
+    for s in walk_stmts(body):
+        if isinstance(s, For) and isinstance(s.min, Const) and isinstance(s.extent, Const):
+            lo = int(s.min.value)
+            hi = lo + int(s.extent.value) - 1
+            if s.extent.value <= 0:
+                continue
+            seen = dom.get(s.var)
+            if seen is not None:  # one variable, several loops: their hull
+                lo, hi = min(lo, seen.lo), max(hi, seen.hi)  # type: ignore[type-var]
+            dom[s.var] = Interval(lo, hi)
+    return dom
+
+
+def simplify_pass(func: LoweredFunc) -> LoweredFunc:
+    """Indices and conditions simplified on the loop domains (tex.arith rules, no sympy)."""
+    an = Analyzer(loop_domains(func.body))
+    memo: dict[Expr, Expr] = {}
+
+    def fn(e: Expr) -> Expr:
+        got = memo.get(e)
+        if got is None:
+            got = an.rewrite(e)
+            memo[e] = got
+        return got
+
+    return LoweredFunc(func.name, func.params, map_exprs(func.body, fn), func.attrs)
+
+
+def remove_no_op(func: LoweredFunc) -> LoweredFunc:
+    """Conditions decided by constants resolved; empty branches and loops removed."""
+
+    def visit(s: Stmt) -> Nested[Stmt | None]:
+        new = yield from each_nested(visit, stmt_children(s))
+        if isinstance(s, IfThenElse):
+            then, other = new[0], new[1] if len(new) > 1 else None
+            if isinstance(s.cond, Const):
+                return then if bool(s.cond.value) else other
+            if then is None:
+                if other is None:
+                    return None
+                return IfThenElse(fold.logical_not(s.cond), other)
+            return IfThenElse(s.cond, then, other)
+        if isinstance(s, Seq):
+            kept = [c for c in new if c is not None]
+            return seq(*kept) if kept else None
+        if any(c is None for c in new):
+            return None
+        return with_stmt_children(s, new)  # type: ignore[arg-type]
+
+    body = run_nested(visit(func.body))
+    return LoweredFunc(func.name, func.params, body if body is not None else Seq(()),
+                       func.attrs)
+
+
+def _true_range(cond: Expr, var: Var, an: Analyzer
+                ) -> tuple[int | None, int | None, list[Expr]] | None:
+    """``[lo, hi)`` (None: unbounded) of ``var`` on which the conjuncts of ``cond`` that are
+    affine comparisons in ``var`` hold whatever the other variables are (within their loop
+    domains), and the conjuncts that are left; None if no conjunct is such a comparison."""
+    parts: list[Expr] = []
+    stack = [cond]
+    while stack:
+        c = stack.pop()
+        if isinstance(c, Binary) and c.op is Op.AND:
+            stack.extend((c.a, c.b))
+        else:
+            parts.append(c)
+    lo: int | None = None
+    hi: int | None = None
+    found = False
+    rest_parts: list[Expr] = []
+    for c in parts:
+        if not (isinstance(c, Compare) and c.op in AS_LE and c.a.dtype.is_int):
+            rest_parts.append(c)
+            continue
+        # every comparison as f <= c0
+        sign, slack = AS_LE[c.op]
+        lf = an.linear(an.rewrite(c.a - c.b if sign > 0 else c.b - c.a))
+        a = lf.terms.get(var, 0)
+        rest = type(lf)({t: k for t, k in lf.terms.items() if t is not var}, lf.const, lf.dtype)
+        r_hi = an.linear_bounds(rest).hi
+        if a == 0 or r_hi is None or any(
+                isinstance(n, Var) and n is var for t in rest.terms for n in post_order(t)):
+            rest_parts.append(c)
+            continue
+        found = True
+        bound = slack - r_hi  # a * var <= bound
+        if a > 0:
+            top = bound // a + 1
+            hi = top if hi is None else min(hi, top)
+        else:
+            bottom = -(bound // -a)
+            lo = bottom if lo is None else max(lo, bottom)
+    return (lo, hi, rest_parts) if found else None
+
+
+def partition_loops(func: LoweredFunc) -> LoweredFunc:
+    """Peel the iterations of a serial loop where guards inside it may fail:
+    ``for (o, 0, 13) { if (i + o*8 < 100) s }`` -> ``for (o, 0, 12) { s }`` then
+    ``for (o, 12, 1) { if (...) s }``. Only guards in or around vectorized loops are
+    considered (split remainders of vectorized axes), and only the guard-free middle part is
+    partitioned further, so code grows at most threefold per loop."""
+    an = Analyzer(loop_domains(func.body))
+    vector_memo: dict[Stmt, bool] = {}  # statement -> whether it holds a vectorized loop
+
+    def vectorized(st: Stmt) -> Nested[bool]:
+        got = vector_memo.get(st)
+        if got is None:
+            inside = yield from each_nested(vectorized, stmt_children(st))
+            got = vector_memo[st] = any(inside) or (isinstance(st, For) and
+                                                    st.kind is ForKind.VECTORIZED)
+        return got
+
+    def has_vector(root: Stmt) -> bool:
+        return run_nested(vectorized(root))
+
+    def guards(body: Stmt) -> list[tuple[Stmt, Expr]]:
+        """Guards worth peeling, with their conditions: ifs in or around a vectorized loop,
+        where a guard costs lane masks on every iteration (elsewhere a branch is cheap and
+        the copies only lengthen compilation), and the blends of guarded reduction updates
+        in vectorized loops (``acc = select(c, acc + x, acc)``: a blend per update)."""
+        found: list[tuple[Stmt, Expr]] = []
+        stack: list[tuple[Stmt, bool]] = [(body, False)]
+        while stack:
+            st, in_vector = stack.pop()
+            if isinstance(st, IfThenElse) and st.else_case is None and (
+                    in_vector or has_vector(st.then_case)):
+                found.append((st, st.cond))
+            elif in_vector and _blend(st) is not None:
+                found.append((st, _blend(st).cond))  # type: ignore[union-attr]
+            vec = in_vector or (isinstance(st, For) and st.kind is ForKind.VECTORIZED)
+            stack.extend((c, vec) for c in stmt_children(st))
+        return found
+
+    def visit(s: Stmt) -> Nested[Stmt]:
+        if isinstance(s, For) and s.kind is ForKind.SERIAL and isinstance(s.min, Const) \
+                and isinstance(s.extent, Const):
+            lo0, n = int(s.min.value), int(s.extent.value)
+            hi0 = lo0 + n
+            lo, hi = lo0, hi0
+            decided: dict[int, list[Expr]] = {}
+            for g, cond in guards(s.body):
+                r = _true_range(cond, s.var, an)
+                if r is None:
+                    continue
+                new_lo = max(lo, r[0]) if r[0] is not None else lo
+                new_hi = min(hi, r[1]) if r[1] is not None else hi
+                if new_lo >= new_hi:
+                    continue  # holds nowhere together with the others: stays a guard
+                lo, hi = new_lo, new_hi
+                decided[id(g)] = r[2]
+            if decided and lo < hi and (lo, hi) != (lo0, hi0):
+                # in [lo, hi) the comparisons on the loop variable hold: keep only the rest
+                middle = yield visit(For(s.var, i32(lo), i32(hi - lo), s.kind,
+                                         _drop_guards(s.body, decided), s.thread_tag))
+                # the peeled parts keep their guards; their loops get fresh variables (a
+                # loop variable is bound by exactly one loop)
+                head = _rename_loop(For(s.var, i32(lo0), i32(lo - lo0), s.kind, s.body,
+                                        s.thread_tag)) if lo > lo0 else None
+                tail = _rename_loop(For(s.var, i32(hi), i32(hi0 - hi), s.kind, s.body,
+                                        s.thread_tag)) if hi < hi0 else None
+                return seq(head, middle, tail)
+        return with_stmt_children(s, (yield from each_nested(visit, stmt_children(s))))
+
+    return LoweredFunc(func.name, func.params, run_nested(visit(func.body)), func.attrs)
+
+
+def _blend(s: Stmt) -> Select | None:
+    """The select of a guarded update ``buf[i] = select(c, new, buf[i])``, else None."""
+    if isinstance(s, Store) and isinstance(s.value, Select):
+        old = s.value.b
+        if isinstance(old, TensorRead) and old.tensor is s.buffer and \
+                len(old.indices) == 1 and old.indices[0] == s.index:
+            return s.value
+    return None
+
+
+def _drop_guards(root: Stmt, keep: Mapping[int, list[Expr]]) -> Stmt:
+    """Guards in ``keep`` reduced to their listed conjuncts (removed when none is left);
+    a blended update keeps a select on the conjuncts left, or none."""
+
+    def visit(s: Stmt) -> Nested[Stmt]:
+        if isinstance(s, Store) and id(s) in keep:
+            sel = _blend(s)
+            assert sel is not None
+            parts = keep[id(s)]
+            value = Select(fold.conjoin(parts), sel.a, sel.b) if parts else sel.a
+            return Store(s.buffer, s.index, value)
+        if isinstance(s, IfThenElse) and id(s) in keep:
+            then = yield visit(s.then_case)
+            parts = keep[id(s)]
+            return IfThenElse(fold.conjoin(parts), then) if parts else then
+        return with_stmt_children(s, (yield from each_nested(visit, stmt_children(s))))
+
+    return run_nested(visit(root))
+
+
+def _rename_loop(loop: For) -> For:
+    """``loop`` with fresh variables for it and every loop inside it."""
+    mapping: dict[Expr, Expr] = {}
+    for st in walk_stmts(loop):
+        if isinstance(st, For):
+            mapping[st.var] = Var(st.var.name, st.var.dtype, st.var.kind)
+
+    def fresh(st: Stmt) -> Nested[Stmt]:
+        st = with_stmt_children(st, (yield from each_nested(fresh, stmt_children(st))))
+        if isinstance(st, For):
+            new_var = mapping[st.var]
+            assert isinstance(new_var, Var)
+            return For(new_var, st.min, st.extent, st.kind, st.body, st.thread_tag)
+        return st
+
+    renamed = map_exprs(run_nested(fresh(loop)), lambda e: substitute(e, mapping))
+    assert isinstance(renamed, For)
+    return renamed
+
+
+def remove_redundant_guards(func: LoweredFunc) -> LoweredFunc:
+    """A condition already checked by an enclosing ``if`` (the same expression) is dropped:
+    ``if (c) { ... if (c) { s } }`` -> ``if (c) { ... s }``."""
+
+    def visit(s: Stmt, known: frozenset[Expr]) -> Nested[Stmt]:
+        if isinstance(s, IfThenElse):
+            if s.cond in known and s.else_case is None:
+                return (yield visit(s.then_case, known))
+            then = yield visit(s.then_case, known | {s.cond})
+            other = None if s.else_case is None else (yield visit(s.else_case, known))
+            return IfThenElse(s.cond, then, other)
+        return with_stmt_children(s, (yield from each_nested(lambda c: visit(c, known),
+                                                             stmt_children(s))))
+
+    return LoweredFunc(func.name, func.params, run_nested(visit(func.body, frozenset())),
+                       func.attrs)
+
+
+def hoist_checks(func: LoweredFunc) -> LoweredFunc:
+    """Bounds checks whose condition does not vary in a loop leave it (loop unswitching):
+    ``for j { .. select(ok, A[..], report) .. }`` with ``ok`` independent of ``j`` ->
+    ``if (ok) { for j { .. A[..] .. } } else { the loop as it was }``; an enclosing
+    loop whose whole body is such an ``if`` moves into both branches (no copy), so a
+    check on an embedding row ``I[i]`` is tested once per row. Only conditions safe to
+    evaluate before the loop move (reads proven in bounds, none of a buffer the loop
+    writes, no integer division by a variable); one condition per loop, so code at most
+    doubles per check. Functions without checks are returned unchanged."""
+    if not _has_checks(func) or any(isinstance(st, For) and st.kind is ForKind.THREAD
+                                     for st in walk_stmts(func.body)):
+        return func  # on a GPU an if around a loop could split a block at its barriers
+    body = run_nested(_Unswitcher(Analyzer(loop_domains(func.body))).visit(func.body))
+    return LoweredFunc(func.name, func.params, body, func.attrs)
+
+
+class _Unswitcher:
+    """The loops of one function unswitched on their invariant bounds checks
+    (``hoist_checks``); ``an`` knows the loop domains."""
+
+    def __init__(self, an: Analyzer) -> None:
+        self.an = an
+        self.safe_memo: dict[Expr, bool] = {}
+        self.made: set[int] = set()  # the ifs made here (an enclosing loop may move into them)
+
+    def safe(self, e: Expr) -> bool:
+        """``e`` may be evaluated anywhere: its reads are in bounds, it divides by
+        constants only."""
+        got = self.safe_memo.get(e)
+        if got is None:
+            got = True
+            for n in post_order(e):
+                if isinstance(n, TensorRead):
+                    iv = self.an.bounds(n.indices[0]) if len(n.indices) == 1 else None
+                    if is_report(n.tensor) or iv is None or iv.lo is None or \
+                            iv.hi is None or iv.lo < 0 or iv.hi >= int(n.tensor.shape[0]):
+                        got = False
+                        break
+                elif isinstance(n, Binary) and n.op in (Op.DIV, Op.FLOORDIV, Op.FLOORMOD) \
+                        and not isinstance(n.b, Const):
+                    got = False
+                    break
+            self.safe_memo[e] = got
+        return got
+
+    def movable(self, cond: Expr, loop: For) -> bool:
+        """``cond`` has one value during ``loop`` and may be computed before it."""
+        inner: set[Var] = {loop.var}
+        stored: set[Tensor] = set()
+        for st in walk_stmts(loop.body):
+            if isinstance(st, (For, LetStmt)):
+                inner.add(st.var)
+            elif isinstance(st, (Store, Allocate)):
+                stored.add(st.buffer)
+        return self.safe(cond) and not any(
+            (isinstance(x, Var) and x in inner) or (isinstance(x, TensorRead) and
+                                                     x.tensor in stored)
+            for x in post_order(cond))
+
+    def invariant_check(self, loop: For) -> Expr | None:
+        """The condition of the first bounds check in ``loop`` that may move before it."""
+        for st in walk_stmts(loop.body):
+            for e in stmt_exprs(st):
+                for n in post_order(e):
+                    if isinstance(n, Select) and _is_check(n) and self.movable(n.cond, loop):
+                        return n.cond
+        return None
+
+    def unswitch(self, loop: For, cond: Expr, then: Stmt, other: Stmt) -> Stmt:
+        """``if (cond) loop over then else loop over other`` (fresh loop variables)."""
+        out = IfThenElse(cond, For(loop.var, loop.min, loop.extent, loop.kind, then,
+                                   loop.thread_tag),
+                         _rename_loop(For(loop.var, loop.min, loop.extent, loop.kind, other,
+                                          loop.thread_tag)))
+        self.made.add(id(out))
+        return out
+
+    def visit(self, s: Stmt) -> Nested[Stmt]:
+        """``s`` with its loops unswitched, innermost first."""
+        s = with_stmt_children(s, (yield from each_nested(self.visit, stmt_children(s))))
+        if not isinstance(s, For) or s.kind is ForKind.THREAD:
+            return s
+        body = s.body
+        if isinstance(body, IfThenElse) and id(body) in self.made and \
+                body.else_case is not None and self.movable(body.cond, s):
+            return self.unswitch(s, body.cond, body.then_case, body.else_case)
+        cond = self.invariant_check(s)
+        if cond is None:
+            return s
+        # the other copy keeps its checks (they fail there): strip_checks still sees them
+        return self.unswitch(s, cond, _decide(body, cond), body)
+
+
+def _decide(body: Stmt, cond: Expr) -> Stmt:
+    """``body`` where ``cond`` holds: its checks on ``cond`` pass."""
+    def fn(node: Expr) -> Expr | None:
+        if isinstance(node, Select) and node.cond is cond and _is_check(node):
+            return node.a
+        return None
+    memo: dict[Expr, Expr] = {}
+    return map_exprs(body, lambda e: rewrite(e, fn, memo))
+
+
+def _has_checks(func: LoweredFunc) -> bool:
+    for st in walk_stmts(func.body):
+        for e in stmt_exprs(st):
+            if any(isinstance(n, TensorRead) and is_report(n.tensor) for n in post_order(e)):
+                return True
+    return False
+
+
+def _is_check(s: Select) -> bool:
+    """A bounds check: ``select(ok, read, report)``."""
+    return isinstance(s.b, TensorRead) and is_report(s.b.tensor)
+
+
+# the loop passes, in the order ``lower`` runs them (``TEX_DUMP=lower.<name>`` after each)
+PASSES: list[tuple[str, Callable[[LoweredFunc], LoweredFunc]]] = [
+    ("simplify", simplify_pass),
+    ("hoist_checks", hoist_checks),
+    ("partition_loops", partition_loops),
+    ("remove_no_op", remove_no_op),
+    ("remove_redundant_guards", remove_redundant_guards),
+]
+
