@@ -40,6 +40,7 @@ from .autodiff import differentiate, iteration_count
 from .autodiff.cost import op_iterations
 from .build import build
 from .ir.expr import Expr, TensorRead
+from .ir.feed import resolve_feed
 from .ir.tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 from .ir.visit import rewrite, topo_sort_ops
 from .te import compute, placeholder
@@ -259,7 +260,8 @@ class GradProgram:
         feed : Mapping
             Placeholder -> ``np.ndarray`` of its shape and dtype, for every placeholder the
             loss depends on (a key may also be the placeholder's name when no other
-            placeholder of the loss has it).
+            placeholder of the loss has it; a placeholder keyed both ways must get the same
+            array).
 
         Returns
         -------
@@ -275,8 +277,9 @@ class GradProgram:
             ``feed`` is not a mapping; a key is not a placeholder (or name); a value is not
             an array of the placeholder's dtype.
         ValueError
-            A placeholder of the loss has no entry; a key is not an input of the loss; an
-            array has the wrong shape.
+            A placeholder of the loss has no entry; a key is not an input of the loss; a
+            placeholder is fed by tensor and by name with different arrays; an array has the
+            wrong shape.
         """
         values = self._bind_feed(feed)
         bufs = [np.empty(t.shape, t.dtype.numpy) for t in self._fwd_outputs]
@@ -291,38 +294,16 @@ class GradProgram:
         return out, tape
 
     def _bind_feed(self, feed: Any) -> dict[Tensor, np.ndarray]:
+        """Every forward placeholder -> its checked, C-contiguous array from ``feed``
+        (keys resolved by ``tex.ir.feed.resolve_feed``, strictly: every key must be an
+        input of the loss)."""
         if not isinstance(feed, Mapping):
             raise TypeError(f"forward: feed must be a mapping {{placeholder: ndarray}}, got "
                             f"{type(feed).__name__}")
-        by_name: dict[str, list[Tensor]] = {}
-        for t in self.feeds:
-            by_name.setdefault(t.name, []).append(t)
-        values: dict[Tensor, np.ndarray] = {}
-        for key, value in feed.items():
-            if isinstance(key, str):
-                found = by_name.get(key, [])
-                if len(found) != 1:
-                    why = "no placeholder" if not found else f"{len(found)} placeholders"
-                    raise ValueError(f"forward: feed key {key!r}: the loss '{self.loss.name}' "
-                                     f"has {why} of that name; key the feed by placeholder "
-                                     "tensors")
-                t = found[0]
-            elif isinstance(key, Tensor):
-                if not isinstance(key.op, PlaceholderOp):
-                    raise TypeError(f"forward: feed key '{key.name}' is a computed tensor; "
-                                    "feed placeholders only")
-                if key not in self.feeds:
-                    raise ValueError(f"forward: feed key '{key.name}' is not an input of the "
-                                     f"loss '{self.loss.name}' (inputs: "
-                                     f"{', '.join(t.name for t in self.feeds)})")
-                t = key
-            else:
-                raise TypeError(f"forward: feed keys must be placeholder tensors, got "
-                                f"{type(key).__name__} {key!r}")
-            if t in values:
-                raise ValueError(f"forward: placeholder '{t.name}' is fed twice (by tensor and "
-                                 "by name)")
-            values[t] = _check_array("forward", f"placeholder '{t.name}'", value, t)
+        given = resolve_feed(self.feeds, feed, "forward", f"the loss '{self.loss.name}'",
+                             strict=True)
+        values = {t: _check_array("forward", f"placeholder '{t.name}'", given[t], t)
+                  for t in self.feeds if t in given}
         missing = [t.name for t in self.feeds if t not in values]
         if missing:
             raise ValueError(f"forward: no data for placeholder(s) {', '.join(missing)} of "

@@ -34,7 +34,7 @@ from ..dtype import DType
 from ..ir.tensor import PlaceholderOp, Tensor, TensorSlice
 from ..ir.visit import topo_sort_ops
 from ..te import placeholder
-from .interpreter import _bind_feed, evaluate
+from .interpreter import bind_feed, evaluate
 from .widen import float64_copy
 
 __all__ = ["check_grad", "PRECISIONS"]
@@ -294,7 +294,7 @@ def _make_feed(out: Tensor, inputs: Sequence[Tensor], data: Mapping[Any, Any],
             tensor = op.output(0)
             if tensor not in data and op.name not in names:
                 merged[tensor] = _random_data(op.dtype, op.shape, rng)
-    return _bind_feed(ops, merged)
+    return bind_feed(ops, merged)
 
 
 def _all_float64(tensors: Sequence[Tensor]) -> bool:
