@@ -262,6 +262,10 @@ def _make_feed(out: Tensor, inputs: Sequence[Tensor], data: Mapping[Any, Any],
     return bind_feed(ops, merged)
 
 
+# --------------------------------------------------------------------------------------
+# The evaluated DAG and its symbolic gradient
+# --------------------------------------------------------------------------------------
+
 def _all_float64(tensors: Sequence[Tensor]) -> bool:
     """Whether every float tensor of the DAG is float64 already (then it is its own twin)."""
     return all(t.dtype.name == "float64" for op in topo_sort_ops(tensors)
