@@ -384,3 +384,17 @@ def test_bad_feed_head_and_tape() -> None:
     with pytest.raises(ValueError, match="tape entry 'T_dense' has shape"):
         prog.backward({**tape, "T_dense": np.zeros((5, 4), np.float32)})
     np.testing.assert_allclose(prog.backward(tape, head=1.0)[0], prog.backward(tape)[0])
+
+
+def test_feed_by_tensor_and_name() -> None:
+    """One rule with evaluate (tex.ir.feed): the same array under both keys is one feed."""
+    c, prog = program("dense_ce", "auto")
+    X = c.tensors["X"]
+    out, _ = prog.forward({**c.feed, "X": c.feed[X]})
+    np.testing.assert_array_equal(out, prog.forward(c.feed)[0])
+    with pytest.raises(ValueError, match="'X' is fed twice, by tensor and by name, with "
+                                         "different arrays"):
+        prog.forward({**c.feed, "X": c.feed[X].copy()})
+    with pytest.raises(ValueError, match="feed key 'nothing' names no placeholder of the "
+                                         "loss"):
+        prog.forward({**c.feed, "nothing": c.feed[X]})

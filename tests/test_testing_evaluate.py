@@ -576,6 +576,16 @@ def test_feed_by_name(simple) -> None:
     np.testing.assert_array_equal(evaluate(Z, {X: x, X2: x}), 2 * x)
 
 
+def test_feed_by_tensor_and_name(simple) -> None:
+    """One rule with GradProgram.forward (tex.ir.feed): the same array under both keys is
+    one feed; different arrays are an error."""
+    X, Y = simple
+    x = uniform((2, 3), seed=25)
+    np.testing.assert_array_equal(evaluate(Y, {X: x, "X": x}), 2 * x)
+    with pytest.raises(ValueError, match="'X' is fed twice, by tensor and by name"):
+        evaluate(Y, {X: x, "X": x.copy()})
+
+
 def test_free_variable_is_an_error() -> None:
     A = tex.placeholder((3,), name="A")
     n = tex.var("n")

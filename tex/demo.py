@@ -14,6 +14,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -84,11 +85,7 @@ def run_demo(seed: int = 0, out_path: str | None = None) -> int:
               f"gradients {tex.autodiff.iteration_count(dW, dB):,}")
 
     with progress.step("check_grad: gradients against finite differences (float64 twin)"):
-        small = build_model(n=4, d_in=6, classes=3, dtype="float64")
-        rng = np.random.default_rng(seed)
-        feed = {small[k]: rng.standard_normal(small[k].shape) for k in ("X", "W", "B")}
-        feed[small["T"]] = np.eye(3)[rng.integers(0, 3, 4)]
-        tex.testing.check_grad(small["L"], [small["W"], small["B"]], data=feed)
+        _check_small_model(seed)
         print("  OK")
 
     outs = [L, dW, dB]
@@ -102,46 +99,11 @@ def run_demo(seed: int = 0, out_path: str | None = None) -> int:
         fwd = tex.build(tex.schedule.auto_schedule([Y], target="llvm"), [X, W, B, Y],
                         name="dense_fwd")
 
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal(X.shape).astype(np.float32)
-    w = (rng.standard_normal(W.shape) / np.sqrt(D_IN)).astype(np.float32)
-    b = rng.standard_normal(B.shape).astype(np.float32)
-    t = np.eye(CLASSES, dtype=np.float32)[rng.integers(0, CLASSES, BATCH)]
-    y = np.empty(Y.shape, np.float32)
-    loss = np.empty((), np.float32)
-    dw, db = np.empty(W.shape, np.float32), np.empty(B.shape, np.float32)
-    ok = True
+    a = _Arrays.random(m, seed)
     with progress.step("run and check against NumPy's hand-written gradients"):
-        fwd(x, w, b, y)
-        grad(x, w, b, t, loss, dw, db)
-        ref_loss, ref_dw, ref_db, ref_y = numpy_reference(*(a.astype(np.float64)
-                                                            for a in (x, w, b, t)))
-        for name, got, want in (("Y", y, ref_y), ("L", loss, ref_loss), ("dW", dw, ref_dw),
-                                ("dB", db, ref_db)):
-            want = np.asarray(want)
-            err = float(np.max(np.abs(got - want)))
-            good = err <= 1e-4 * max(1.0, float(np.max(np.abs(want))))
-            ok = ok and good
-            print(f"  {name:>2}: max |tex - numpy| = {err:.1e}  {'ok' if good else 'MISMATCH'}")
-        # a few SGD steps with the compiled gradient: the loss goes down
-        losses = []
-        for _ in range(STEPS):
-            grad(x, w, b, t, loss, dw, db)
-            losses.append(float(loss))
-            w -= 0.5 * dw
-            b -= 0.5 * db
-        print(f"  {STEPS} SGD steps: loss {losses[0]:.4f} -> {losses[-1]:.4f}")
-        ok = ok and losses[-1] < losses[0]
-
+        ok = _check_against_numpy(fwd, grad, a)
     with progress.step("time per call (median), next to NumPy"):
-        t_fwd = fwd.benchmark(x, w, b, y, number=200, repeat=5)
-        t_grad = grad.benchmark(x, w, b, t, loss, dw, db, number=200, repeat=5)
-        x64 = [a.astype(np.float32) for a in (x, w, b, t)]
-        t_np_fwd = _median_time(lambda: x64[0] @ x64[1].T + x64[2])
-        t_np_grad = _median_time(lambda: numpy_reference(*x64))
-        print(f"  forward           : tex {t_fwd * 1e6:8.1f} us   numpy {t_np_fwd * 1e6:8.1f} us")
-        print(f"  loss + gradients  : tex {t_grad * 1e6:8.1f} us   numpy "
-              f"{t_np_grad * 1e6:8.1f} us")
+        _time_against_numpy(fwd, grad, a)
 
     picture = _save_picture(outs, out_path)
     print(f"\nthe forward+backward DAG: {picture}"
@@ -149,6 +111,79 @@ def run_demo(seed: int = 0, out_path: str | None = None) -> int:
              "  (DOT text: install Graphviz for SVG, or run dot -Tsvg on it)"))
     print(f"\n{'OK' if ok else 'MISMATCH'}: demo finished in {time.perf_counter() - t0:.2f} s")
     return 0 if ok else 1
+
+
+def _check_small_model(seed: int) -> None:
+    """``check_grad`` of a small float64 copy of the model (AssertionError when wrong)."""
+    small = build_model(n=4, d_in=6, classes=3, dtype="float64")
+    rng = np.random.default_rng(seed)
+    feed = {small[k]: rng.standard_normal(small[k].shape) for k in ("X", "W", "B")}
+    feed[small["T"]] = np.eye(3)[rng.integers(0, 3, 4)]
+    tex.testing.check_grad(small["L"], [small["W"], small["B"]], data=feed)
+
+
+@dataclass
+class _Arrays:
+    """The built functions' arguments: inputs ``x, w, b, t`` and output buffers."""
+
+    x: np.ndarray
+    w: np.ndarray
+    b: np.ndarray
+    t: np.ndarray
+    y: np.ndarray
+    loss: np.ndarray
+    dw: np.ndarray
+    db: np.ndarray
+
+    @classmethod
+    def random(cls, m: dict[str, tex.Tensor], seed: int) -> _Arrays:
+        """Seeded inputs of the model's shapes (W scaled by 1/sqrt(D_IN)), empty outputs."""
+        X, W, B, Y = (m[k] for k in ("X", "W", "B", "Y"))
+        rng = np.random.default_rng(seed)
+        x = rng.standard_normal(X.shape).astype(np.float32)
+        w = (rng.standard_normal(W.shape) / np.sqrt(D_IN)).astype(np.float32)
+        b = rng.standard_normal(B.shape).astype(np.float32)
+        t = np.eye(CLASSES, dtype=np.float32)[rng.integers(0, CLASSES, BATCH)]
+        return cls(x, w, b, t, np.empty(Y.shape, np.float32), np.empty((), np.float32),
+                   np.empty(W.shape, np.float32), np.empty(B.shape, np.float32))
+
+
+def _check_against_numpy(fwd: Any, grad: Any, a: _Arrays) -> bool:
+    """Run forward and gradient, compare with ``numpy_reference``, then take a few SGD
+    steps (updating ``a.w`` and ``a.b``); True when all match and the loss goes down."""
+    ok = True
+    fwd(a.x, a.w, a.b, a.y)
+    grad(a.x, a.w, a.b, a.t, a.loss, a.dw, a.db)
+    ref_loss, ref_dw, ref_db, ref_y = numpy_reference(*(v.astype(np.float64)
+                                                        for v in (a.x, a.w, a.b, a.t)))
+    for name, got, want in (("Y", a.y, ref_y), ("L", a.loss, ref_loss), ("dW", a.dw, ref_dw),
+                            ("dB", a.db, ref_db)):
+        want = np.asarray(want)
+        err = float(np.max(np.abs(got - want)))
+        good = err <= 1e-4 * max(1.0, float(np.max(np.abs(want))))
+        ok = ok and good
+        print(f"  {name:>2}: max |tex - numpy| = {err:.1e}  {'ok' if good else 'MISMATCH'}")
+    # a few SGD steps with the compiled gradient: the loss goes down
+    losses = []
+    for _ in range(STEPS):
+        grad(a.x, a.w, a.b, a.t, a.loss, a.dw, a.db)
+        losses.append(float(a.loss))
+        a.w -= 0.5 * a.dw
+        a.b -= 0.5 * a.db
+    print(f"  {STEPS} SGD steps: loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+    return ok and losses[-1] < losses[0]
+
+
+def _time_against_numpy(fwd: Any, grad: Any, a: _Arrays) -> None:
+    """Print the median time per call of the built functions and of NumPy's versions."""
+    t_fwd = fwd.benchmark(a.x, a.w, a.b, a.y, number=200, repeat=5)
+    t_grad = grad.benchmark(a.x, a.w, a.b, a.t, a.loss, a.dw, a.db, number=200, repeat=5)
+    x64 = [v.astype(np.float32) for v in (a.x, a.w, a.b, a.t)]
+    t_np_fwd = _median_time(lambda: x64[0] @ x64[1].T + x64[2])
+    t_np_grad = _median_time(lambda: numpy_reference(*x64))
+    print(f"  forward           : tex {t_fwd * 1e6:8.1f} us   numpy {t_np_fwd * 1e6:8.1f} us")
+    print(f"  loss + gradients  : tex {t_grad * 1e6:8.1f} us   numpy "
+          f"{t_np_grad * 1e6:8.1f} us")
 
 
 def _save_picture(tensors: list[tex.Tensor], out_path: str | None) -> Path:

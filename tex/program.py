@@ -40,6 +40,7 @@ from .autodiff import differentiate, iteration_count
 from .autodiff.cost import op_iterations
 from .build import build
 from .ir.expr import Expr, TensorRead
+from .ir.feed import resolve_feed
 from .ir.tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 from .ir.visit import rewrite, topo_sort_ops
 from .te import compute, placeholder
@@ -259,7 +260,8 @@ class GradProgram:
         feed : Mapping
             Placeholder -> ``np.ndarray`` of its shape and dtype, for every placeholder the
             loss depends on (a key may also be the placeholder's name when no other
-            placeholder of the loss has it).
+            placeholder of the loss has it; a placeholder keyed both ways must get the same
+            array).
 
         Returns
         -------
@@ -275,8 +277,9 @@ class GradProgram:
             ``feed`` is not a mapping; a key is not a placeholder (or name); a value is not
             an array of the placeholder's dtype.
         ValueError
-            A placeholder of the loss has no entry; a key is not an input of the loss; an
-            array has the wrong shape.
+            A placeholder of the loss has no entry; a key is not an input of the loss; a
+            placeholder is fed by tensor and by name with different arrays; an array has the
+            wrong shape.
         """
         values = self._bind_feed(feed)
         bufs = [np.empty(t.shape, t.dtype.numpy) for t in self._fwd_outputs]
@@ -291,38 +294,16 @@ class GradProgram:
         return out, tape
 
     def _bind_feed(self, feed: Any) -> dict[Tensor, np.ndarray]:
+        """Every forward placeholder -> its checked, C-contiguous array from ``feed``
+        (keys resolved by ``tex.ir.feed.resolve_feed``, strictly: every key must be an
+        input of the loss)."""
         if not isinstance(feed, Mapping):
             raise TypeError(f"forward: feed must be a mapping {{placeholder: ndarray}}, got "
                             f"{type(feed).__name__}")
-        by_name: dict[str, list[Tensor]] = {}
-        for t in self.feeds:
-            by_name.setdefault(t.name, []).append(t)
-        values: dict[Tensor, np.ndarray] = {}
-        for key, value in feed.items():
-            if isinstance(key, str):
-                found = by_name.get(key, [])
-                if len(found) != 1:
-                    why = "no placeholder" if not found else f"{len(found)} placeholders"
-                    raise ValueError(f"forward: feed key {key!r}: the loss '{self.loss.name}' "
-                                     f"has {why} of that name; key the feed by placeholder "
-                                     "tensors")
-                t = found[0]
-            elif isinstance(key, Tensor):
-                if not isinstance(key.op, PlaceholderOp):
-                    raise TypeError(f"forward: feed key '{key.name}' is a computed tensor; "
-                                    "feed placeholders only")
-                if key not in self.feeds:
-                    raise ValueError(f"forward: feed key '{key.name}' is not an input of the "
-                                     f"loss '{self.loss.name}' (inputs: "
-                                     f"{', '.join(t.name for t in self.feeds)})")
-                t = key
-            else:
-                raise TypeError(f"forward: feed keys must be placeholder tensors, got "
-                                f"{type(key).__name__} {key!r}")
-            if t in values:
-                raise ValueError(f"forward: placeholder '{t.name}' is fed twice (by tensor and "
-                                 "by name)")
-            values[t] = _check_array("forward", f"placeholder '{t.name}'", value, t)
+        given = resolve_feed(self.feeds, feed, "forward", f"the loss '{self.loss.name}'",
+                             strict=True)
+        values = {t: _check_array("forward", f"placeholder '{t.name}'", given[t], t)
+                  for t in self.feeds if t in given}
         missing = [t.name for t in self.feeds if t not in values]
         if missing:
             raise ValueError(f"forward: no data for placeholder(s) {', '.join(missing)} of "
@@ -472,6 +453,25 @@ def grad_program(loss: Tensor, wrt: Sequence[Tensor] | Tensor | None = None,
     >>> out, tape = prog.forward({X: x, W: w, B: b})
     >>> dW, dB = prog.backward(tape)
     """
+    _check_loss(loss)
+    fwd_ops = topo_sort_ops([loss])
+    holders = sorted((op for op in fwd_ops if isinstance(op, PlaceholderOp)),
+                     key=lambda op: op.seq)
+    feeds = [op.output(0) for op in holders]
+    wrt_list = _check_wrt(wrt, feeds, loss)
+    policy, requested = _check_tapes(tapes, fwd_ops)
+
+    head = placeholder(loss.shape, loss.dtype, name="head")
+    grads = list(differentiate(loss, wrt_list, head))
+    cut = _cut(grads, fwd_ops, feeds, policy, requested)
+    plan = _make_plan(loss, wrt_list, policy if requested is None else "list", cut)
+    return GradProgram(loss, wrt_list, plan, feeds, {cut.keys[t]: t for t in cut.saved},
+                       cut.inputs, {cut.keys[t]: ph for t, ph in cut.saved.items()}, head,
+                       cut.grads, target, name or loss.name)
+
+
+def _check_loss(loss: Any) -> None:
+    """A TypeError unless ``loss`` is a float compute tensor."""
     if not isinstance(loss, Tensor):
         raise TypeError(f"grad_program: loss must be a tex Tensor, got {type(loss).__name__}")
     if not isinstance(loss.op, ComputeOp):
@@ -480,79 +480,27 @@ def grad_program(loss: Tensor, wrt: Sequence[Tensor] | Tensor | None = None,
     if not loss.dtype.is_float:
         raise TypeError(f"grad_program: loss '{loss.name}' has dtype {loss.dtype}; only a "
                         "float tensor can be differentiated")
-    fwd_ops = topo_sort_ops([loss])
-    holders = sorted((op for op in fwd_ops if isinstance(op, PlaceholderOp)),
-                     key=lambda op: op.seq)
-    feeds = [op.output(0) for op in holders]
+
+
+def _check_wrt(wrt: Any, feeds: list[Tensor], loss: Tensor) -> list[Tensor]:
+    """``wrt`` as a non-empty list of placeholders (``feeds``, the loss's placeholders, for
+    None)."""
     if wrt is None:
-        wrt_list = list(feeds)
-    else:
-        wrt_list = [wrt] if isinstance(wrt, Tensor) else list(wrt)
-        if not wrt_list:  # nothing to differentiate: the backward would have no outputs
-            names = ", ".join(repr(t.name) for t in feeds)
-            raise ValueError(f"grad_program: wrt is empty; pass the placeholders of "
-                             f"'{loss.name}' to differentiate with respect to, or "
-                             f"wrt=None for all of them ({names})")
-        for i, t in enumerate(wrt_list):
-            if not isinstance(t, Tensor):
-                raise TypeError(f"grad_program: wrt[{i}] must be a Tensor, got "
-                                f"{type(t).__name__} {t!r}")
-            if not isinstance(t.op, PlaceholderOp):
-                raise ValueError(f"grad_program: wrt[{i}] '{t.name}' is a computed tensor; "
-                                 "differentiate with respect to placeholders")
-    policy, requested = _check_tapes(tapes, fwd_ops)
-
-    head = placeholder(loss.shape, loss.dtype, name="head")
-    grads = list(differentiate(loss, wrt_list, head))
-
-    fwd_set = {id(op) for op in fwd_ops if isinstance(op, ComputeOp)}
-    fwd_compute = [op for op in fwd_ops if id(op) in fwd_set]
-    status = _decide(grads, fwd_compute, fwd_set, policy, requested)
-    # the closure under "none": the rows of the plan
-    closure = _decide(grads, fwd_compute, fwd_set, "none", set())
-
-    # tape keys: placeholders keep their names first, then saved tensors (producers first)
-    saved_tensors = [t for op in fwd_compute for t in op.outputs if status.get(t) == SAVED]
-    taken: set[str] = set()
-    keys: dict[Tensor, str] = {}
-    for t in [*feeds, *saved_tensors]:
-        key, n = t.name, 0
-        while key in taken:
-            n += 1
-            key = f"{t.name}_{n}"
-        taken.add(key)
-        keys[t] = key
-    saved_ph = {t: placeholder(t.shape, t.dtype, name=keys[t]) for t in saved_tensors}
-    new_grads = _rewrite(grads, saved_ph)
-    new_grads = [_materialize(g) for g in new_grads]
-
-    # what the backward program reads
-    bwd_ops = topo_sort_ops(new_grads)
-    read = {op.output(0) for op in bwd_ops if isinstance(op, PlaceholderOp)}
-    read_back = {t for t, ph in saved_ph.items() if ph in read}
-    inputs = {keys[t]: t for t in feeds if t in read}
-
-    rows = []
-    recompute = 0
-    for op in fwd_compute:
-        own = op_iterations(op)
-        if any(status.get(t) == RECOMPUTED for t in op.outputs):
-            recompute += own  # a multi-output operation runs once
-        for t in op.outputs:
-            st = status.get(t) or (UNUSED if t in closure else None)
-            if st is None:
-                continue
-            rows.append(PlanRow(t.name, keys.get(t, t.name), t.shape, t.dtype.name, st,
-                                t.size * t.dtype.itemsize, own, iteration_count(t),
-                                st != SAVED or t in read_back))
-    plan = Plan(loss.name, tuple(t.name for t in wrt_list),
-                policy if requested is None else "list", tuple(rows),
-                tuple(InputRow(t.name, k, t.shape, t.dtype.name, t.size * t.dtype.itemsize)
-                      for k, t in inputs.items()),
-                iteration_count(loss, *saved_tensors), iteration_count(*new_grads), recompute)
-    return GradProgram(loss, wrt_list, plan, feeds, {keys[t]: t for t in saved_tensors},
-                       inputs, {keys[t]: ph for t, ph in saved_ph.items()}, head, new_grads,
-                       target, name or loss.name)
+        return list(feeds)
+    wrt_list = [wrt] if isinstance(wrt, Tensor) else list(wrt)
+    if not wrt_list:  # nothing to differentiate: the backward would have no outputs
+        names = ", ".join(repr(t.name) for t in feeds)
+        raise ValueError(f"grad_program: wrt is empty; pass the placeholders of "
+                         f"'{loss.name}' to differentiate with respect to, or "
+                         f"wrt=None for all of them ({names})")
+    for i, t in enumerate(wrt_list):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"grad_program: wrt[{i}] must be a Tensor, got "
+                            f"{type(t).__name__} {t!r}")
+        if not isinstance(t.op, PlaceholderOp):
+            raise ValueError(f"grad_program: wrt[{i}] '{t.name}' is a computed tensor; "
+                             "differentiate with respect to placeholders")
+    return wrt_list
 
 
 def _check_tapes(tapes: Any, fwd_ops: list[Operation]) -> tuple[str, set[Tensor] | None]:
@@ -581,6 +529,78 @@ def _check_tapes(tapes: Any, fwd_ops: list[Operation]) -> tuple[str, set[Tensor]
                              "the loss's DAG (the loss does not depend on it)")
         requested.add(t)
     return "list", requested
+
+
+@dataclass(frozen=True)
+class _Cut:
+    """The gradient DAG cut from the forward along the tape (what ``_cut`` decides)."""
+
+    fwd_compute: list[ComputeOp]  # the forward's compute operations, producers first
+    status: dict[Tensor, str]  # forward tensor -> saved | recomputed (read by the backward)
+    closure: dict[Tensor, str]  # the same under "none": every tensor the plan lists
+    keys: dict[Tensor, str]  # tape key of every forward placeholder and saved tensor
+    saved: dict[Tensor, Tensor]  # saved forward tensor -> its backward placeholder
+    grads: list[Tensor]  # the gradients, as tensors of the backward DAG
+    inputs: dict[str, Tensor]  # tape key -> forward placeholder the backward reads
+    read_back: set[Tensor]  # the saved tensors the backward reads
+
+
+def _cut(grads: list[Tensor], fwd_ops: list[Operation], feeds: list[Tensor], policy: str,
+         requested: set[Tensor] | None) -> _Cut:
+    """Decide what the forward saves (``_decide``), key the tape, and rebuild the gradient
+    DAG to read each saved tensor from a placeholder named by its tape key."""
+    fwd_set = {id(op) for op in fwd_ops if isinstance(op, ComputeOp)}
+    fwd_compute = [op for op in fwd_ops if id(op) in fwd_set]
+    status = _decide(grads, fwd_compute, fwd_set, policy, requested)
+    # the closure under "none": the rows of the plan
+    closure = _decide(grads, fwd_compute, fwd_set, "none", set())
+    saved_tensors = [t for op in fwd_compute for t in op.outputs if status.get(t) == SAVED]
+    keys = _tape_keys([*feeds, *saved_tensors])
+    saved_ph = {t: placeholder(t.shape, t.dtype, name=keys[t]) for t in saved_tensors}
+    new_grads = [_materialize(g) for g in _rewrite(grads, saved_ph)]
+    # what the backward program reads
+    bwd_ops = topo_sort_ops(new_grads)
+    read = {op.output(0) for op in bwd_ops if isinstance(op, PlaceholderOp)}
+    return _Cut(fwd_compute, status, closure, keys, saved_ph, new_grads,
+                {keys[t]: t for t in feeds if t in read},
+                {t for t, ph in saved_ph.items() if ph in read})
+
+
+def _tape_keys(tensors: list[Tensor]) -> dict[Tensor, str]:
+    """A distinct tape key per tensor: its name, else ``name_1``, ``name_2``...; earlier
+    tensors (placeholders come first) keep their names."""
+    taken: set[str] = set()
+    keys: dict[Tensor, str] = {}
+    for t in tensors:
+        key, n = t.name, 0
+        while key in taken:
+            n += 1
+            key = f"{t.name}_{n}"
+        taken.add(key)
+        keys[t] = key
+    return keys
+
+
+def _make_plan(loss: Tensor, wrt: list[Tensor], tapes: str, cut: _Cut) -> Plan:
+    """The plan of a cut: a row per forward tensor of the closure, the inputs the backward
+    reads, and the iteration counts."""
+    rows = []
+    recompute = 0
+    for op in cut.fwd_compute:
+        own = op_iterations(op)
+        if any(cut.status.get(t) == RECOMPUTED for t in op.outputs):
+            recompute += own  # a multi-output operation runs once
+        for t in op.outputs:
+            st = cut.status.get(t) or (UNUSED if t in cut.closure else None)
+            if st is None:
+                continue
+            rows.append(PlanRow(t.name, cut.keys.get(t, t.name), t.shape, t.dtype.name, st,
+                                t.size * t.dtype.itemsize, own, iteration_count(t),
+                                st != SAVED or t in cut.read_back))
+    return Plan(loss.name, tuple(t.name for t in wrt), tapes, tuple(rows),
+                tuple(InputRow(t.name, k, t.shape, t.dtype.name, t.size * t.dtype.itemsize)
+                      for k, t in cut.inputs.items()),
+                iteration_count(loss, *cut.saved), iteration_count(*cut.grads), recompute)
 
 
 def _auto_saves(t: Tensor) -> bool:

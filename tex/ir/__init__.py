@@ -1,10 +1,6 @@
 """The tensor-expression IR: scalar expression nodes, tensors and operations, walks,
 printing, verification and the DAG view."""
 from .expr import (
-    BINARY_OPS,
-    COMPARE_OPS,
-    FLOAT_ONLY_OPS,
-    UNARY_OPS,
     Binary,
     Cast,
     CommReducer,
@@ -13,7 +9,6 @@ from .expr import (
     Expr,
     ExprOp,
     IterVar,
-    Op,
     Range,
     Reduce,
     Select,
@@ -25,6 +20,7 @@ from .expr import (
     is_const,
 )
 from .graph import graph, to_dot
+from .ops import BINARY_OPS, COMPARE_OPS, FLOAT_ONLY_OPS, UNARY_OPS, Op
 from .printer import format_expr, format_op, format_program, format_tensor
 from .scatter import ScatterForm, scatter_form
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor, TensorSlice

@@ -217,7 +217,7 @@ def format_op(op: Operation) -> str:
     lines = []
     for t in op.outputs:
         lhs = f"{t.name}[{idx}]" if op.axis else f"{t.name}[]"
-        body = op._body[t.value_index]
+        body = op.output_body(t.value_index)
         lines.append(f"{lhs} = {format_expr(body)}")
     return "\n".join(lines)
 
@@ -230,7 +230,7 @@ def format_tensor(t: Tensor) -> str:
     assert isinstance(op, ComputeOp)
     idx = ", ".join(iv.var.name for iv in op.axis)
     lhs = f"{t.name}[{idx}]" if op.axis else f"{t.name}[]"
-    return f"{lhs} = {format_expr(op._body[t.value_index])}"
+    return f"{lhs} = {format_expr(op.output_body(t.value_index))}"
 
 
 def format_program(*tensors: Tensor) -> str:

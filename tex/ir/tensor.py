@@ -121,6 +121,11 @@ class ComputeOp(Operation):
         """One expression per output (a fresh list, as TVM returns)."""
         return list(self._body)
 
+    def output_body(self, value_index: int) -> Expr:
+        """The expression of output ``value_index`` (``body[value_index]``, without copying
+        the list)."""
+        return self._body[value_index]
+
     @property
     def shape(self) -> tuple[int, ...]:
         return tuple(iv.dom.extent for iv in self.axis)

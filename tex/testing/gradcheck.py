@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -34,7 +35,7 @@ from ..dtype import DType
 from ..ir.tensor import PlaceholderOp, Tensor, TensorSlice
 from ..ir.visit import topo_sort_ops
 from ..te import placeholder
-from .interpreter import _bind_feed, evaluate
+from .interpreter import bind_feed, evaluate
 from .widen import float64_copy
 
 __all__ = ["check_grad", "PRECISIONS"]
@@ -59,27 +60,10 @@ def check_grad(out: Tensor, inputs: Tensor | Sequence[Tensor],
                precision: str = "float64") -> None:
     """Check ``tex.autodiff.differentiate`` against central finite differences.
 
-    For the scalar function ``f(x) = sum(head * out(x))``, the gradient that
-    ``differentiate(out, inputs, head)`` builds is evaluated with the reference interpreter
-    (``tex.testing.evaluate``) and compared with central differences
-    ``(f(x + eps e) - f(x - eps e)) / (2 eps)``:
-
-    * an input with at most ``max_points`` elements is checked element by element (two
-      evaluations of the DAG per element);
-    * a larger one along 3 seeded random directions ``t`` (standard normal entries):
-      ``<grad, t>`` against the difference along ``t``, so the cost does not grow with its
-      size. A wrong element then shows up as a wrong sum; raise ``max_points`` to locate it.
-
-    A value passes when ``|analytic - numeric| <= atol + rtol * |numeric|`` (the rule of
-    ``np.testing.assert_allclose``; NaN never passes).
-
-    By default both sides are evaluated on a float64 copy of the DAG (float placeholders
-    and computations re-typed; an explicit narrowing cast such as ``astype("float16")`` and
-    casts to integers kept; integer tensors stay integer), at data and a head representable
-    in the original dtypes: a float32 program is checked at float64 accuracy with the
-    default tolerances. ``precision="native"`` evaluates in the DAG's own dtypes, where
-    float32 finite differences are noisy (relative error around 1e-4 even with the best
-    step) and need looser ``rtol``/``atol``.
+    The gradient ``differentiate(out, inputs, head)``, evaluated with the reference
+    interpreter, is compared input by input with central differences of
+    ``f(x) = sum(head * out(x))`` (the method: the module docstring). A value passes when
+    ``|analytic - numeric| <= atol + rtol * |numeric|`` (NaN never passes). Returns None.
 
     Parameters
     ----------
@@ -88,48 +72,41 @@ def check_grad(out: Tensor, inputs: Tensor | Sequence[Tensor],
     inputs : Tensor or sequence of Tensor
         The float placeholders to differentiate with respect to.
     data : Mapping, optional
-        Placeholder (or its name, as ``evaluate`` accepts) -> ``np.ndarray`` of its shape and
-        dtype. Every placeholder of the DAG that has no entry gets seeded random data:
-        standard normal for floats, integers in ``[0, 3)`` for integer placeholders (which
-        may be index tensors; pass data for them when that range is wrong), random bools.
-        Pass data where random values leave the function's domain (``log``, ``sqrt``) or sit
-        on a kink (``max``, ``abs``).
+        Placeholder (or its name) -> ``np.ndarray`` of its shape and dtype. A placeholder
+        without an entry gets seeded random data: standard normal floats, integers in
+        ``[0, 3)`` (pass data for index tensors needing another range), random bools. Pass
+        data where random values leave the domain (``log``, ``sqrt``) or sit on a kink.
     head : np.ndarray or placeholder Tensor, optional
         The output gradient, of ``out.shape`` (cast to ``out``'s dtype); a placeholder
         stands for its array in ``data``. Default: seeded standard normal.
     rtol, atol : float
         Relative and absolute tolerance.
     eps : float, optional
-        The finite-difference step. Default per input dtype (of the evaluated DAG: float64
-        unless ``precision="native"``): 1e-6 for float64, 1e-3 for float32, 1e-2 for
-        float16.
+        The finite-difference step. Default by the dtype of the evaluated input
+        (``DEFAULT_EPS``): 1e-6 for float64, 1e-3 for float32, 1e-2 for float16.
     max_points : int
-        Inputs with at most this many elements are checked element by element.
+        Inputs with at most this many elements are checked element by element (two
+        evaluations per element); larger ones along 3 seeded random directions ``t``
+        (``<grad, t>`` against the difference along ``t``): raise it to locate a wrong element.
     seed : int
         Seeds the random data, head and directions.
     precision : str
-        ``"float64"`` (default): evaluate both sides on a float64 copy of the DAG;
-        ``"native"``: in the DAG's own dtypes.
-
-    Returns
-    -------
-    None
-        On success.
+        ``"float64"`` (default): both sides on a float64 copy of the DAG (``widen.py``), at
+        data representable in its own dtypes, so float32 programs pass the default
+        tolerances; ``"native"``: in its own dtypes (noisy for float32: loosen the tolerances).
 
     Raises
     ------
     TypeError
-        ``out`` is not a float Tensor; an input is not a placeholder Tensor, or is not float
-        ("cannot differentiate with respect to integer tensor 'I'"); ``data`` is not a
-        mapping (and the errors of ``evaluate`` for bad keys or values).
+        ``out`` is not a float Tensor; an input is not a float placeholder; ``data`` is not
+        a mapping (and ``evaluate``'s errors for bad keys or values).
     ValueError
-        ``head`` does not have ``out.shape``; ``inputs`` is empty; ``out`` is not finite at
-        the data; ``eps`` is too small to change an entry of an input; ``eps``/``max_points``
-        out of range; an unknown ``precision``.
+        ``head`` is not of ``out.shape``; no inputs; ``out`` is not finite at the data;
+        ``eps`` is too small to change an entry of an input; ``eps``/``max_points`` out of
+        range; an unknown ``precision``.
     AssertionError
-        The gradients disagree. The message names the input, the worst element (or
-        direction), the analytic and numeric values and the largest absolute and relative
-        errors.
+        The gradients disagree: the message names the input, the worst element (or
+        direction), both values and the largest absolute and relative errors.
 
     Example
     -------
@@ -140,6 +117,40 @@ def check_grad(out: Tensor, inputs: Tensor | Sequence[Tensor],
     """
     _check_out(out)
     inputs = _check_inputs(inputs)
+    options = _check_options(precision, eps, max_points, rtol, atol)
+    data = _check_data(data)
+    if isinstance(head, Tensor):
+        head = _head_from_data(head, data)
+    rng = np.random.default_rng(seed)
+    head_arr = _make_head(out, head, rng)
+    feed = _make_feed(out, inputs, data, rng)
+    if precision == "float64":
+        out, inputs, feed = _float64_twin(out, inputs, feed)
+    _check_finite(out, feed)
+    grads = _analytic(out, inputs, feed, head_arr)
+    dir_rng = np.random.default_rng([seed, 1])
+    for inp, grad in zip(inputs, grads):
+        _check_input(out, inp, feed, head_arr, grad, options, dir_rng)
+    return None
+
+
+# --------------------------------------------------------------------------------------
+# Argument checks
+# --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Options:
+    """The numeric options of one ``check_grad`` call, validated."""
+
+    rtol: float
+    atol: float
+    eps: float | None
+    max_points: int
+
+
+def _check_options(precision: Any, eps: Any, max_points: Any, rtol: Any, atol: Any
+                   ) -> _Options:
+    """The options as ``_Options``, or the ValueError/TypeError naming the bad one."""
     if not isinstance(precision, str) or precision not in PRECISIONS:
         raise ValueError(f"check_grad: precision must be one of {', '.join(map(repr, PRECISIONS))}"
                          f", got {precision!r}")
@@ -154,64 +165,18 @@ def check_grad(out: Tensor, inputs: Tensor | Sequence[Tensor],
                             f"{tol!r}")
         if not (math.isfinite(tol) and tol >= 0):
             raise ValueError(f"check_grad: {what} must be finite and >= 0, got {tol!r}")
+    return _Options(rtol, atol, eps, max_points)
+
+
+def _check_data(data: Any) -> Mapping[Any, Any]:
+    """``data`` itself when it is a mapping (``{}`` for None)."""
     if data is None:
-        data = {}
+        return {}
     if not isinstance(data, Mapping):
         raise TypeError(f"check_grad: data must be a mapping {{placeholder: ndarray}}, got "
                         f"{type(data).__name__}")
-    if isinstance(head, Tensor):
-        head = _head_from_data(head, data)
+    return data
 
-    rng = np.random.default_rng(seed)
-    head_arr = _make_head(out, head, rng)
-    feed = _make_feed(out, inputs, data, rng)
-    if precision == "float64" and not _all_float64([out, *inputs]):
-        # the same point, evaluated on the float64 twin of the DAG
-        twin = float64_copy([out, *inputs])
-        out, inputs = twin[out], [twin[t] for t in inputs]
-        feed = {twin.get(t, t): a.astype(twin[t].dtype.numpy) if t in twin else a
-                for t, a in feed.items()}
-    value = np.asarray(evaluate(out, feed), dtype=np.float64)
-    if not np.isfinite(value).all():
-        bad = tuple(int(i) for i in np.argwhere(~np.isfinite(value))[0])
-        at = f"{out.name}{list(bad)}" if bad else out.name
-        raise ValueError(f"check_grad: '{out.name}' is not finite at the data "
-                         f"({at} = {value[bad]}); finite differences need "
-                         "a point inside the function's domain: pass data")
-
-    head_tensor = placeholder(out.shape, out.dtype, name=HEAD_NAME)
-    grads = _differentiate(out, inputs, head_tensor)
-    grads = list(grads)
-    if len(grads) != len(inputs):
-        raise AssertionError(f"check_grad: differentiate returned {len(grads)} gradients for "
-                             f"{len(inputs)} inputs")
-    for inp, g in zip(inputs, grads):
-        if not isinstance(g, Tensor) or g.shape != inp.shape:
-            got = f"shape {g.shape}" if isinstance(g, Tensor) else type(g).__name__
-            raise AssertionError(f"check_grad: differentiate returned a gradient of {got} for "
-                                 f"'{inp.name}' of shape {inp.shape}")
-    grad_values = evaluate(grads, {**feed, head_tensor: head_arr.astype(out.dtype.numpy)})
-
-    dir_rng = np.random.default_rng([seed, 1])
-    for inp, value_g in zip(inputs, grad_values):
-        g = np.asarray(value_g, dtype=np.float64)
-        step = eps if eps is not None else DEFAULT_EPS[inp.dtype.name]
-        what = f"the gradient of '{out.name}' with respect to '{inp.name}'"
-        if inp.size <= max_points:
-            numeric = _numeric_grad(out, inp, feed, head_arr, step)
-            _assert_close(what, g, numeric, rtol, atol)
-        else:
-            directions = [dir_rng.standard_normal(inp.shape) for _ in range(NUM_DIRECTIONS)]
-            analytic, numeric = _directional(out, inp, feed, head_arr, g, step, directions)
-            note = (f"(<grad, t>; '{inp.name}' has {inp.size} elements > max_points="
-                    f"{max_points}; raise max_points to check element by element)")
-            _assert_close(what, analytic, numeric, rtol, atol, directions=note)
-    return None
-
-
-# --------------------------------------------------------------------------------------
-# Argument checks
-# --------------------------------------------------------------------------------------
 
 def _describe(value: Any) -> str:
     if isinstance(value, TensorSlice):
@@ -294,8 +259,12 @@ def _make_feed(out: Tensor, inputs: Sequence[Tensor], data: Mapping[Any, Any],
             tensor = op.output(0)
             if tensor not in data and op.name not in names:
                 merged[tensor] = _random_data(op.dtype, op.shape, rng)
-    return _bind_feed(ops, merged)
+    return bind_feed(ops, merged)
 
+
+# --------------------------------------------------------------------------------------
+# The evaluated DAG and its symbolic gradient
+# --------------------------------------------------------------------------------------
 
 def _all_float64(tensors: Sequence[Tensor]) -> bool:
     """Whether every float tensor of the DAG is float64 already (then it is its own twin)."""
@@ -309,6 +278,49 @@ def _differentiate(out: Tensor, inputs: list[Tensor], head: Tensor) -> Sequence[
     from ..autodiff import differentiate
 
     return differentiate(out, inputs, head)  # type: ignore[no-any-return]
+
+
+def _float64_twin(out: Tensor, inputs: list[Tensor], feed: dict[Tensor, np.ndarray]
+                  ) -> tuple[Tensor, list[Tensor], dict[Tensor, np.ndarray]]:
+    """The same point on the float64 twin of the DAG (``widen.float64_copy``): its output,
+    its inputs and the feed with every re-typed placeholder's data converted. A DAG whose
+    floats are all float64 already is its own twin."""
+    if _all_float64([out, *inputs]):
+        return out, inputs, feed
+    twin = float64_copy([out, *inputs])
+    feed = {twin.get(t, t): a.astype(twin[t].dtype.numpy) if t in twin else a
+            for t, a in feed.items()}
+    return twin[out], [twin[t] for t in inputs], feed
+
+
+def _check_finite(out: Tensor, feed: Mapping[Tensor, np.ndarray]) -> None:
+    """A ValueError naming the first non-finite element of ``out`` at the data, if any:
+    finite differences there would be meaningless."""
+    value = np.asarray(evaluate(out, feed), dtype=np.float64)
+    if not np.isfinite(value).all():
+        bad = tuple(int(i) for i in np.argwhere(~np.isfinite(value))[0])
+        at = f"{out.name}{list(bad)}" if bad else out.name
+        raise ValueError(f"check_grad: '{out.name}' is not finite at the data "
+                         f"({at} = {value[bad]}); finite differences need "
+                         "a point inside the function's domain: pass data")
+
+
+def _analytic(out: Tensor, inputs: list[Tensor], feed: Mapping[Tensor, np.ndarray],
+              head: np.ndarray) -> list[np.ndarray]:
+    """The symbolic gradients, one per input, evaluated at the data with ``head``; an
+    AssertionError when ``differentiate`` returns the wrong number or shapes."""
+    head_tensor = placeholder(out.shape, out.dtype, name=HEAD_NAME)
+    grads = list(_differentiate(out, inputs, head_tensor))
+    if len(grads) != len(inputs):
+        raise AssertionError(f"check_grad: differentiate returned {len(grads)} gradients for "
+                             f"{len(inputs)} inputs")
+    for inp, g in zip(inputs, grads):
+        if not isinstance(g, Tensor) or g.shape != inp.shape:
+            got = f"shape {g.shape}" if isinstance(g, Tensor) else type(g).__name__
+            raise AssertionError(f"check_grad: differentiate returned a gradient of {got} for "
+                                 f"'{inp.name}' of shape {inp.shape}")
+    with_head = {**feed, head_tensor: head.astype(out.dtype.numpy)}
+    return evaluate(grads, with_head)  # type: ignore[return-value]  # a list for a list
 
 
 # --------------------------------------------------------------------------------------
@@ -380,6 +392,26 @@ def _directional(out: Tensor, inp: Tensor, feed: Mapping[Tensor, np.ndarray],
 # --------------------------------------------------------------------------------------
 # Comparison
 # --------------------------------------------------------------------------------------
+
+def _check_input(out: Tensor, inp: Tensor, feed: Mapping[Tensor, np.ndarray],
+                 head: np.ndarray, grad: np.ndarray, options: _Options,
+                 dir_rng: np.random.Generator) -> None:
+    """Compare the analytic gradient of one input with finite differences: element by
+    element up to ``max_points`` elements, else along ``NUM_DIRECTIONS`` random directions
+    drawn from ``dir_rng``."""
+    g = np.asarray(grad, dtype=np.float64)
+    step = options.eps if options.eps is not None else DEFAULT_EPS[inp.dtype.name]
+    what = f"the gradient of '{out.name}' with respect to '{inp.name}'"
+    if inp.size <= options.max_points:
+        numeric = _numeric_grad(out, inp, feed, head, step)
+        _assert_close(what, g, numeric, options.rtol, options.atol)
+        return
+    directions = [dir_rng.standard_normal(inp.shape) for _ in range(NUM_DIRECTIONS)]
+    analytic, numeric = _directional(out, inp, feed, head, g, step, directions)
+    note = (f"(<grad, t>; '{inp.name}' has {inp.size} elements > max_points="
+            f"{options.max_points}; raise max_points to check element by element)")
+    _assert_close(what, analytic, numeric, options.rtol, options.atol, directions=note)
+
 
 def _assert_close(what: str, analytic: np.ndarray, numeric: np.ndarray, rtol: float,
                   atol: float, directions: str | None = None) -> None:

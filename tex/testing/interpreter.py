@@ -71,11 +71,12 @@ from ..ir.expr import (
     Var,
     is_const,
 )
+from ..ir.feed import resolve_feed
 from ..ir.semantics import NUMPY_BINARY, NUMPY_UNARY, numpy_cast
 from ..ir.tensor import ComputeOp, Operation, PlaceholderOp, Tensor, TensorSlice
 from ..ir.visit import post_order, topo_sort_ops
 
-__all__ = ["MAX_TEMP_ELEMENTS", "OutOfBoundsError", "evaluate"]
+__all__ = ["MAX_TEMP_ELEMENTS", "OutOfBoundsError", "bind_feed", "evaluate"]
 
 # Largest temporary of a reduction chunk: (output points) x (reduce points in the chunk).
 MAX_TEMP_ELEMENTS = 1 << 24
@@ -98,7 +99,8 @@ def evaluate(tensors: Tensor | Sequence[Tensor],
     feed : Mapping
         Placeholder -> ``np.ndarray`` with exactly the placeholder's shape and dtype. A key
         may also be the placeholder's name (``{"X": x}``) when no other placeholder of the
-        DAG has that name. Entries the DAG does not use are ignored.
+        DAG has that name; a placeholder keyed both ways must get the same array. Entries
+        the DAG does not use are ignored.
 
     Returns
     -------
@@ -113,8 +115,9 @@ def evaluate(tensors: Tensor | Sequence[Tensor],
         Tensor nor a str, or is a computed tensor; a feed value is not an ``np.ndarray``.
     ValueError
         A placeholder has no data, or its array has the wrong shape or dtype (the message
-        names the placeholder); a body uses a free
-        variable (``tex.var``), which evaluate cannot bind.
+        names the placeholder); a name key shared by several placeholders; a placeholder
+        fed by tensor and by name with different arrays; a body uses a free variable
+        (``tex.var``), which evaluate cannot bind.
     OutOfBoundsError
         (a subclass of IndexError and ValueError) a compute reads a tensor outside its
         shape at a point where the read is used. Reads under a ``tex.if_then_else`` branch
@@ -133,7 +136,7 @@ def evaluate(tensors: Tensor | Sequence[Tensor],
         raise TypeError(f"evaluate: feed must be a mapping {{placeholder: ndarray}}, got "
                         f"{type(feed).__name__}")
     ops = topo_sort_ops(outputs)
-    values = _bind_feed(ops, feed)
+    values = bind_feed(ops, feed)
     wanted = set(outputs)
     pending: Counter[Tensor] = Counter()
     for op in ops:
@@ -185,43 +188,25 @@ def _numpy_name(dtype: DType) -> str:
     return "np.bool_" if dtype.is_bool else f"np.{dtype.name}"
 
 
-def _bind_feed(ops: Sequence[Operation], feed: Mapping[Any, Any]) -> dict[Tensor, np.ndarray]:
-    """The checked array of every placeholder among ``ops``."""
-    by_tensor: dict[Tensor, Any] = {}
-    by_name: dict[str, Any] = {}
-    for key, value in feed.items():
-        if isinstance(key, Tensor):
-            if not isinstance(key.op, PlaceholderOp):
-                raise TypeError(f"evaluate: feed key '{key.name}' is a computed tensor; only "
-                                "placeholders take data (evaluate computes the others)")
-            by_tensor[key] = value
-        elif isinstance(key, str):
-            by_name[key] = value
-        else:
-            raise TypeError(f"evaluate: feed keys must be placeholder Tensors or their names, "
-                            f"got {_describe(key)}")
-    placeholders = [op for op in ops if isinstance(op, PlaceholderOp)]
-    name_count = Counter(op.name for op in placeholders)
+def bind_feed(ops: Sequence[Operation], feed: Mapping[Any, Any]) -> dict[Tensor, np.ndarray]:
+    """The checked array of every placeholder among ``ops``, from ``feed``.
+
+    ``feed`` is keyed by placeholder tensors or their names, under the rule of
+    ``tex.ir.feed.resolve_feed`` (entries ``ops`` do not use are ignored; a placeholder fed
+    by tensor and by name must get the same array). Each array must be an ``np.ndarray``
+    of the placeholder's exact shape and dtype. Raises as ``evaluate`` documents.
+    """
+    placeholders = [op.output(0) for op in ops if isinstance(op, PlaceholderOp)]
+    given = resolve_feed(placeholders, feed, "evaluate")
     values: dict[Tensor, np.ndarray] = {}
-    for op in placeholders:
-        tensor = op.output(0)
-        if tensor in by_tensor:
-            value = by_tensor[tensor]
-            if op.name in by_name and by_name[op.name] is not value:
-                raise ValueError(f"evaluate: placeholder '{op.name}' is fed twice, by tensor "
-                                 "and by name, with different arrays; keep one entry")
-        elif op.name in by_name:
-            if name_count[op.name] > 1:
-                raise ValueError(f"evaluate: {name_count[op.name]} placeholders of this DAG "
-                                 f"are named '{op.name}', so the feed key '{op.name}' is "
-                                 "ambiguous; use the placeholder Tensors as keys")
-            value = by_name[op.name]
-        else:
+    for tensor in placeholders:
+        op: PlaceholderOp = tensor.op  # type: ignore[assignment]
+        if tensor not in given:
             raise ValueError(
                 f"evaluate: no data for placeholder '{op.name}' (shape {op.shape}, dtype "
                 f"{op.dtype}); add it to the feed, e.g. {{{op.name}: np.zeros({op.shape}, "
                 f"{_numpy_name(op.dtype)})}}")
-        values[tensor] = _check_data(op, value)
+        values[tensor] = _check_data(op, given[tensor])
     return values
 
 

@@ -56,6 +56,9 @@ from .broadcast import (
     where,
     zeros_like,
 )
+from .contract import MATMUL, einsum, matmul, tensordot
+from .gather import take
+from .join import concatenate, split, stack
 from .reduce import (
     COMM_REDUCE,
     COMM_REDUCE_IDX,
@@ -70,21 +73,7 @@ from .reduce import (
     prod,
     sum,
 )
-from .transform import (
-    MATMUL,
-    concatenate,
-    einsum,
-    expand_dims,
-    flip,
-    matmul,
-    reshape,
-    split,
-    squeeze,
-    stack,
-    take,
-    tensordot,
-    transpose,
-)
+from .transform import expand_dims, flip, reshape, squeeze, transpose
 
 __all__ = [
     "BROADCAST",

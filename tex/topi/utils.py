@@ -1,6 +1,7 @@
 """Shared argument handling for the operator library: tensor checks, broadcasting,
-axis normalization and padding specs. Every topi op validates through these, so errors
-read the same everywhere: ``topi.add: shapes (2, 3) and (4,) do not broadcast``.
+axis normalization and padding specs, and the index arithmetic several ops share
+(row-major ravel/unravel). Every topi op validates through these, so errors read the same
+everywhere: ``topi.add: shapes (2, 3) and (4,) do not broadcast``.
 """
 from __future__ import annotations
 
@@ -11,23 +12,33 @@ from typing import Any
 import numpy as np
 
 from .. import te
+from ..dtype import DTYPES, int32
+from ..ir import fold
 from ..ir.expr import Const, Expr, ExprOp, IterVar
 from ..ir.tensor import Tensor
 
 __all__ = [
+    "Index",
     "broadcast_indices",
     "broadcast_shape",
     "check_tensor",
     "compute_nd",
     "index_names",
+    "int_list",
+    "is_int",
     "is_scalar",
+    "new_axis",
     "normalize_axis",
     "normalize_axis_one",
     "padding4",
     "pair",
     "prod",
+    "ravel",
     "reduce_axes",
+    "unravel",
 ]
+
+Index = tuple[Expr, ...]  # the index of one element: an expression per dimension
 
 _SCALAR_TYPES = (bool, int, float, np.bool_, np.integer, np.floating)
 
@@ -43,6 +54,19 @@ def check_tensor(x: Any, op: str, arg: str = "x") -> Tensor:
 def is_scalar(x: Any) -> bool:
     """Python/NumPy numbers and scalar expressions (not tensors)."""
     return isinstance(x, (_SCALAR_TYPES, ExprOp))
+
+
+def is_int(value: Any) -> bool:
+    """A Python or NumPy integer, not a bool."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def int_list(value: Any, op: str, arg: str) -> list[int]:
+    """An int or a sequence of ints as a list; TypeError naming the argument otherwise."""
+    values = list(value) if isinstance(value, (list, tuple)) else [value]
+    if not all(is_int(v) for v in values):
+        raise TypeError(f"{op}: {arg} must be an int or a sequence of ints, got {value!r}")
+    return [int(v) for v in values]
 
 
 def prod(values: Sequence[int]) -> int:
@@ -103,6 +127,18 @@ def normalize_axis(axis: Any, ndim: int, op: str) -> tuple[int, ...]:
     if len(set(out)) != len(out):
         raise ValueError(f"{op}: axis {axis!r} names an axis twice")
     return tuple(sorted(out))
+
+
+def new_axis(axis: Any, ndim: int, op: str) -> int:
+    """A position in ``[0, ndim]`` at which to insert an axis (negatives count from the
+    end of the result, as NumPy)."""
+    if not is_int(axis):
+        raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__} {axis!r}")
+    a = int(axis)
+    if not -ndim - 1 <= a <= ndim:
+        raise ValueError(f"{op}: axis {a} is out of range for inserting an axis into a "
+                         f"tensor with {ndim} dimensions (valid: {-ndim - 1}..{ndim})")
+    return a + ndim + 1 if a < 0 else a
 
 
 def pair(value: Any, op: str, arg: str) -> tuple[int, int]:
@@ -168,3 +204,44 @@ def reduce_axes(extents: Sequence[int], names: Sequence[str] | None = None) -> l
     if names is None:
         names = ["k"] if len(extents) == 1 else [f"k{d}" for d in range(len(extents))]
     return [te.reduce_axis((0, int(e)), name=n) for e, n in zip(extents, names)]
+
+
+# -- row-major flat positions (reshape, take with axis=None) -------------------------------
+
+_INT32_MAX = 2**31 - 1
+_INT64 = DTYPES["int64"]
+
+
+def _strides(shape: Sequence[int]) -> list[int]:
+    """Row-major strides, in elements."""
+    out = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        out[d] = out[d + 1] * shape[d + 1]
+    return out
+
+
+def ravel(idx: Index, shape: Sequence[int]) -> Expr:
+    """The row-major flat position of ``idx`` in ``shape``: ``i*s0 + j*s1 + ...`` (in
+    int64 when ``shape`` has more elements than int32 can count)."""
+    wide = prod(shape) > _INT32_MAX
+    flat: Expr = Const(0, _INT64 if wide else int32)
+    for ix, stride in zip(idx, _strides(shape)):
+        if wide:
+            ix = fold.cast(_INT64, ix)
+        flat = flat + ix * fold.const(stride, flat.dtype)
+    return flat
+
+
+def unravel(flat: Expr, shape: Sequence[int]) -> Index:
+    """The index of flat position ``flat`` (known to be in range) in ``shape``; with more
+    elements than int32 can count, divided in int64 and each index narrowed after."""
+    wide = prod(shape) > _INT32_MAX
+    if wide:
+        flat = fold.cast(_INT64, flat)
+    out = []
+    for d, stride in enumerate(_strides(shape)):
+        q = te.floordiv(flat, fold.const(stride, flat.dtype))
+        ix = q if d == 0 else te.floormod(q, fold.const(shape[d], flat.dtype))
+        out.append(fold.cast(int32, ix) if ix.dtype is not int32 and shape[d] <= _INT32_MAX
+                   else ix)  # q < shape[0] already
+    return tuple(out)

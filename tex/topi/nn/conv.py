@@ -72,29 +72,14 @@ def conv2d(data: Tensor, kernel: Tensor, stride: Any, padding: Any, dilation: An
     data = check_ndim(data, op, "data", 4, "(N, C, H, W)")
     kernel = check_ndim(kernel, op, "kernel", 4, "(O, C, KH, KW)")
     check_same_dtype(op, data=data, kernel=kernel)
-    sh, sw = pair(stride, op, "stride")
-    dh, dw = pair(dilation, op, "dilation")
-    check_positive((sh, sw), op, "stride")
-    check_positive((dh, dw), op, "dilation")
-    top, left, bottom, right = padding4(padding, op)
-    n_, c_, h_, w_ = data.shape
-    o_, kc, kh, kw = kernel.shape
-    if kc != c_:
-        raise ValueError(f"{op}: data has {c_} channels but kernel expects {kc} "
-                         f"(data {data.shape}, kernel {kernel.shape})")
-    shapes = f"data {data.shape}, kernel {kernel.shape}"
-    rows = Window.make(op, "height", h_, kh, sh, dh, top, bottom, context=shapes)
-    cols = Window.make(op, "width", w_, kw, sw, dw, left, right, context=shapes)
+    rows, cols = _conv_windows(op, data, kernel, stride, padding, dilation)
     dtype = out_dtype_of(out_dtype, data.dtype, op)
+    padded = _pad_input(data, rows, cols)
 
-    padded = data
-    if any((top, left, bottom, right)):
-        padded = pad_tensor(data, (0, 0, top, left), (0, 0, bottom, right), 0.0, "pad_temp",
-                            ("n", "c", "h", "w"))
-
-    rc = te.reduce_axis((0, c_), name="rc")
-    ry = te.reduce_axis((0, kh), name="ry")
-    rx = te.reduce_axis((0, kw), name="rx")
+    rc = te.reduce_axis((0, data.shape[1]), name="rc")
+    ry = te.reduce_axis((0, rows.kernel), name="ry")
+    rx = te.reduce_axis((0, cols.kernel), name="rx")
+    sh, sw, dh, dw = rows.stride, cols.stride, rows.dilation, cols.dilation
 
     def fcompute(n: Expr, c: Expr, h: Expr, w: Expr) -> Expr:
         # pad_temp already holds the padding: window o starts at o*stride in it
@@ -103,5 +88,35 @@ def conv2d(data: Tensor, kernel: Tensor, stride: Any, padding: Any, dilation: An
         value = padded[n, rc, y, x].astype(dtype) * kernel[c, rc, ry, rx].astype(dtype)
         return te.sum(value, axis=[rc, ry, rx])
 
-    return te.compute((n_, o_, rows.out, cols.out), fcompute, name="conv2d_nchw",
-                      tag="conv2d_nchw")
+    return te.compute((data.shape[0], kernel.shape[0], rows.out, cols.out), fcompute,
+                      name="conv2d_nchw", tag="conv2d_nchw")
+
+
+def _conv_windows(op: str, data: Tensor, kernel: Tensor, stride: Any, padding: Any,
+                  dilation: Any) -> tuple[Window, Window]:
+    """The row and column windows of a convolution, checked: positive stride and dilation,
+    non-negative padding, matching channels and a non-empty output."""
+    sh, sw = pair(stride, op, "stride")
+    dh, dw = pair(dilation, op, "dilation")
+    check_positive((sh, sw), op, "stride")
+    check_positive((dh, dw), op, "dilation")
+    top, left, bottom, right = padding4(padding, op)
+    _, c_, h_, w_ = data.shape
+    _, kc, kh, kw = kernel.shape
+    if kc != c_:
+        raise ValueError(f"{op}: data has {c_} channels but kernel expects {kc} "
+                         f"(data {data.shape}, kernel {kernel.shape})")
+    shapes = f"data {data.shape}, kernel {kernel.shape}"
+    rows = Window.make(op, "height", h_, kh, sh, dh, top, bottom, context=shapes)
+    cols = Window.make(op, "width", w_, kw, sw, dw, left, right, context=shapes)
+    return rows, cols
+
+
+def _pad_input(data: Tensor, rows: Window, cols: Window) -> Tensor:
+    """``pad_temp``, ``data`` with the windows' zero padding, or ``data`` itself when no
+    side is padded."""
+    before, after = (rows.pad_before, cols.pad_before), (rows.pad_after, cols.pad_after)
+    if not any((*before, *after)):
+        return data
+    return pad_tensor(data, (0, 0, *before), (0, 0, *after), 0.0, "pad_temp",
+                      ("n", "c", "h", "w"))

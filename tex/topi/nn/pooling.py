@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ... import te
+from ...dtype import DType
 from ...ir.expr import Expr
 from ...ir.tensor import Tensor
 from ..utils import padding4, pair
@@ -83,6 +84,31 @@ def pool2d(data: Tensor, kernel: Any, stride: Any, dilation: Any, padding: Any,
         raise ValueError(f"{op}: pool_type must be 'max' or 'avg', got {pool_type!r}")
     if pool_type == "avg":
         check_float(data, op, "data")
+    rows, cols, include = _pool_windows(op, data, kernel, stride, dilation, padding, ceil_mode,
+                                        count_include_pad)
+    ry = te.reduce_axis((0, rows.kernel), name="ry")
+    rx = te.reduce_axis((0, cols.kernel), name="rx")
+    out_shape = (data.shape[0], data.shape[1], rows.out, cols.out)
+
+    def window(reducer: Any) -> Any:
+        def fcompute(n: Expr, c: Expr, h: Expr, w: Expr) -> Expr:
+            y, x = rows.index(h, ry), cols.index(w, rx)
+            inside = in_bounds([rows.bounds_term(y), cols.bounds_term(x)])
+            return reducer(data[n, c, y, x], axis=[ry, rx], where=inside)
+        return fcompute
+
+    if pool_type == "max":
+        return te.compute(out_shape, window(te.max), name="pool_max", tag="pool_max")
+    total = te.compute(out_shape, window(te.sum), name="pool_sum", tag="pool_sum")
+    return _average(total, rows, cols, include, data.dtype)
+
+
+def _pool_windows(op: str, data: Tensor, kernel: Any, stride: Any, dilation: Any,
+                  padding: Any, ceil_mode: Any, count_include_pad: Any
+                  ) -> tuple[Window, Window, bool]:
+    """The row and column windows of a pooling and ``count_include_pad``, checked: positive
+    kernel, stride and dilation, non-negative padding, bools, a non-empty output and no
+    window lying entirely in the padding."""
     kh, kw = pair(kernel, op, "kernel")
     sh, sw = pair(stride, op, "stride")
     dh, dw = pair(dilation, op, "dilation")
@@ -91,7 +117,7 @@ def pool2d(data: Tensor, kernel: Any, stride: Any, dilation: Any, padding: Any,
     top, left, bottom, right = padding4(padding, op)
     ceil_mode = check_bool(ceil_mode, op, "ceil_mode")
     count_include_pad = check_bool(count_include_pad, op, "count_include_pad")
-    n_, c_, h_, w_ = data.shape
+    _, _, h_, w_ = data.shape
     shapes = f"data {data.shape}, kernel {(kh, kw)}"
     rows = Window.make(op, "height", h_, kh, sh, dh, top, bottom, bool(ceil_mode), shapes)
     cols = Window.make(op, "width", w_, kw, sw, dw, left, right, bool(ceil_mode), shapes)
@@ -103,31 +129,19 @@ def pool2d(data: Tensor, kernel: Any, stride: Any, dilation: Any, padding: Any,
                              f"entirely in the padding ({shapes}, stride {(sh, sw)}, "
                              f"dilation {(dh, dw)}, padding {(top, left, bottom, right)}); "
                              "use a smaller padding")
+    return rows, cols, bool(count_include_pad)
 
-    ry = te.reduce_axis((0, kh), name="ry")
-    rx = te.reduce_axis((0, kw), name="rx")
-    out_shape = (n_, c_, rows.out, cols.out)
 
-    def window(reducer: Any) -> Any:
-        def fcompute(n: Expr, c: Expr, h: Expr, w: Expr) -> Expr:
-            y, x = rows.index(h, ry), cols.index(w, rx)
-            inside = in_bounds([rows.bounds_term(y), cols.bounds_term(x)])
-            return reducer(data[n, c, y, x], axis=[ry, rx], where=inside)
-        return fcompute
-
-    if pool_type == "max":
-        return te.compute(out_shape, window(te.max), name="pool_max", tag="pool_max")
-
-    total = te.compute(out_shape, window(te.sum), name="pool_sum", tag="pool_sum")
-    include = bool(count_include_pad)
-
+def _average(total: Tensor, rows: Window, cols: Window, include_pad: bool,
+             dtype: DType) -> Tensor:
+    """``pool_avg``: the window sums ``total`` divided by the points each window counts."""
     def average(n: Expr, c: Expr, h: Expr, w: Expr) -> Expr:
         # an int when every window counts the same, else an expression of (h, w)
-        count = rows.count(h, include) * cols.count(w, include)
-        divisor = float(count) if isinstance(count, int) else count.astype(data.dtype)
+        count = rows.count(h, include_pad) * cols.count(w, include_pad)
+        divisor = float(count) if isinstance(count, int) else count.astype(dtype)
         return total[n, c, h, w] / divisor
 
-    return te.compute(out_shape, average, name="pool_avg", tag="pool_avg")
+    return te.compute(total.shape, average, name="pool_avg", tag="pool_avg")
 
 
 def pool(data: Tensor, kernel: Any, stride: Any, padding: Any, pool_type: str,
