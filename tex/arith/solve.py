@@ -507,50 +507,26 @@ def _solve_domain(unknowns: Sequence[IterVar], equations: Sequence[Expr],
     return _bound_free(s, free, conds, final, pdom, unknowns)
 
 
+Bound = tuple[LinearForm, int]  # (num, div): the bound num / div of one unknown
+
+
 def _bound_free(s: _Solver, free: list[Var], conds: list[Expr], final: dict[Var, Expr],
                 pdom: dict[Var, Interval], unknowns: Sequence[IterVar]) -> SolvedDomain | None:
     """Step 3 and 4: ranges for the free unknowns, then the conditions left."""
     known: dict[Var, Interval] = dict(pdom)
     axes: list[IterVar] = []
     shift: dict[Var, Expr] = {}
-    an = Analyzer(known)
     pending = set(free)
     for v in free:
         pending.discard(v)
         an = Analyzer({**known, **{u: r for u in pending if (r := s.ranges[u]) is not None}})
-        lows: list[tuple[LinearForm, int]] = []
-        highs: list[tuple[LinearForm, int]] = []
         rng = s.ranges[v]
-        for c in conds:
-            c2 = substitute(c, shift) if shift else c
-            forms = _inequalities(c2, an)
-            for f in forms or ():
-                k = f.terms.get(v, 0)
-                if not k:
-                    continue
-                rest = LinearForm({a: x for a, x in f.terms.items() if a is not v}, f.const,
-                                  f.dtype)
-                if any(_mentions(a, pending) or _mentions(a, {v}) for a in rest.terms):
-                    continue
-                # k*v + rest >= 0: k > 0 -> v >= ceil(-rest/k); k < 0 -> v <= floor(rest/-k)
-                (lows if k > 0 else highs).append((rest.scale(-1), k) if k > 0 else (rest, -k))
+        lows, highs = _linear_bounds(v, conds, shift, an, pending)
         if rng is not None and rng.is_bounded:
             lows.append((LinearForm.constant(rng.lo, int32), 1))
             highs.append((LinearForm.constant(rng.hi, int32), 1))
         static = (rng.hi - rng.lo + 1) if rng is not None and rng.is_bounded else math.inf
-        best: tuple[int, tuple[LinearForm, int]] | None = None
-        for lo in lows:
-            for hi in highs:
-                hlo, hhi = _frac_bounds(hi[0], hi[1], an.bounds)
-                llo, lhi = _frac_bounds(lo[0], lo[1], an.bounds)
-                if lo[0].terms.keys() == hi[0].terms.keys() and lo[1] == hi[1] and \
-                        all(lo[0].terms[a] == hi[0].terms[a] for a in lo[0].terms):
-                    span = Fraction(hi[0].const - lo[0].const, lo[1])  # same slope: exact
-                else:
-                    span = hhi - llo
-                ext = math.floor(span) + 1
-                if best is None or ext < best[0]:
-                    best = (ext, lo)
+        best = _tightest(lows, highs, an)
         if best is None:
             raise ValueError(f"solve_domain: variable {v.name} is unbounded")
         ext, (num, div) = best
@@ -577,7 +553,55 @@ def _bound_free(s: _Solver, free: list[Var], conds: list[Expr], final: dict[Var,
             axes.append(IterVar(d, Range(rng.lo, rng.hi - rng.lo + 1)))
             known[d] = rng
             shift[v] = d
-    # resolve shifts into the substitution, then simplify everything on the final domain
+    return _resolve(known, axes, shift, conds, final, unknowns)
+
+
+def _linear_bounds(v: Var, conds: list[Expr], shift: dict[Var, Expr], an: Analyzer,
+                   pending: set[Var]) -> tuple[list[Bound], list[Bound]]:
+    """The lower and upper bounds of ``v`` the linear conditions give, in the unknowns
+    already bounded (conditions that mention a pending unknown do not count)."""
+    lows: list[Bound] = []
+    highs: list[Bound] = []
+    for c in conds:
+        c2 = substitute(c, shift) if shift else c
+        forms = _inequalities(c2, an)
+        for f in forms or ():
+            k = f.terms.get(v, 0)
+            if not k:
+                continue
+            rest = LinearForm({a: x for a, x in f.terms.items() if a is not v}, f.const,
+                              f.dtype)
+            if any(_mentions(a, pending) or _mentions(a, {v}) for a in rest.terms):
+                continue
+            # k*v + rest >= 0: k > 0 -> v >= ceil(-rest/k); k < 0 -> v <= floor(rest/-k)
+            (lows if k > 0 else highs).append((rest.scale(-1), k) if k > 0 else (rest, -k))
+    return lows, highs
+
+
+def _tightest(lows: list[Bound], highs: list[Bound], an: Analyzer
+              ) -> tuple[int, Bound] | None:
+    """The pair of bounds with the fewest points between them: (extent, its lower bound)."""
+    best: tuple[int, Bound] | None = None
+    for lo in lows:
+        for hi in highs:
+            hlo, hhi = _frac_bounds(hi[0], hi[1], an.bounds)
+            llo, lhi = _frac_bounds(lo[0], lo[1], an.bounds)
+            if lo[0].terms.keys() == hi[0].terms.keys() and lo[1] == hi[1] and \
+                    all(lo[0].terms[a] == hi[0].terms[a] for a in lo[0].terms):
+                span = Fraction(hi[0].const - lo[0].const, lo[1])  # same slope: exact
+            else:
+                span = hhi - llo
+            ext = math.floor(span) + 1
+            if best is None or ext < best[0]:
+                best = (ext, lo)
+    return best
+
+
+def _resolve(known: dict[Var, Interval], axes: list[IterVar], shift: dict[Var, Expr],
+             conds: list[Expr], final: dict[Var, Expr], unknowns: Sequence[IterVar]
+             ) -> SolvedDomain | None:
+    """Shifts resolved into the substitution, everything simplified on the final domain,
+    and the conditions left split into those on the new axes and the others."""
     fan = Analyzer(known)
     sub = {v: fan.rewrite(substitute(e, shift)) for v, e in final.items()}
     sub.update({v: fan.rewrite(e) for v, e in shift.items()})
