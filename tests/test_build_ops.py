@@ -29,7 +29,7 @@ import tex
 from tex import topi
 from tex.autodiff import jvp
 from tex.ir.tensor import PlaceholderOp
-from tex.lower.lower import placeholders_of
+from tex.ir.visit import placeholders_of
 from tex.lower.stmt import Allocate, walk_stmts
 from tex.schedule import Schedule, Stage
 from tex.testing import evaluate

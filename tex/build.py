@@ -27,8 +27,8 @@ import numpy as np
 from . import debug
 from .codegen.llvm import CodegenOptions, compile_llvm
 from .ir.expr import Var
-from .ir.tensor import PlaceholderOp, Tensor
-from .ir.visit import topo_sort_ops
+from .ir.tensor import Tensor
+from .ir.visit import placeholders_of
 from .lower.bounds_check import check_program, strip_checks
 from .lower.legalize import legalize
 from .lower.stmt import LoweredFunc
@@ -144,12 +144,8 @@ def build_lowered(func: LoweredFunc, target: str = "llvm",
 
 def _default_args(outputs: Sequence[Tensor]) -> list[Tensor]:
     """The placeholders the outputs depend on, in creation order, then the outputs."""
-    ops = topo_sort_ops(outputs)
-    order = {id(op): k for k, op in enumerate(ops)}
-    holders = [op for op in ops if isinstance(op, PlaceholderOp)]
-    holders.sort(key=lambda op: (getattr(op, "seq", 0), order[id(op)]))
     outs = list(outputs)
-    return [op.output(0) for op in holders if op.output(0) not in outs] + outs
+    return [t for t in placeholders_of(outs) if t not in outs] + outs
 
 
 def build(sch: Any, args: Sequence[Tensor | Var] | None = None, target: str = "llvm",

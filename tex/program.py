@@ -42,7 +42,7 @@ from .build import build
 from .ir.expr import Expr, TensorRead
 from .ir.feed import resolve_feed
 from .ir.tensor import ComputeOp, Operation, PlaceholderOp, Tensor
-from .ir.visit import rewrite, topo_sort_ops
+from .ir.visit import placeholders_of, rewrite, topo_sort_ops
 from .te import compute, placeholder
 
 __all__ = ["AUTO_SAVE_RATIO", "GradProgram", "Plan", "PlanRow", "TAPES", "grad_program"]
@@ -455,9 +455,7 @@ def grad_program(loss: Tensor, wrt: Sequence[Tensor] | Tensor | None = None,
     """
     _check_loss(loss)
     fwd_ops = topo_sort_ops([loss])
-    holders = sorted((op for op in fwd_ops if isinstance(op, PlaceholderOp)),
-                     key=lambda op: op.seq)
-    feeds = [op.output(0) for op in holders]
+    feeds = placeholders_of([loss])
     wrt_list = _check_wrt(wrt, feeds, loss)
     policy, requested = _check_tapes(tapes, fwd_ops)
 

@@ -11,10 +11,10 @@ from typing import Any, TypeVar
 
 from ..debug import InternalError
 from .expr import Expr, Op, TensorRead, Var
-from .tensor import ComputeOp, Operation, Tensor
+from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 
 __all__ = ["post_order", "rewrite", "fixed_point_rewrite", "substitute", "collect_vars",
-           "collect_reads", "topo_sort_ops", "RuleTable", "for_ops"]
+           "collect_reads", "topo_sort_ops", "placeholders_of", "RuleTable", "for_ops"]
 
 RewriteFn = Callable[[Expr], "Expr | None"]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -213,3 +213,12 @@ def topo_sort_ops(tensors: Iterable[Tensor]) -> list[Operation]:
                 if id(inp.op) not in done:
                     stack.append((inp.op, False))
     return order
+
+
+def placeholders_of(tensors: Iterable[Tensor]) -> list[Tensor]:
+    """The placeholders the tensors depend on, in creation order (ties, which only
+    placeholders built by a copy can have, in ``topo_sort_ops`` order): the default
+    arguments of a built function, and the feeds of a gradient program."""
+    ops = topo_sort_ops(tensors)
+    found = [op for op in ops if isinstance(op, PlaceholderOp)]
+    return [op.output(0) for op in sorted(found, key=lambda op: op.seq)]

@@ -30,7 +30,7 @@ from typing import Any
 from .. import debug
 from ..ir.expr import TensorRead, Var
 from ..ir.tensor import PlaceholderOp, Tensor
-from ..ir.visit import post_order, topo_sort_ops
+from ..ir.visit import placeholders_of, post_order
 from ..schedule import Schedule, create_schedule
 from .bounds_check import is_report
 from .nest import NestBuilder
@@ -47,7 +47,7 @@ from .stmt import (
 )
 from .storage import Names, Storage
 
-__all__ = ["lower", "placeholders_of"]
+__all__ = ["lower"]
 
 
 def lower(sch: Schedule | Tensor | Sequence[Tensor], args: Sequence[Tensor | Var] | None = None,
@@ -87,12 +87,6 @@ def lower(sch: Schedule | Tensor | Sequence[Tensor], args: Sequence[Tensor | Var
         func = fn(func)
         debug.dump(f"lower.{pass_name}", func)
     return func
-
-
-def placeholders_of(tensors: Sequence[Tensor]) -> list[Tensor]:
-    """The placeholders the tensors depend on, in creation order."""
-    found = [op.output(0) for op in topo_sort_ops(tensors) if isinstance(op, PlaceholderOp)]
-    return sorted(found, key=lambda t: getattr(t.op, "seq", 0))
 
 
 def _checked_arguments(sch: Any, args: Any, name: Any) -> tuple[Schedule, list[Tensor | Var]]:
