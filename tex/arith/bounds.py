@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
@@ -49,6 +49,7 @@ from ..ir.expr import (
     Var,
     as_expr,
 )
+from ..ir.visit import evaluate_bottom_up
 
 __all__ = ["Interval", "Bounds", "bounds", "dom_of", "normalize_dom", "dtype_interval",
            "DomainLike"]
@@ -322,37 +323,6 @@ def normalize_dom(dom: DomainLike) -> dict[Var, Interval]:
 # --------------------------------------------------------------------------------------
 # Evaluation
 # --------------------------------------------------------------------------------------
-
-K = TypeVar("K")
-V = TypeVar("V")
-
-
-def evaluate_bottom_up(root: K, memo: dict[K, V], inputs: Callable[[K], Iterable[K]],
-                       compute: Callable[[K], V]) -> V:
-    """``memo[root]``, computing missing entries children-first with an explicit stack.
-
-    ``inputs(n)`` lists what ``compute(n)`` reads from ``memo``; used by the bounds, linear
-    forms and sort keys of ``tex.arith`` (one memo per analysis, no recursion).
-    """
-    if root in memo:
-        return memo[root]
-    if all(k in memo for k in inputs(root)):  # the common case in a bottom-up pass
-        value = memo[root] = compute(root)
-        return value
-    stack = [root]
-    while stack:
-        node = stack[-1]
-        if node in memo:
-            stack.pop()
-            continue
-        missing = [k for k in inputs(node) if k not in memo]
-        if missing:
-            stack.extend(missing)
-            continue
-        memo[node] = compute(node)
-        stack.pop()
-    return memo[root]
-
 
 def _default_var(v: Var) -> Interval:
     return _EVERYTHING if v.dtype.kind == "int" else dtype_interval(v.dtype)

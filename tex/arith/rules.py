@@ -55,8 +55,8 @@ from ..ir.expr import (
     Unary,
     Var,
 )
-from ..ir.visit import BoundRules, RuleTable, fixed_point_rewrite, post_order
-from .bounds import Bounds, DomainLike, Interval, evaluate_bottom_up
+from ..ir.visit import BoundRules, RuleTable, evaluate_bottom_up, fixed_point_rewrite, post_order
+from .bounds import Bounds, DomainLike, Interval
 from .index_rules import (
     bounds_point,
     canonical_linear,

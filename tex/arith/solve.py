@@ -42,7 +42,7 @@ from typing import Any
 from ..dtype import boolean, int32
 from ..ir import fold
 from ..ir.expr import Binary, Compare, Const, Expr, IterVar, Op, Range, Var
-from ..ir.visit import post_order, rewrite, substitute
+from ..ir.visit import evaluate_bottom_up, post_order, rewrite, substitute
 from .bounds import DomainLike, Interval, normalize_dom
 from .linear import LinearForm
 from .logic_rules import chain_operands
@@ -128,18 +128,8 @@ class _Solver:
         substituted: dict[Expr, Expr] = {}
 
         def mentions_unknown(x: Expr) -> bool:
-            stack: list[tuple[Expr, bool]] = [(x, False)]
-            while stack:
-                n, expanded = stack.pop()
-                if n in mentions:
-                    continue
-                kids = n.children()
-                if expanded or not kids:
-                    mentions[n] = self.is_unknown(n) or any(mentions[k] for k in kids)
-                    continue
-                stack.append((n, True))
-                stack.extend((k, False) for k in kids if k not in mentions)
-            return mentions[x]
+            return evaluate_bottom_up(x, mentions, lambda n: n.children(), lambda n: (
+                self.is_unknown(n) or any(mentions[k] for k in n.children())))
 
         def affine(x: Expr) -> bool:  # as self.affine, with the memos
             return x.dtype.is_int and all(

@@ -55,7 +55,7 @@ from ..ir.expr import (
 )
 from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
 from ..ir.verify import check_compute_body
-from ..ir.visit import collect_vars, post_order, rewrite, substitute
+from ..ir.visit import collect_vars, evaluate_bottom_up, post_order, rewrite, substitute
 from ..topi.reduce import arg_reducer
 from .builders import (
     Zero,
@@ -149,18 +149,7 @@ def _lift(e: Expr) -> tuple[list[Expr], Expr]:
     Iterative and memoized per node: a Horner polynomial of degree 1,000 (a chain that
     deep) or a shared sub-expression costs one visit per node."""
     memo: dict[Expr, tuple[list[Expr], Expr]] = {}
-    stack: list[tuple[Expr, bool]] = [(e, False)]
-    while stack:
-        node, ready = stack.pop()
-        if node in memo:
-            continue
-        kids = _lift_through(node)
-        if kids and not ready:
-            stack.append((node, True))
-            stack.extend((k, False) for k in kids if k not in memo)
-            continue
-        memo[node] = _lift_node(node, memo)
-    return memo[e]
+    return evaluate_bottom_up(e, memo, _lift_through, lambda node: _lift_node(node, memo))
 
 
 def _lift_node(e: Expr, memo: dict[Expr, tuple[list[Expr], Expr]]

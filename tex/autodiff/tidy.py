@@ -15,7 +15,7 @@ from collections.abc import Collection, Sequence
 from ..ir.expr import Expr, Reduce, TensorRead
 from ..ir.tensor import ComputeOp, Tensor
 from ..ir.verify import check_compute_body
-from ..ir.visit import substitute
+from ..ir.visit import post_order_by, substitute
 from .builders import is_cheap, new_axes
 
 __all__ = ["tidy", "inline_reads"]
@@ -35,21 +35,8 @@ def tidy(roots: Sequence[Tensor], keep: Collection[Tensor],
     rebuilt. A tensor missing from the map is unchanged."""
     roots = list(dict.fromkeys(roots))
     # gradient ops reachable from the roots, producers first
-    order: list[Tensor] = []
-    seen: set[Tensor] = set()
-    stack: list[tuple[Tensor, bool]] = [(t, False) for t in reversed(roots)]
-    while stack:
-        t, expanded = stack.pop()
-        if expanded:
-            order.append(t)
-            continue
-        if t in seen or t not in created:
-            continue
-        seen.add(t)
-        stack.append((t, True))
-        for d in reversed(t.op.input_tensors):
-            if d in created and d not in seen:
-                stack.append((d, False))
+    order = list(post_order_by([t for t in roots if t in created],
+                               lambda t: [d for d in t.op.input_tensors if d in created]))
     users: dict[Tensor, list[Tensor]] = {}
     for t in order:
         for d in t.op.input_tensors:

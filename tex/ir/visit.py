@@ -13,20 +13,28 @@ from ..debug import InternalError
 from .expr import Expr, Op, TensorRead, Var
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 
-__all__ = ["post_order", "rewrite", "fixed_point_rewrite", "substitute", "collect_vars",
-           "collect_reads", "topo_sort_ops", "placeholders_of", "RuleTable", "for_ops"]
+__all__ = ["post_order", "post_order_by", "rewrite", "fixed_point_rewrite", "substitute",
+           "collect_vars", "collect_reads", "evaluate_bottom_up", "topo_sort_ops",
+           "placeholders_of", "RuleTable", "for_ops"]
 
 RewriteFn = Callable[[Expr], "Expr | None"]
 F = TypeVar("F", bound=Callable[..., Any])
+N = TypeVar("N")
+K = TypeVar("K")
+V = TypeVar("V")
 
 
-def post_order(*roots: Expr) -> Iterator[Expr]:
-    """Each distinct node reachable from ``roots`` once, children before parents."""
+def post_order_by(roots: Iterable[N], children: Callable[[N], Sequence[N]] | None = None
+                  ) -> Iterator[N]:
+    """Each distinct (by identity) node reachable from ``roots`` once, children before
+    parents, the children of a node and the roots in order: the one depth-first walk of
+    tex (expressions, operations, tensors), with an explicit stack. ``children`` defaults
+    to the nodes' own ``children()`` (expressions)."""
     seen: set[int] = set()
     for root in roots:
         if id(root) in seen:
             continue
-        stack: list[tuple[Expr, bool]] = [(root, False)]
+        stack: list[tuple[N, bool]] = [(root, False)]
         while stack:
             node, expanded = stack.pop()
             if expanded:
@@ -36,9 +44,43 @@ def post_order(*roots: Expr) -> Iterator[Expr]:
                 continue
             seen.add(id(node))
             stack.append((node, True))
-            for child in reversed(node.children()):
+            kids = node.children() if children is None else children(node)  # type: ignore[attr-defined]
+            for child in reversed(kids):
                 if id(child) not in seen:
                     stack.append((child, False))
+
+
+def post_order(*roots: Expr) -> Iterator[Expr]:
+    """Each distinct node reachable from ``roots`` once, children before parents."""
+    return post_order_by(roots)
+
+
+def evaluate_bottom_up(root: K, memo: dict[K, V], inputs: Callable[[K], Iterable[K]],
+                       compute: Callable[[K], V]) -> V:
+    """``memo[root]``, computing missing entries children-first with an explicit stack.
+
+    ``inputs(n)`` lists what ``compute(n)`` reads from ``memo``; used by the bounds, linear
+    forms and sort keys of ``tex.arith``, the lifted conditions of the building block (one
+    memo per analysis, no recursion).
+    """
+    if root in memo:
+        return memo[root]
+    if all(k in memo for k in inputs(root)):  # the common case in a bottom-up pass
+        value = memo[root] = compute(root)
+        return value
+    stack = [root]
+    while stack:
+        node = stack[-1]
+        if node in memo:
+            stack.pop()
+            continue
+        missing = [k for k in inputs(node) if k not in memo]
+        if missing:
+            stack.extend(missing)
+            continue
+        memo[node] = compute(node)
+        stack.pop()
+    return memo[root]
 
 
 def rewrite(root: Expr, fn: RewriteFn, memo: dict[Expr, Expr] | None = None) -> Expr:
@@ -192,27 +234,16 @@ def collect_reads(*roots: Expr) -> list[TensorRead]:
 def topo_sort_ops(tensors: Iterable[Tensor]) -> list[Operation]:
     """Operations the tensors depend on (themselves included), producers first.
     Iterative; the order is deterministic (depth-first in input order)."""
-    order: list[Operation] = []
-    done: set[int] = set()
+    roots = []
     for t in tensors:
         if not isinstance(t, Tensor):
             raise TypeError(f"expected a Tensor, got {type(t).__name__} {t!r}")
-        stack: list[tuple[Operation, bool]] = [(t.op, False)]
-        while stack:
-            op, expanded = stack.pop()
-            if expanded:
-                if id(op) not in done:
-                    done.add(id(op))
-                    order.append(op)
-                continue
-            if id(op) in done:
-                continue
-            stack.append((op, True))
-            inputs = op.input_tensors if isinstance(op, ComputeOp) else []
-            for inp in reversed(inputs):
-                if id(inp.op) not in done:
-                    stack.append((inp.op, False))
-    return order
+        roots.append(t.op)
+    return list(post_order_by(roots, _producers))
+
+
+def _producers(op: Operation) -> list[Operation]:
+    return [t.op for t in op.input_tensors] if isinstance(op, ComputeOp) else []
 
 
 def placeholders_of(tensors: Iterable[Tensor]) -> list[Tensor]:
