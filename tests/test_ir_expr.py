@@ -38,6 +38,10 @@ def test_interning_and_identity_hash(v):
     assert tex.var("i") is not i  # variables are unique even with equal names
     table = {i + 1: "a"}
     assert table[i + 1] == "a"
+    # TVM's spelling of the same test (ObjectRef.same_as), with constants as operands
+    assert (i + 1).same_as(i + 1) and not (i + 1).same_as(i + 2)
+    assert tex.const(3).same_as(3) is False and tex.const(3).same_as(tex.const(3))
+    assert not tex.var("i").same_as(i)
 
 
 def test_nodes_are_immutable(v):

@@ -119,7 +119,8 @@ class ExprOp:
         return fold.compare(Op.EQ, self, other)
 
     def same_as(self, other: Any) -> bool:
-        """Structural identity (nodes are interned, so this is ``is``)."""
+        """Structural identity, as TVM's ``Object.same_as`` (nodes are interned, so this is
+        ``is``: ``(i + 1).same_as(i + 1)`` holds)."""
         return as_expr(self) is (as_expr(other) if isinstance(other, ExprOp) else other)
 
 

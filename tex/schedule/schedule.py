@@ -130,10 +130,6 @@ class Stage:
     def __repr__(self) -> str:
         return f"Stage({self.op.name}, {' '.join(iv.name for iv in self.leaf_iter_vars)})"
 
-    def extent_of(self, iv: IterVar) -> int:
-        """The static extent of one of this stage's iteration variables."""
-        return iv.dom.extent
-
     def check_leaf(self, iv: Any, primitive: str) -> IterVar:
         """``iv`` checked to be a current loop of this stage (``primitive``: the caller,
         named in the errors)."""
@@ -526,8 +522,8 @@ class Schedule:
         are marked stale and rebuilt at their next use (``Stage.op``), and theirs in turn:
         each stage is rebuilt once per change above it that it sees, never recursively,
         and a reduction rfactored stage after stage does not rebuild everything below it
-        each time (eagerly, a chain of n reductions cost n^2 rebuilt stages: 400
-        rfactored by hand took 8 s). ``Stage.op`` rebuilds every stale stage before the
+        each time (eagerly, rfactoring a chain of n reductions would rebuild n^2 stages).
+        ``Stage.op`` rebuilds every stale stage before the
         one asked for, so an operation read is never made stale by a rebuild above it."""
         for stage, new_op in updates:
             old = stage.op
