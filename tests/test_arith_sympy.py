@@ -202,7 +202,7 @@ def test_every_integer_op_has_a_sympy_rule() -> None:
     from tex.arith import sympy_bridge as sb
     from tex.ir import FLOAT_ONLY_OPS, Op
 
-    covered = set(sb._UNARY) | set(sb._BINARY) | set(sb._COMPARE)
+    covered = set(sb.SYMPY_UNARY) | set(sb.SYMPY_BINARY) | set(sb.SYMPY_COMPARE)
     assert covered | FLOAT_ONLY_OPS == set(Op)
     assert not covered & FLOAT_ONLY_OPS
-    assert set(sb._BOOL_COMPARE) == set(sb._COMPARE)
+    assert set(sb.SYMPY_BOOL_COMPARE) == set(sb.SYMPY_COMPARE)

@@ -433,16 +433,8 @@ class Bounds:
             case TensorRead() | Reduce():
                 return dtype_interval(node.dtype)
             case Unary(op, a):
-                if op is Op.NEG:
-                    return _wrap_check(memo[a].neg(), node.dtype)
-                if op is Op.ABS:
-                    return _wrap_check(memo[a].abs(), node.dtype)
-                if op is Op.NOT:
-                    x = memo[a]
-                    return _FALSE if x == _TRUE else _TRUE if x == _FALSE else _BOOL
-                if op in (Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC):
-                    return memo[a]  # identity on integers
-                return fallback
+                rule = UNARY_BOUNDS.get(op)
+                return fallback if rule is None else _wrap_check(rule(memo[a]), node.dtype)
             case Binary(Op.POW, a, b):
                 out = _pow_interval(memo[a], int(b.value)) if isinstance(b, Const) else None
                 return _wrap_check(out or fallback, node.dtype)
@@ -480,6 +472,20 @@ def _wrap_check(x: Interval, dtype: DType) -> Interval:
     rng = dtype_interval(dtype)
     return x if rng.contains(x) else rng
 
+
+def _not_interval(x: Interval) -> Interval:
+    return _FALSE if x == _TRUE else _TRUE if x == _FALSE else _BOOL
+
+
+# operator -> the interval of ``op a`` from the operand's (integer and bool operands; the
+# float-only intrinsics have none, their nodes get the dtype's range)
+UNARY_BOUNDS: dict[Op, Callable[[Interval], Interval]] = {
+    Op.NEG: Interval.neg,
+    Op.ABS: Interval.abs,
+    Op.NOT: _not_interval,
+    # rounding is the identity on integers
+    Op.FLOOR: lambda x: x, Op.CEIL: lambda x: x, Op.ROUND: lambda x: x, Op.TRUNC: lambda x: x,
+}
 
 # operator -> the interval of ``a op b`` from the operand intervals (bool intervals are
 # finite subsets of [0, 1]: && is their min, || their max); other operators: no information

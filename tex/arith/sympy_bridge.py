@@ -59,7 +59,8 @@ from ..ir.visit import post_order
 from .bounds import Bounds, DomainLike, Interval, dtype_interval, normalize_dom
 
 __all__ = ["SympyBridge", "to_sympy", "from_sympy", "sympy_simplify", "sympy_prove",
-           "is_structural", "convert_post_order", "SYMPY_MAX_DEPTH"]
+           "is_structural", "convert_post_order", "SYMPY_MAX_DEPTH", "SYMPY_BINARY",
+           "SYMPY_UNARY", "SYMPY_COMPARE", "SYMPY_BOOL_COMPARE"]
 
 SympyExpr = Any  # sympy.Basic: an integer expression or a Boolean
 
@@ -79,7 +80,7 @@ def _pow(a: SympyExpr, b: SympyExpr) -> SympyExpr:
 
 
 # one entry per integer operator; bool operators are handled on their own below
-_BINARY: dict[Op, Callable[[SympyExpr, SympyExpr], SympyExpr]] = {
+SYMPY_BINARY: dict[Op, Callable[[SympyExpr, SympyExpr], SympyExpr]] = {
     Op.ADD: lambda a, b: a + b,
     Op.SUB: lambda a, b: a - b,
     Op.MUL: lambda a, b: a * b,
@@ -92,7 +93,7 @@ _BINARY: dict[Op, Callable[[SympyExpr, SympyExpr], SympyExpr]] = {
     Op.AND: lambda a, b: sympy.And(a, b),
     Op.OR: lambda a, b: sympy.Or(a, b),
 }
-_UNARY: dict[Op, Callable[[SympyExpr], SympyExpr]] = {
+SYMPY_UNARY: dict[Op, Callable[[SympyExpr], SympyExpr]] = {
     Op.NEG: lambda a: -a,
     Op.ABS: lambda a: sympy.Abs(a),
     Op.NOT: lambda a: sympy.Not(a),
@@ -102,7 +103,7 @@ _UNARY: dict[Op, Callable[[SympyExpr], SympyExpr]] = {
     Op.ROUND: lambda a: a,
     Op.TRUNC: lambda a: a,
 }
-_COMPARE: dict[Op, Callable[[SympyExpr, SympyExpr], SympyExpr]] = {
+SYMPY_COMPARE: dict[Op, Callable[[SympyExpr, SympyExpr], SympyExpr]] = {
     Op.LT: lambda a, b: sympy.Lt(a, b),
     Op.LE: lambda a, b: sympy.Le(a, b),
     Op.GT: lambda a, b: sympy.Gt(a, b),
@@ -111,7 +112,7 @@ _COMPARE: dict[Op, Callable[[SympyExpr, SympyExpr], SympyExpr]] = {
     Op.NE: lambda a, b: sympy.Ne(a, b),
 }
 # comparisons of two booleans (False < True)
-_BOOL_COMPARE: dict[Op, Callable[[SympyExpr, SympyExpr], SympyExpr]] = {
+SYMPY_BOOL_COMPARE: dict[Op, Callable[[SympyExpr, SympyExpr], SympyExpr]] = {
     Op.LT: lambda a, b: sympy.And(sympy.Not(a), b),
     Op.LE: lambda a, b: sympy.Or(sympy.Not(a), b),
     Op.GT: lambda a, b: sympy.And(a, sympy.Not(b)),
@@ -302,19 +303,19 @@ class SympyBridge:
                     f"to_sympy: {node.dtype} arithmetic '{node}' wraps around on overflow; "
                     "sympy integers do not (convert int32/int64 index arithmetic only)")
             case Unary(op, a):
-                fn = _UNARY.get(op)
+                fn = SYMPY_UNARY.get(op)
                 if fn is None:
                     raise NotImplementedError(f"to_sympy: operator '{op.value}' has no sympy "
                                               "form for integers")
                 return fn(m[a])
             case Binary(op, a, b):
-                fn = _BINARY.get(op)
+                fn = SYMPY_BINARY.get(op)
                 if fn is None:
                     raise NotImplementedError(f"to_sympy: operator '{op.value}' has no sympy "
                                               "form for integers")
                 return fn(m[a], m[b])
             case Compare(op, a, b):
-                table = _BOOL_COMPARE if a.dtype.is_bool else _COMPARE
+                table = SYMPY_BOOL_COMPARE if a.dtype.is_bool else SYMPY_COMPARE
                 return table[op](m[a], m[b])
             case Select(c, a, b):
                 if node.dtype.is_bool:

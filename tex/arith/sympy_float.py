@@ -38,10 +38,11 @@ from ..ir.expr import Binary, Cast, Const, Expr, Op, Select, Unary
 from .sympy_bridge import SympyExpr, convert_post_order
 
 __all__ = ["float_is_zero", "FLOAT_SIMPLIFY_MAX_OPS", "FLOAT_EXPAND_MAX_OPS",
-           "FLOAT_EXPAND_MAX_TERMS", "FLOAT_MAX_PIECEWISE"]
+           "FLOAT_EXPAND_MAX_TERMS", "FLOAT_MAX_PIECEWISE", "SYMPY_FLOAT_UNARY",
+           "SYMPY_FLOAT_BINARY"]
 
 # one entry per float operator with a sympy meaning; any other float operator is an atom
-_FLOAT_UNARY: dict[Op, Callable[[SympyExpr], SympyExpr]] = {
+SYMPY_FLOAT_UNARY: dict[Op, Callable[[SympyExpr], SympyExpr]] = {
     Op.NEG: lambda a: -a,
     Op.EXP: sympy.exp,
     Op.LOG: sympy.log,
@@ -59,7 +60,7 @@ _FLOAT_UNARY: dict[Op, Callable[[SympyExpr], SympyExpr]] = {
     Op.FLOOR: sympy.floor,
     Op.CEIL: sympy.ceiling,
 }
-_FLOAT_BINARY: dict[Op, Callable[[SympyExpr, SympyExpr], SympyExpr]] = {
+SYMPY_FLOAT_BINARY: dict[Op, Callable[[SympyExpr, SympyExpr], SympyExpr]] = {
     Op.ADD: lambda a, b: a + b,
     Op.SUB: lambda a, b: a - b,
     Op.MUL: lambda a, b: a * b,
@@ -113,9 +114,9 @@ class _FloatToSympy:
             case _ if not node.dtype.is_float:
                 return True  # an integer reached through a cast (the cast is an atom too)
             case Unary(op, _):
-                return op not in _FLOAT_UNARY
+                return op not in SYMPY_FLOAT_UNARY
             case Binary(op, _, _):
-                return op not in _FLOAT_BINARY
+                return op not in SYMPY_FLOAT_BINARY
             case Cast(_, a):
                 return not a.dtype.is_float
             case Select():
@@ -142,9 +143,9 @@ class _FloatToSympy:
                 case Binary(Op.OR, a, b):
                     return sympy.Or(m[a], m[b])
                 case Unary(op, a):
-                    return _FLOAT_UNARY[op](m[a])
+                    return SYMPY_FLOAT_UNARY[op](m[a])
                 case Binary(op, a, b):
-                    return _FLOAT_BINARY[op](m[a], m[b])
+                    return SYMPY_FLOAT_BINARY[op](m[a], m[b])
                 case Select(c, a, b):
                     return sympy.Piecewise((m[a], m[c]), (m[b], True))
                 case Cast(_, a):
