@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..arith.rules import Analyzer
-from ..ir.expr import Binary, Expr, IterVar, Reduce, TensorRead, Unary, Var
+from ..ir.expr import Binary, Expr, IterVar, Op, Reduce, TensorRead, Unary, Var
 from ..ir.scatter import ScatterForm, scatter_form_of
 from ..ir.tensor import ComputeOp, Tensor
 from ..ir.visit import collect_vars, post_order
@@ -59,9 +59,10 @@ _PARALLEL_MIN_WORK = 1 << 15
 # full reductions shorter than this stay one serial (vectorized) loop
 _TWO_LEVEL_MIN = 1 << 14
 # expensive ops: roughly their cost in multiply-adds when vectorized
-_OP_COST = {"exp": 12, "log": 12, "tanh": 16, "sigmoid": 14, "pow": 24, "erf": 16,
-            "sin": 16, "cos": 16, "tan": 20, "sqrt": 4, "rsqrt": 4, "log2": 12,
-            "log10": 12, "div": 4}
+OP_COST: dict[Op, int] = {
+    Op.EXP: 12, Op.LOG: 12, Op.TANH: 16, Op.SIGMOID: 14, Op.POW: 24, Op.ERF: 16, Op.SIN: 16,
+    Op.COS: 16, Op.TAN: 20, Op.SQRT: 4, Op.RSQRT: 4, Op.LOG2: 12, Op.LOG10: 12, Op.DIV: 4,
+}
 # recomputation an inlined element may add (in multiply-adds) before storing it wins
 _INLINE_BUDGET = 24
 
@@ -123,7 +124,7 @@ def _cost(e: Expr, limit: float | None = None) -> int:
     total = 0
     for node in post_order(e):
         if isinstance(node, (Unary, Binary)):
-            total += _OP_COST.get(node.op.value, 1)
+            total += OP_COST.get(node.op, 1)
         elif isinstance(node, TensorRead):
             total += 1
         if limit is not None and total > limit:
