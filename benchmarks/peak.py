@@ -44,7 +44,7 @@ for p in (str(ROOT), str(HERE)):
         sys.path.insert(0, p)
 
 import tex  # noqa: E402
-from tex.codegen.llvm import host_target  # noqa: E402
+from tex.codegen import host_target  # noqa: E402
 from tex.schedule import create_schedule  # noqa: E402
 
 __all__ = ["PeakKernel", "build_peak_kernel", "measure_peak", "estimate_ghz",

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 
-from tex.arith import Bounds, Interval, bounds, dom_of
+from tex.arith import Analyzer, Bounds, Interval, bounds, dom_of
 from tex.dtype import DTYPES, boolean, float32, int32
 from tex.ir import fold
 from tex.ir.expr import Binary, Cast, Const, Expr, IterVar, Op, Range, Unary, Var
@@ -182,6 +182,22 @@ def test_memo_shared_nodes() -> None:
     shared = i * 2 + j
     e = Cast(int32, fold.binary(Op.MAX, shared, shared + 1) > 0)
     assert b(e) == iv(0, 1) and b(shared) == iv(-3, 21)
+
+
+def test_analyzer_try_forms_are_none_only_without_a_form() -> None:
+    """``Analyzer.try_bounds``/``try_linear``: None for a float expression (no interval, no
+    linear form over the integers: ``bounds`` raises, ``linear`` truncates or raises), the
+    form itself otherwise; they catch nothing, so internal errors still propagate."""
+    an = Analyzer(D)
+    x = Var("x", float32)
+    for e in (x * 2.0 + 1.0, Const(math.inf, float32), x + Const(math.nan, float32)):
+        assert an.try_bounds(e) is None and an.try_linear(e) is None
+    assert an.try_bounds(i * 2 + j) == an.bounds(i * 2 + j) == iv(-3, 21)
+    assert an.try_bounds(i < 3) == iv(0, 1)
+    lf = an.try_linear(i * 2 + 1)
+    assert lf is not None and lf.terms == {i: 2} and lf.const == 1
+    u = Var("u", DTYPES["uint8"])
+    assert an.try_bounds(u) == iv(0, 255) and an.try_linear(u * 2) is not None
 
 
 # --------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import pytest
 
 import tex
 from tex import topi
-from tex.codegen.llvm import CodegenOptions
+from tex.codegen import CodegenOptions
 from tex.runtime.jit import cache_key
 from tex.testing import OutOfBoundsError, evaluate
 

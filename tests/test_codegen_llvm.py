@@ -17,8 +17,8 @@ import pytest
 import tex
 from tex import debug
 from tex.build import build_lowered
-from tex.codegen import tables
-from tex.codegen.llvm import covered_ops, host_target
+from tex.codegen import host_target, tables
+from tex.codegen.ops import covered_ops
 from tex.dtype import DTYPES, DType, boolean, float32, int32
 from tex.ir import fold
 from tex.ir.expr import (
@@ -748,3 +748,20 @@ def test_emit_llvm_for_a_given_host() -> None:
         assert 'target triple = "x86_64-golden-linux-gnu"' in text
         assert f"<{2 * bits // 32} x float>" in text
         assert f"<{4 * bits // 32} x float>" not in text
+
+
+def test_cpu_info_is_the_host_as_llvm_sees_it() -> None:
+    """``tex.target.cpu_info`` runs the LLVM probe itself (``tex.codegen.host``, imported
+    at its first call; nothing registered at import that an import order could miss): the
+    host's CPU name, vector width and FMA. A target with no CPU is refused, not answered
+    with a generic one."""
+    from tex.codegen.host import host_cpu_info
+    from tex.target import cpu_info
+
+    host = host_target()
+    info = cpu_info("llvm")
+    assert info == cpu_info("cpu") == cpu_info() == host_cpu_info()
+    assert (info.name, info.vector_bits) == (host.cpu, host.vector_bits)
+    assert info.fma == ("+fma" in host.features.split(","))
+    with pytest.raises(ValueError, match="no CPU"):
+        cpu_info("cuda")

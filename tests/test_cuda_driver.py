@@ -15,7 +15,6 @@ import tex
 from tex.lower.stmt import BufferParam
 from tex.runtime import cuda as rt
 from tex.runtime.gpusim import SimulatedDriver
-from tex.runtime.module import _CTYPES
 
 
 class _Result(int):
@@ -94,7 +93,7 @@ class FakeCudaPython:
         assert self.current == "ctx" and shared == 0 and stream == 0 and extra == 0
         kernel = self.sim.kernels[fn]
         slots = (ctypes.c_void_p * len(kernel.params)).from_address(params)
-        args = [(ctypes.c_uint64 if isinstance(p, BufferParam) else _CTYPES[p.var.dtype.name]
+        args = [(ctypes.c_uint64 if isinstance(p, BufferParam) else p.var.dtype.ctype
                  ).from_address(slot) for p, slot in zip(kernel.params, slots)]
         if not self.fail.get("cuLaunchKernel"):
             self.sim.launch(fn, (gx, gy, gz), (bx, by, bz), args)

@@ -1,4 +1,6 @@
 """The dtype table and the promotion rules documented in tex/dtype.py."""
+import ctypes
+
 import numpy as np
 import pytest
 
@@ -30,6 +32,15 @@ def test_table_matches_numpy():
     for name, d in DTYPES.items():
         assert d.numpy == np.dtype(name)
         assert d.itemsize == np.dtype(name).itemsize
+
+
+def test_ctypes_pass_scalars_at_their_size():
+    """The ctypes column: a scalar argument as wide as an element (bool a byte, float16 its
+    16 bits, as the code generator's ABI takes them)."""
+    for d in DTYPES.values():
+        assert ctypes.sizeof(d.ctype) == d.itemsize
+    assert DTYPES["bool"].ctype is ctypes.c_uint8 and DTYPES["float16"].ctype is ctypes.c_uint16
+    assert DTYPES["float32"].ctype is ctypes.c_float and DTYPES["int8"].ctype is ctypes.c_int8
 
 
 @pytest.mark.parametrize("value,name", [("float32", "float32"), (np.float64, "float64"),

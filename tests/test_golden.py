@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 import tex
-from tex.codegen.llvm import CodegenOptions, HostTarget, emit_llvm
+from tex.codegen import CodegenOptions, HostTarget, emit_llvm
 from tex.ir import format_program
 from tex.lower import LoweredFunc
 from tex.lower.legalize import legalize

@@ -5,7 +5,8 @@ rows above it, with two exceptions: tex.autodiff and tex.schedule (same row) may
 other, and tex.testing may import ir, arith, te, topi and autodiff but never schedule, lower,
 codegen, runtime or build. tex/__init__.py, tex/__main__.py and tex/demo.py drive everything and
 are exempt from the rows (not from third-party ownership). Imports under `if TYPE_CHECKING:` are
-exempt from both checks.
+exempt from both checks, and so are the few upward imports listed in LAZY_IMPORTS, each made at
+first use inside one named function, never at import.
 """
 
 from __future__ import annotations
@@ -41,10 +42,19 @@ FORBIDDEN_PAIRS: dict[str, set[str]] = {
     "tex.testing": {"tex.schedule", "tex.lower", "tex.codegen", "tex.runtime", "tex.build",
                     "tex.program"},
 }
-# The one sanctioned upward reference: API.md places ``grad_program`` in ``tex.autodiff``, but
-# it compiles, so it lives in ``tex.program`` (below build); ``tex/autodiff/__init__.py``
-# reaches it only inside its module ``__getattr__`` (PEP 562), at first use, never at import.
-LAZY_FACADES: dict[str, set[str]] = {"tex.autodiff": {"tex.program"}}
+# The sanctioned upward references, (importing module, its module-level function) -> the
+# modules that function may import; each runs at first use, never at import:
+# - API.md places ``grad_program`` in ``tex.autodiff``, but it compiles, so it lives in
+#   ``tex.program`` (below build); ``tex/autodiff/__init__.py`` reaches it only inside its
+#   module ``__getattr__`` (PEP 562).
+# - ``tex.target.cpu_info("llvm")`` describes the host as LLVM sees it (its features decide
+#   the vector width the code generator targets), and llvmlite belongs to ``tex.codegen``:
+#   ``tex/target.py`` imports the probe ``tex.codegen.host`` inside ``_host_cpu_info``, so
+#   the answer never depends on what was imported before.
+LAZY_IMPORTS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("tex.autodiff", "__getattr__"): ("tex.program",),
+    ("tex.target", "_host_cpu_info"): ("tex.codegen.host",),
+}
 ALLOWED: dict[str, set[str]] = {
     owner: {o for o, r in ROW_OF.items() if r <= ROW_OF[owner]} - FORBIDDEN_PAIRS.get(owner, set())
     for owner in ROW_OF
@@ -71,7 +81,12 @@ class ImportEdge:
     source: str  # the import statement as written (unparsed)
     target: str  # absolute dotted name; for `from m import a` this is "m.a" ("m" for `*`)
     absolute: bool  # False for relative imports (never third-party)
-    lazy: bool = False  # inside a module-level ``def __getattr__`` (runs at first use)
+    function: str = ""  # the module-level function the import is in ("": runs at import)
+
+    @property
+    def lazy(self) -> bool:
+        """Inside a module-level ``def __getattr__`` (runs at first use of a name)."""
+        return self.function == "__getattr__"
 
 
 def _require_package() -> list[Path]:
@@ -102,17 +117,17 @@ class _ImportCollector(ast.NodeVisitor):
 
     def __init__(self) -> None:
         self.nodes: list[ast.Import | ast.ImportFrom] = []
-        self.lazy: set[int] = set()  # ids of the nodes inside a module-level __getattr__
+        self.function: dict[int, str] = {}  # node id -> the module-level function it is in
         self.depth = 0
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-        lazy = self.depth == 0 and node.name == "__getattr__"
+        top = self.depth == 0
         before = len(self.nodes)
         self.depth += 1
         self.generic_visit(node)
         self.depth -= 1
-        if lazy:
-            self.lazy.update(id(n) for n in self.nodes[before:])
+        if top:
+            self.function.update((id(n), node.name) for n in self.nodes[before:])
 
     def visit_If(self, node: ast.If) -> None:
         if _is_type_checking(node.test):
@@ -150,7 +165,7 @@ def imports_of(path: Path, source: str | None = None, root: Path = ROOT) -> list
         if isinstance(node, ast.Import):
             for alias in node.names:
                 edges.append(ImportEdge(rel, node.lineno, text, alias.name, True,
-                                        id(node) in collector.lazy))
+                                        collector.function.get(id(node), "")))
             continue
         if node.level:
             parts = package.split(".") if package else []
@@ -166,7 +181,7 @@ def imports_of(path: Path, source: str | None = None, root: Path = ROOT) -> list
         for alias in node.names:
             target = base if alias.name == "*" else f"{base}.{alias.name}"
             edges.append(ImportEdge(rel, node.lineno, text, target, node.level == 0,
-                                    id(node) in collector.lazy))
+                                    collector.function.get(id(node), "")))
     return edges
 
 
@@ -198,8 +213,8 @@ def layer_violations(edges: list[ImportEdge], importer: str) -> list[str]:
             continue
         where = f"{e.file}:{e.line}: `{e.source}`"
         dst_owner = owner_of(e.target)
-        if e.lazy and importer == src_owner and dst_owner in LAZY_FACADES.get(src_owner, ()):
-            continue  # the package's own lazy facade (see LAZY_FACADES)
+        if any(_within(e.target, t) for t in LAZY_IMPORTS.get((importer, e.function), ())):
+            continue  # a sanctioned import at first use (see LAZY_IMPORTS)
         if dst_owner is None:
             errors.append(
                 f"{where} imports {e.target}, which has no row in the layout table "
@@ -391,3 +406,24 @@ def test_checker_allows_only_the_declared_lazy_facade(tmp_path: Path) -> None:
     nested = "def f():\n    def __getattr__(name):\n        from ..program import g\n"
     assert len(layer_violations(_edges(tmp_path, "tex/autodiff/__init__.py", nested),
                                 "tex.autodiff")) == 1
+
+
+def test_checker_allows_only_the_declared_host_probe(tmp_path: Path) -> None:
+    """``tex/target.py`` may import ``tex.codegen.host`` inside ``_host_cpu_info``, and
+    nowhere else: not at module level, not in another function, not another module."""
+    probe = ("def _host_cpu_info():\n"
+             "    from .codegen.host import host_cpu_info\n"
+             "    return host_cpu_info()\n")
+    edges = _edges(tmp_path, "tex/target.py", probe)
+    assert [e.function for e in edges] == ["_host_cpu_info"] and not edges[0].lazy
+    assert layer_violations(edges, "tex.target") == []
+    eager = _edges(tmp_path, "tex/target.py", "from .codegen.host import host_cpu_info\n")
+    assert len(layer_violations(eager, "tex.target")) == 1
+    other_function = probe.replace("def _host_cpu_info", "def cpu_info")
+    assert len(layer_violations(_edges(tmp_path, "tex/target.py", other_function),
+                                "tex.target")) == 1
+    other_module = probe.replace(".codegen.host", ".codegen.llvm")
+    assert len(layer_violations(_edges(tmp_path, "tex/target.py", other_module),
+                                "tex.target")) == 1
+    other_importer = _edges(tmp_path, "tex/dtype.py", probe)
+    assert len(layer_violations(other_importer, "tex.dtype")) == 1

@@ -265,7 +265,7 @@ def test_build_refuses_unknown_targets() -> None:
 
 
 def test_without_openmp_parallel_loops_run_serially(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tex.codegen.llvm import CodegenOptions, compile_llvm
+    from tex.codegen import CodegenOptions, compile_llvm
     from tex.runtime import openmp
 
     monkeypatch.setattr(openmp, "_result", [])

@@ -343,7 +343,7 @@ def test_many_loop_nests_are_outlined():
     """LLVM's loop passes are quadratic in the loops of one function (400 stored stages:
     9 s to optimize, 1,500: 100 s): past OUTLINE_MIN_NESTS nests, each nest is a function
     of its own (linear: 5 ms per stage); small functions are emitted as before."""
-    from tex.codegen.llvm import OUTLINE_MIN_NESTS
+    from tex.codegen.parallel import OUTLINE_MIN_NESTS
 
     for n, outlined in ((OUTLINE_MIN_NESTS - 1, False), (OUTLINE_MIN_NESTS + 1, True)):
         A, out = _chain(n, size=4)

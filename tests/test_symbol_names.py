@@ -97,7 +97,7 @@ def test_function_names_become_ascii_symbols(fname: str) -> None:
 def test_outlined_nests_take_any_names(names: tuple[str, ...]) -> None:
     """Past OUTLINE_MIN_NESTS stored stages each nest is an internal function whose
     arguments carry the buffers' names: long or odd names must not collide there either."""
-    from tex.codegen.llvm import OUTLINE_MIN_NESTS
+    from tex.codegen.parallel import OUTLINE_MIN_NESTS
     A = tex.placeholder((4,), "float32", name=names[0])
     stages = [A]
     for k in range(OUTLINE_MIN_NESTS + 2):

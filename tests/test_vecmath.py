@@ -14,7 +14,7 @@ import pytest
 
 import tex
 from tex.codegen import vecmath
-from tex.codegen.llvm import LLVM_LOCK, host_target
+from tex.codegen.host import LLVM_LOCK, host_target
 from tex.codegen.vecmath import FALLBACK, fallback_function
 
 N = 1 << 16

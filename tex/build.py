@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from . import debug
-from .codegen.llvm import CodegenOptions, compile_llvm
+from .codegen import CodegenOptions, compile_llvm
 from .ir.expr import Var
 from .ir.tensor import Tensor
 from .ir.visit import placeholders_of

@@ -1,5 +1,9 @@
 """The dtype table: the one place that knows names, kinds, sizes and storage types.
 
+Each row: name, kind, bits, the LLVM register type, the NumPy dtype, and the ctypes type a
+scalar argument of the dtype is passed as to compiled code (``bool`` as a byte, ``float16``
+as its 16 bits: the ABI of ``tex.codegen``).
+
 Dtypes: ``float16 float32 float64 int8 int16 int32 int64 uint8 bool``.
 
 Promotion rules (``promote(a, b)``), applied by every binary operator:
@@ -18,6 +22,7 @@ Python float next to an integer (or bool) expression makes a ``float32`` express
 """
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +39,8 @@ class DType:
     kind: str
     bits: int
     llvm: str  # LLVM scalar type used in registers
+    # how a scalar argument is passed through ctypes (bool as a byte, float16 as its bits)
+    ctype: type = field(repr=False, compare=False)
     numpy: np.dtype = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -71,15 +78,15 @@ class DType:
 DTYPES: dict[str, DType] = {
     d.name: d
     for d in (
-        DType("float16", "float", 16, "half"),
-        DType("float32", "float", 32, "float"),
-        DType("float64", "float", 64, "double"),
-        DType("int8", "int", 8, "i8"),
-        DType("int16", "int", 16, "i16"),
-        DType("int32", "int", 32, "i32"),
-        DType("int64", "int", 64, "i64"),
-        DType("uint8", "uint", 8, "i8"),
-        DType("bool", "bool", 1, "i1"),
+        DType("float16", "float", 16, "half", ctypes.c_uint16),
+        DType("float32", "float", 32, "float", ctypes.c_float),
+        DType("float64", "float", 64, "double", ctypes.c_double),
+        DType("int8", "int", 8, "i8", ctypes.c_int8),
+        DType("int16", "int", 16, "i16", ctypes.c_int16),
+        DType("int32", "int", 32, "i32", ctypes.c_int32),
+        DType("int64", "int", 64, "i64", ctypes.c_int64),
+        DType("uint8", "uint", 8, "i8", ctypes.c_uint8),
+        DType("bool", "bool", 1, "i1", ctypes.c_uint8),
     )
 }
 

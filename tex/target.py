@@ -1,21 +1,21 @@
 """What the auto-scheduler needs to know about a machine: vector width, cores, caches.
 
-``CPUInfo`` is plain data. The host's values come from a *probe* registered by the code
-generator that owns the target (``tex.codegen.llvm`` registers LLVM's view of the host CPU:
-its features decide the vector width), so this module, at the bottom of the import rows,
-never imports a backend. Cache sizes are read from Linux's sysfs when present. Without a
-registered probe (a backend not imported yet) a conservative 128-bit host is assumed.
+``CPUInfo`` is plain data. ``cpu_info("llvm")`` always describes the real host, whatever
+was imported before: its vector width is what the code generator targets, LLVM's view of
+the host CPU's features, and llvmlite belongs to ``tex.codegen``. So ``cpu_info`` imports
+the probe, ``tex.codegen.host.host_cpu_info``, when first called: the one upward import of
+this module, never at import time (this module sits at the bottom of the import rows;
+``tests/test_layout.py`` sanctions exactly this import in ``LAZY_IMPORTS``). Cache sizes
+are read from Linux's sysfs when present.
 """
 from __future__ import annotations
 
-import functools
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CPUInfo", "cpu_info", "register_probe", "CudaTarget", "parse_cuda_target",
-           "KNOWN_CUDA_ARCHS"]
+__all__ = ["CPUInfo", "cpu_info", "host_cores", "with_caches", "CudaTarget",
+           "parse_cuda_target", "KNOWN_CUDA_ARCHS"]
 
 
 @dataclass(frozen=True)
@@ -33,15 +33,6 @@ class CPUInfo:
     def lanes(self, bits: int = 32) -> int:
         """Elements of ``bits`` bits in one vector register."""
         return max(1, self.vector_bits // bits)
-
-
-# target kind -> probe; filled by backends at their import (one entry per backend)
-_PROBES: dict[str, Callable[[], CPUInfo]] = {}
-
-
-def register_probe(kind: str, probe: Callable[[], CPUInfo]) -> None:
-    """Let a backend describe the host for target ``kind`` (e.g. ``"llvm"``)."""
-    _PROBES[kind] = probe
 
 
 def _cache_size(level: int, kind: str) -> int | None:
@@ -79,18 +70,26 @@ def with_caches(name: str, vector_bits: int, fma: bool) -> CPUInfo:
         fma=fma)
 
 
-@functools.cache
-def _fallback() -> CPUInfo:
-    return with_caches("generic", 128, False)
-
-
 def cpu_info(target: str = "llvm") -> CPUInfo:
-    """The machine behind ``target`` (``"llvm"``: the host CPU)."""
+    """The CPU behind ``target``: ``"llvm"`` (alias ``"cpu"``, the default) is the host.
+
+    Raises
+    ------
+    ValueError
+        A target with no CPU to describe (e.g. ``"cuda"``).
+    """
     key = target.strip().split()[0].lower() if isinstance(target, str) and target.strip() \
         else "llvm"
-    key = {"cpu": "llvm"}.get(key, key)
-    probe = _PROBES.get(key)
-    return probe() if probe is not None else _fallback()
+    if key not in ("llvm", "cpu"):
+        raise ValueError(f"cpu_info: target {target!r} has no CPU to describe; expected "
+                         "'llvm' (the host CPU)")
+    return _host_cpu_info()
+
+
+def _host_cpu_info() -> CPUInfo:
+    """The host as LLVM sees it (``tex.codegen.host``, imported at the first call)."""
+    from .codegen.host import host_cpu_info  # the sanctioned lazy import (module docstring)
+    return host_cpu_info()
 
 
 # --------------------------------------------------------------------------------------

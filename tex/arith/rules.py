@@ -166,6 +166,18 @@ class Analyzer:
             return hit
         return evaluate_bottom_up(e, self._linear, linear_inputs, self._compute_linear)
 
+    def try_linear(self, e: Expr) -> LinearForm | None:
+        """``linear(e)``, or None when ``e`` is not an integer or bool expression: a float
+        has no linear form over the integers (``linear`` would truncate its constants, or
+        raise on an infinite one). Other errors are bugs and propagate."""
+        return self.linear(e) if e.dtype.is_integral else None
+
+    def try_bounds(self, e: Expr) -> Interval | None:
+        """``bounds(e)``, or None when ``e`` is not an integer or bool expression (the only
+        ones with interval bounds; ``bounds`` raises TypeError on the others). Other
+        errors are bugs and propagate."""
+        return self.bounds(e) if e.dtype.is_integral else None
+
     def _compute_linear(self, e: Expr) -> LinearForm:
         memo = self._linear
         match e:

@@ -2,7 +2,7 @@
 
 ``compile_ptx(program, target)`` takes the kernels of a ``DeviceProgram``
 (``tex.lower.gpu.split_kernels``) to one PTX module. Statements and expressions are emitted
-by the CPU backend's emitter (``tex.codegen.llvm``), so integer division, float min/max,
+by the CPU backend's scalar emitter (``tex.codegen.emit``), so integer division, float min/max,
 casts, lazy selects and bool storage mean the same on both targets; this module adds what
 differs on a GPU:
 
@@ -32,12 +32,13 @@ cubin. ``TEX_DUMP=ptx.llvm,ptx.llvm.opt,ptx`` prints the stages.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,10 +46,10 @@ import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
 from .. import debug
-from ..arith import Analyzer, Interval
+from ..arith import Interval
 from ..debug import InternalError
 from ..dtype import DType
-from ..ir.expr import Binary, Op, TensorRead, Unary
+from ..ir.expr import Binary, Op, TensorRead, Unary, Var
 from ..lower.bounds_check import BoundsReportOp
 from ..lower.gpu import DeviceProgram, Kernel
 from ..lower.passes import loop_domains
@@ -63,18 +64,10 @@ from ..lower.stmt import (
     symbol_name,
 )
 from ..target import CudaTarget
-from .llvm import (
-    LLVM_LOCK,
-    CodegenOptions,
-    _abi_ir_type,
-    _FunctionEmitter,
-    _local,
-    _ModuleEmitter,
-    _scalar_type,
-    _storage_type,
-    bind_params,
-    run_default_pipeline,
-)
+from .emit import FunctionEmitter
+from .host import LLVM_LOCK, run_default_pipeline
+from .irtypes import I32, I64, PTR, VOID, abi_type, local_name, scalar_type, storage_type
+from .module import CodegenOptions, ModuleEmitter
 from .vecmath import FALLBACK, VECMATH, fallback_function, vecmath_function
 
 __all__ = ["PTXModule", "compile_ptx", "emit_ptx_llvm", "find_libdevice", "find_ptxas",
@@ -82,11 +75,7 @@ __all__ = ["PTXModule", "compile_ptx", "emit_ptx_llvm", "find_libdevice", "find_
 
 TRIPLE = "nvptx64-nvidia-cuda"
 MAX_LOCAL_BYTES = 64 * 1024  # per-thread local buffers larger than this are refused
-_I32 = ir.IntType(32)
-_I64 = ir.IntType(64)
-_PTR = ir.PointerType()
 _SHARED_PTR = ir.PointerType(addrspace=3)
-_VOID = ir.VoidType()
 
 # op -> libdevice base name: __nv_<name>f (float32) or __nv_<name> (float64)
 LIBDEVICE_UNARY: dict[Op, str] = {
@@ -167,7 +156,7 @@ def assemble(ptx: str, arch: str = "sm_90") -> bytes | None:
 # Emitters
 # --------------------------------------------------------------------------------------
 
-class _PTXModuleEmitter(_ModuleEmitter):
+class _PTXModuleEmitter(ModuleEmitter):
     """What the kernels of one module share (the llvmlite module, declarations)."""
 
     def __init__(self, kernel: Kernel, options: CodegenOptions, module: ir.Module,
@@ -176,27 +165,27 @@ class _PTXModuleEmitter(_ModuleEmitter):
         self.kernel = kernel
         self.libdevice = libdevice
 
-    def in_bounds(self, read: TensorRead) -> bool:
-        if self._domains is None:
-            dom = loop_domains(self.func.body)
-            dims = dict(zip(("x", "y", "z"), zip(self.kernel.grid, self.kernel.block)))
-            for v in self.kernel.indices:
-                kind, axis = v.name.split(".")
-                n = dims[axis][0 if kind == "blockIdx" else 1]
-                dom[v] = Interval(0, n - 1)
-            self._domains = Analyzer(dom)
-        return super().in_bounds(read)
+    def domains(self) -> dict[Var, Interval]:
+        """The loop variables' ranges and the hardware indices' (the launch's shape)."""
+        dom = loop_domains(self.func.body)
+        dims = dict(zip(("x", "y", "z"), zip(self.kernel.grid, self.kernel.block)))
+        for v in self.kernel.indices:
+            kind, axis = v.name.split(".")
+            n = dims[axis][0 if kind == "blockIdx" else 1]
+            dom[v] = Interval(0, n - 1)
+        return dom
 
 
-class _PTXFunctionEmitter(_FunctionEmitter):
+class _PTXFunctionEmitter(FunctionEmitter):
     """One kernel's body."""
 
     m: _PTXModuleEmitter
 
     def bind_indices(self) -> None:
+        """Read the kernel's hardware indices (``threadIdx.x``...) once, at entry."""
         for v in self.m.kernel.indices:
             kind, axis = v.name.split(".")
-            fn = self.m.declare(f"llvm.nvvm.read.ptx.sreg.{_SREG[kind]}.{axis}", _I32, [])
+            fn = self.m.declare(f"llvm.nvvm.read.ptx.sreg.{_SREG[kind]}.{axis}", I32, [])
             self.vars[v] = self.b.call(fn, [], name=v.name)
 
     def report(self, e: TensorRead, ix: ir.Value) -> ir.Value:
@@ -208,34 +197,35 @@ class _PTXFunctionEmitter(_FunctionEmitter):
         assert kernel.error_slot is not None and isinstance(op, BoundsReportOp)
         b = self.b
         slot = self.bufs[kernel.error_slot]
-        number = ir.Constant(_I64, kernel.checks.index(op) + 1)
+        number = ir.Constant(I64, kernel.checks.index(op) + 1)
         index = self.to_i64(ix, e.indices[0].dtype)
-        won = b.extract_value(b.cmpxchg(slot, ir.Constant(_I64, 0), number, "monotonic",
+        won = b.extract_value(b.cmpxchg(slot, ir.Constant(I64, 0), number, "monotonic",
                                         "monotonic"), 1)
         with b.if_then(won, likely=False):
-            b.store(index, b.gep(slot, [ir.Constant(_I64, 1)], inbounds=True,
-                                 source_etype=_I64), align=8)
+            b.store(index, b.gep(slot, [ir.Constant(I64, 1)], inbounds=True,
+                                 source_etype=I64), align=8)
         d = e.tensor.dtype
-        return ir.Constant(_scalar_type(d), 0.0 if d.is_float else 0)
+        return ir.Constant(scalar_type(d), 0.0 if d.is_float else 0)
 
     def visit(self, s: Stmt) -> Nested[None]:
+        """``s``; a ``Barrier`` is ``bar.sync 0``."""
         if isinstance(s, Barrier):
-            self.b.call(self.m.declare("llvm.nvvm.barrier0", _VOID, []), [])
+            self.b.call(self.m.declare("llvm.nvvm.barrier0", VOID, []), [])
             return
         yield super().visit(s)
 
     def loop(self, s: For) -> Nested[None]:
+        """Serial and unrolled loops only (the kernel split bound the others)."""
         if s.kind in (ForKind.THREAD, ForKind.PARALLEL, ForKind.VECTORIZED):
             raise InternalError(f"loop '{s.var.name}' of kind {s.kind.value} in a kernel "
                                 "(tex.lower.gpu should have removed it)", self.m.func)
         yield super().loop(s)
 
-    def enter_scope(self, s: Stmt) -> Callable[[], None]:
-        """Shared and local buffers (see the module doc); lets as on the CPU."""
-        if not isinstance(s, Allocate):
-            return super().enter_scope(s)
+    @contextlib.contextmanager
+    def allocation(self, s: Allocate) -> Iterator[None]:
+        """Shared and local buffers (see the module doc)."""
         buf = s.buffer
-        st = _storage_type(buf.dtype)
+        st = storage_type(buf.dtype)
         n = int(buf.shape[0])
         if s.scope == "shared":
             arr = ir.ArrayType(st, n)
@@ -245,8 +235,8 @@ class _PTXFunctionEmitter(_FunctionEmitter):
             g.linkage = "internal"
             g.initializer = ir.Constant(arr, ir.Undefined)
             g.align = 16
-            first = self.b.gep(g, [ir.Constant(_I32, 0), ir.Constant(_I32, 0)], inbounds=True,
-                               source_etype=arr, name=_local(buf.name))
+            first = self.b.gep(g, [ir.Constant(I32, 0), ir.Constant(I32, 0)], inbounds=True,
+                               source_etype=arr, name=local_name(buf.name))
             first.type = _SHARED_PTR  # llvmlite types it as a typed pointer
             self.bufs[buf] = first
         elif s.scope == "local":
@@ -258,24 +248,24 @@ class _PTXFunctionEmitter(_FunctionEmitter):
         else:
             raise InternalError(f"a {s.scope} buffer '{buf.name}' inside a kernel",
                                 self.m.func)
-
-        def leave() -> None:
-            del self.bufs[buf]
-        return leave
+        yield
+        del self.bufs[buf]
 
     # math through libdevice ----------------------------------------------------------
     def libdevice_call(self, name: str, d: DType, args: Sequence[ir.Value],
                        what: str) -> ir.Value:
+        """A call of libdevice's ``__nv_<name>[f]``; ``ValueError`` without libdevice."""
         if not self.m.libdevice:
             raise ValueError(
                 f"build(target='cuda'): {what} on {d.name} needs CUDA's libdevice, which "
                 "was not found (set TEX_LIBDEVICE to libdevice.10.bc, or CUDA_HOME to the "
                 "CUDA toolkit)")
-        t = _scalar_type(d)
+        t = scalar_type(d)
         fn = self.m.declare(f"__nv_{name}{'f' if d.bits == 32 else ''}", t, [t] * len(args))
         return self.call_float(fn, args)
 
     def unary(self, e: Unary, x: ir.Value) -> ir.Value:
+        """Float math through libdevice, else ``vecmath``'s float32 versions."""
         name = LIBDEVICE_UNARY.get(e.op)
         if name is None or not e.dtype.is_float:
             return super().unary(e, x)
@@ -288,6 +278,7 @@ class _PTXFunctionEmitter(_FunctionEmitter):
         return self.libdevice_call(name, e.dtype, [x], e.op.value)
 
     def binary(self, e: Binary, a: ir.Value, b: ir.Value) -> ir.Value:
+        """Float ``**`` through libdevice (or ``vecmath``); the rest as on the CPU."""
         if e.op is Op.POW and e.a.dtype.is_float:
             if not self.m.libdevice and e.a.dtype.bits == 32:
                 return self.b.call(fallback_function(self.m.ir, "pow", a.type), [a, b])
@@ -295,6 +286,7 @@ class _PTXFunctionEmitter(_FunctionEmitter):
         return super().binary(e, a, b)
 
     def fmod(self, a: ir.Value, b: ir.Value, d: DType) -> ir.Value:
+        """C's fmod through libdevice (or ``vecmath``'s exact float32 one)."""
         if not self.m.libdevice and d.bits == 32:
             return self.b.call(fallback_function(self.m.ir, "fmod", a.type), [a, b])
         return self.libdevice_call("fmod", d, [a, b], "float %")
@@ -340,13 +332,13 @@ def emit_ptx_llvm(program: DeviceProgram, target: CudaTarget,
         module.data_layout = str(tm.target_data)
     for kernel in program.kernels:
         m = _PTXModuleEmitter(kernel, options, module, libdevice)
-        types = [(_PTR if isinstance(p, BufferParam) else _abi_ir_type(p.var.dtype))
+        types = [(PTR if isinstance(p, BufferParam) else abi_type(p.var.dtype))
                  for p in kernel.params]
-        fn = ir.Function(module, ir.FunctionType(_VOID, types), kernel.name)
+        fn = ir.Function(module, ir.FunctionType(VOID, types), kernel.name)
         fn.calling_convention = "ptx_kernel"
         fn.attributes.add("nounwind")
         f = _PTXFunctionEmitter(m, fn, in_parallel=True)
-        bind_params(f, fn, kernel.params)
+        f.bind_params(kernel.params)
         f.bind_indices()
         body: Stmt = kernel.body
         for buf in reversed(kernel.shared):

@@ -1,8 +1,8 @@
-"""Op -> LLVM instruction and intrinsic tables, shared by the CPU and (later) PTX backends.
+"""Op -> LLVM instruction and intrinsic tables, shared by the CPU and PTX backends.
 
 Names here are llvmlite ``IRBuilder`` method names or LLVM intrinsic base names (the type
 suffix, ``.f32``/``.v8f32``, is added when declared). Ops whose code is more than one
-instruction (integer division, min/max, ...) have an emitter in the backend; ops that
+instruction (integer division, min/max, ...) have an emitter in ``ops.py``; ops that
 ``tex.lower.legalize`` always removes are listed in ``LEGALIZED``.
 """
 from __future__ import annotations

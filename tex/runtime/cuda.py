@@ -41,7 +41,6 @@ from ..ir.tensor import Tensor
 from ..lower.gpu import DeviceProgram
 from ..lower.stmt import BufferParam
 from .module import (
-    _CTYPES,
     _conversion_hint,
     _data_pointer,
     _Spec,
@@ -529,7 +528,7 @@ class CudaFunction:
             copies: list[tuple[np.ndarray, int]] = []
             for p, (spec, a, how, ptr) in zip(func.params, plan):
                 if how == "scalar":
-                    values[p.var] = _CTYPES[p.var.dtype.name](a)  # type: ignore[union-attr]
+                    values[p.var] = p.var.dtype.ctype(a)  # type: ignore[union-attr]
                     continue
                 if how == "host":
                     dev = driver.alloc(a.nbytes)

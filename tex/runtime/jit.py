@@ -15,7 +15,7 @@ once the code is emitted. Everything else is freed when the last reference to th
 goes (the engine's code and target machine); glibc keeps the freed pages for the next
 kernels, so RSS stays flat rather than dropping. What stays per build is about 4 KB of
 native memory (1.5 KB of it a pass-instrumentation object llvmlite never frees; see
-``tex.codegen.llvm.run_default_pipeline`` for the pipeline it used to leak too).
+``tex.codegen.host.run_default_pipeline`` for the pipeline it used to leak too).
 
 The compile cache maps a structural key of the work (``cache_key``: the printed
 ``LoweredFunc``, a canonical listing of every node with its dtype so that texts printing
@@ -47,7 +47,8 @@ from dataclasses import dataclass, field
 
 import llvmlite.binding as llvm
 
-from ..codegen.llvm import LLVM_LOCK, CodegenOptions, CompiledModule, host_target
+from ..codegen import CodegenOptions, CompiledModule, host_target
+from ..codegen.host import LLVM_LOCK
 from ..ir.expr import Const, Expr, Var
 from ..ir.tensor import Tensor
 from ..ir.visit import post_order
@@ -209,7 +210,7 @@ class Kernel:
     """Machine code for one function: the engine that owns it and its entry address."""
 
     name: str
-    address: int  # the entry: the parameters, then the call's error record (tex.codegen.llvm)
+    address: int  # the entry: the parameters, then the call's error record (tex.codegen.module)
     sources: CompiledModule
     engine: llvm.ExecutionEngine = field(repr=False)
 

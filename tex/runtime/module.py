@@ -76,13 +76,6 @@ def _data_pointer(a: np.ndarray) -> int:
     return a.ctypes.data  # type: ignore[no-any-return]  # pragma: no cover
 
 
-_CTYPES: dict[str, Any] = {
-    "int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32,
-    "int64": ctypes.c_int64, "uint8": ctypes.c_uint8, "float32": ctypes.c_float,
-    "float64": ctypes.c_double, "bool": ctypes.c_uint8, "float16": ctypes.c_uint16,
-}
-
-
 @dataclass(frozen=True, slots=True)
 class _Spec:
     """What one argument must be; precomputed at build time."""
@@ -212,7 +205,7 @@ class BuiltFunction:
         self._lowered_text = str(func)
         self._specs = arg_specs(func.params)
         ctypes_args = [ctypes.c_void_p if isinstance(p, BufferParam)
-                       else _CTYPES[p.var.dtype.name] for p in func.params]
+                       else p.var.dtype.ctype for p in func.params]
         self._outputs = tuple(s.position for s in self._specs if s.is_output)
         self._ctype = ctypes.CFUNCTYPE(None, *ctypes_args, ctypes.c_void_p)
         self._main = self._entry(kernel)

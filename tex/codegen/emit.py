@@ -1,0 +1,628 @@
+"""The function emitter: loop IR statements and expressions -> LLVM IR in one function.
+
+``FunctionEmitter`` emits scalar code; ``tex.codegen.vector`` adds vectorized loops,
+``tex.codegen.parallel`` outlined ones (the CPU backend uses both), and
+``tex.codegen.ptx`` GPU kernels. Numba style: allocas in the entry block, mem2reg/SROA
+promote them; a loop is a context manager yielding its index.
+
+- ``For`` SERIAL: a counted loop. UNROLLED (constant extent up to ``MAX_UNROLL``): the
+  body ``extent`` times, the variable replaced by constants. THREAD: ``ValueError``
+  (GPU only).
+- ``Allocate``: up to ``MAX_STACK_BYTES``, an ``alloca`` in the entry block of the current
+  function (per thread inside a parallel loop); larger, ``malloc``/``free`` around the
+  body. When ``malloc`` returns NULL the function sets the first word of its error record
+  to 1 and returns at once (the runtime raises ``MemoryError``).
+- Expressions: a ``Select`` (or ``&&``/``||``) whose lazily evaluated side is a *hazard*
+  (reads memory that may be out of bounds, or divides integers by a non-constant:
+  ``ModuleEmitter.hazard``) is compiled as a branch (a phi joins the sides); others become
+  ``select``. Ops are looked up in ``tables.py`` (one instruction) and ``ops.py`` (more).
+  Fast-math flags only with ``fastmath=True``.
+
+The statement emitters are ``Nested`` generators (``tex.lower.stmt.run_nested``): a loop
+nest as deep as a chain of compute_at stages needs no Python recursion. Scopes (a let's
+variable, a buffer, one side of a branch, and in ``vector.py`` the vector state and lane
+masks) are context managers: what a scope sets up, its end undoes, never by hand.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+
+import llvmlite.ir as ir
+
+from ..debug import InternalError
+from ..dtype import DType, float32
+from ..ir.expr import Binary, Cast, Compare, Const, Expr, Op, Select, TensorRead, Unary, Var
+from ..ir.tensor import Tensor
+from ..lower.bounds_check import BoundsReportOp, is_report
+from ..lower.stmt import (
+    Allocate,
+    BufferParam,
+    For,
+    ForKind,
+    IfThenElse,
+    LetStmt,
+    Nested,
+    Param,
+    ScalarParam,
+    Seq,
+    Stmt,
+    Store,
+    run_nested,
+)
+from . import ops, tables
+from .irtypes import (
+    I8,
+    I32,
+    I64,
+    PTR,
+    VOID,
+    constant,
+    element_type,
+    lanes_of,
+    local_name,
+    scalar_type,
+    storage_type,
+    store_atomic,
+    with_lanes,
+)
+from .module import ERRORS, MAX_STACK_BYTES, ModuleEmitter, lazy_parts
+
+__all__ = ["FunctionEmitter", "MAX_UNROLL"]
+
+MAX_UNROLL = 4096  # UNROLLED loops longer than this stay loops
+
+
+class FunctionEmitter:
+    """Emits statements and expressions into one LLVM function (scalar code; subclasses
+    add vector, parallel and GPU code)."""
+
+    def __init__(self, mod: ModuleEmitter, fn: ir.Function, in_parallel: bool) -> None:
+        self.m = mod
+        self.fn = fn
+        self.entry = fn.append_basic_block("entry")
+        self.start = fn.append_basic_block("start")
+        self.b = ir.IRBuilder(self.start)
+        self.in_parallel = in_parallel
+        self.vars: dict[Var, ir.Value] = {}
+        self.bufs: dict[Tensor, ir.Value] = {}
+        self.memo: dict[Expr, ir.Value] = {}  # values emitted that dominate the builder
+
+    def bind_params(self, params: Sequence[Param]) -> None:
+        """Name the function's arguments after ``params`` and make them its buffers and
+        variables (buffers are ``noalias``; bool scalars arrive as i8, float16 as i16
+        bits)."""
+        for arg, p in zip(self.fn.args, params):
+            arg.name = local_name(p.name)
+            if isinstance(p, BufferParam):
+                arg.add_attribute("noalias")
+                arg.add_attribute("captures(none)")
+                self.bufs[p.buffer] = arg
+            elif isinstance(p, ScalarParam):
+                d = p.var.dtype
+                v: ir.Value = arg
+                if d.is_bool:
+                    v = self.b.icmp_unsigned("!=", arg, ir.Constant(I8, 0),
+                                             name=local_name(p.name))
+                elif d.name == "float16":
+                    v = self.b.bitcast(arg, ir.HalfType(), name=local_name(p.name))
+                self.vars[p.var] = v
+
+    def finish(self) -> None:
+        """Close the function (the entry block's allocas then run before ``start``)."""
+        if not self.b.block.is_terminated:
+            self.b.ret_void()
+        ir.IRBuilder(self.entry).branch(self.start)
+
+    # -- small helpers ------------------------------------------------------------------
+    def alloca(self, t: ir.Type, name: str, count: int | None = None,
+               align: int | None = None) -> ir.AllocaInstr:
+        """An alloca in the entry block (promoted by mem2reg or reused per iteration)."""
+        with self.b.goto_block(self.entry):
+            size = None if count is None else ir.Constant(I64, count)
+            a = self.b.alloca(t, size=size, name=local_name(name))
+        a.type = PTR  # llvmlite types allocas as typed pointers; LLVM wants opaque ones
+        if align:
+            a.align = align
+        return a
+
+    def splat(self, v: ir.Value, lanes: int) -> ir.Value:
+        """``v`` broadcast to ``lanes`` lanes (unchanged if it has them, or for 0)."""
+        if lanes_of(v) == lanes or lanes == 0:
+            return v
+        if isinstance(v, ir.Constant):
+            return ir.Constant(ir.VectorType(v.type, lanes), [v] * lanes)
+        vt = ir.VectorType(v.type, lanes)
+        one = self.b.insert_element(ir.Constant(vt, ir.Undefined), v, ir.Constant(I32, 0))
+        return self.b.shuffle_vector(one, ir.Constant(vt, ir.Undefined),
+                                     ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
+
+    def unify(self, *vals: ir.Value) -> list[ir.Value]:
+        """Broadcast scalars next to vectors."""
+        n = max(lanes_of(v) for v in vals)
+        return [self.splat(v, n) for v in vals] if n else list(vals)
+
+    def to_i64(self, v: ir.Value, d: DType) -> ir.Value:
+        """An integer value of dtype ``d`` widened to i64 (lane by lane)."""
+        t = element_type(v.type)
+        if t == I64:
+            return v
+        target = with_lanes(I64, lanes_of(v))
+        return self.b.sext(v, target) if d.kind == "int" else self.b.zext(v, target)
+
+    def resize_int(self, v: ir.Value, src: DType, dst: DType) -> ir.Value:
+        """An integer value converted to another integer dtype."""
+        if src.bits == dst.bits:
+            return v
+        t = with_lanes(scalar_type(dst), lanes_of(v))
+        if dst.bits < src.bits:
+            return self.b.trunc(v, t)
+        return self.b.sext(v, t) if src.kind == "int" else self.b.zext(v, t)
+
+    def not_(self, v: ir.Value) -> ir.Value:
+        """Logical not of a bool (or bool vector)."""
+        return self.b.xor(v, constant(v.type, 1))
+
+    def call_float(self, fn: ir.Function, args: Sequence[ir.Value], name: str = "") -> ir.Value:
+        """A call of a float function, with the fast-math flags of the options."""
+        return self.b.call(fn, list(args), name=name, fastmath=self.m.fm)
+
+    def scalarize(self, f: Callable[..., ir.Value], args: Sequence[ir.Value],
+                  rtype: ir.Type) -> ir.Value:
+        """Apply a scalar function lane by lane to vector arguments."""
+        n = max(lanes_of(a) for a in args)
+        if n == 0:
+            return f(*args)
+        args = self.unify(*args)
+        out: ir.Value = ir.Constant(ir.VectorType(rtype, n), ir.Undefined)
+        for k in range(n):
+            lane = ir.Constant(I32, k)
+            r = f(*(self.b.extract_element(a, lane) for a in args))
+            out = self.b.insert_element(out, r, lane)
+        return out
+
+    def buffer(self, t: Tensor) -> ir.Value:
+        """The pointer to the first element of buffer ``t``."""
+        ptr = self.bufs.get(t)
+        if ptr is None:
+            raise InternalError(f"buffer '{t.name}' is neither a parameter nor allocated "
+                                "by an enclosing Allocate", self.m.func)
+        return ptr
+
+    @contextlib.contextmanager
+    def side(self) -> Iterator[None]:
+        """One side of a branch: on exit the memo forgets what was emitted inside (it does
+        not dominate what follows). The memo is restored in place: ``value`` holds it."""
+        saved = dict(self.memo)
+        try:
+            yield
+        finally:
+            self.memo.clear()
+            self.memo.update(saved)
+
+    # -- expressions -------------------------------------------------------------------
+    def value(self, root: Expr) -> ir.Value:
+        """The LLVM value of ``root`` (a vector where it depends on a vectorized lane)."""
+        memo = self.memo
+        v = memo.get(root)
+        if v is not None:
+            return v
+        # (node, state): 0 first visit, 1 children emitted, 2 a lazy node whose condition
+        # and shared operands are emitted (they are computed once, before its branches)
+        stack: list[tuple[Expr, int]] = [(root, 0)]
+        while stack:
+            node, state = stack.pop()
+            if node in memo:
+                continue
+            if state == 1:
+                memo[node] = self.emit(node, [memo[k] for k in node.children()])
+                continue
+            if self.m.is_lazy(node):
+                pre = [] if state == 2 else [k for k in self.before_branches(node)
+                                             if k not in memo]
+                if pre:
+                    stack.append((node, 2))
+                    stack.extend((k, 0) for k in reversed(pre))
+                else:
+                    memo[node] = self.lazy(node)
+                continue
+            kids = node.children()
+            if not kids:
+                memo[node] = self.leaf(node)
+                continue
+            stack.append((node, 1))
+            stack.extend((k, 0) for k in reversed(kids) if k not in memo)
+        return memo[root]
+
+    def before_branches(self, e: Expr) -> list[Expr]:
+        """What a lazy ``e`` evaluates before branching: its condition, the sub-expressions
+        both sides use that are safe to evaluate unguarded (``ModuleEmitter.safe``), and
+        those both sides evaluate unconditionally, safe or not (they run whichever side is
+        taken, so running them first changes nothing: a checked read reports as before).
+        Emitted once there, a value shared by the two sides of nested selects is not
+        emitted again per side (which doubled the code per level of nesting)."""
+        cond, a, b = lazy_parts(e)
+        shared = self._frontier(b)
+        first = [cond, *(n for n in self._frontier(a) if n in shared)]
+        always, taken = self._unconditional(b), set(first)
+        return first + [n for n in self._unconditional(a) if n in always and n not in taken]
+
+    def _unconditional(self, root: Expr) -> dict[Expr, None]:
+        """What evaluating ``root`` always evaluates: all but the sides of lazy nodes."""
+        found: dict[Expr, None] = {}
+        stack = [root]
+        while stack:
+            n = stack.pop()
+            if n in found or n in self.memo or not n.children():
+                continue
+            found[n] = None
+            stack.extend([lazy_parts(n)[0]] if self.m.is_lazy(n) else n.children())
+        return found
+
+    def _frontier(self, root: Expr) -> dict[Expr, None]:
+        """The outermost sub-expressions of ``root`` that are safe to evaluate unguarded."""
+        found: dict[Expr, None] = {}
+        seen: set[Expr] = set()
+        stack = [root]
+        while stack:
+            n = stack.pop()
+            if n in seen or n in self.memo or not n.children():
+                continue
+            seen.add(n)
+            if self.m.safe(n):
+                found[n] = None
+            elif not self.m.is_lazy(n):  # a nested lazy node guards its own operands
+                stack.extend(n.children())
+        return found
+
+    def leaf(self, e: Expr) -> ir.Value:
+        """A constant or a bound variable."""
+        if isinstance(e, Const):
+            return ir.Constant(scalar_type(e.dtype), e.value)
+        if isinstance(e, Var):
+            v = self.vars.get(e)
+            if v is None:
+                raise InternalError(f"variable '{e.name}' is used outside its scope",
+                                    self.m.func)
+            return v
+        raise InternalError(f"unexpected leaf {e!r}")
+
+    def lazy(self, e: Expr) -> ir.Value:
+        """cond ? a : b evaluating only the side taken."""
+        cond, a, b = lazy_parts(e)
+        return self.choose(self.value(cond), a, b)
+
+    def choose(self, c: ir.Value, a: Expr, b: Expr) -> ir.Value:
+        """``c ? a : b`` for the emitted scalar condition ``c``: a branch per side, a phi
+        joins them (a side that is a vector makes both vectors)."""
+        bb = self.b
+        then_bb = bb.append_basic_block("select.true")
+        else_bb = bb.append_basic_block("select.false")
+        join_bb = bb.append_basic_block("select.end")
+        bb.cbranch(c, then_bb, else_bb)
+        with self.side():
+            bb.position_at_end(then_bb)
+            va = self.value(a)
+            then_end = bb.block
+        with self.side():
+            bb.position_at_end(else_bb)
+            vb = self.value(b)
+            else_end = bb.block
+        n = max(lanes_of(va), lanes_of(vb))
+        if n:
+            with bb.goto_block(then_end):
+                va = self.splat(va, n)
+            with bb.goto_block(else_end):
+                vb = self.splat(vb, n)
+        bb.branch(join_bb)
+        with bb.goto_block(then_end):
+            bb.branch(join_bb)
+        bb.position_at_end(join_bb)
+        phi = bb.phi(va.type, name="select")
+        phi.add_incoming(va, then_end)
+        phi.add_incoming(vb, else_end)
+        return phi
+
+    def emit(self, e: Expr, args: list[ir.Value]) -> ir.Value:
+        """The value of ``e`` from its children's values ``args``."""
+        match e:
+            case TensorRead() if is_report(e.tensor):
+                return self.report(e, args[0])
+            case TensorRead():
+                return self.load(e.tensor, e.indices[0], args[0])
+            case Unary():
+                return self.unary(e, args[0])
+            case Binary():
+                return self.binary(e, args[0], args[1])
+            case Compare():
+                return self.compare(e, args[0], args[1])
+            case Select():
+                c, a, b = self.unify(*args)
+                return self.b.select(c, a, b)
+            case Cast():
+                return self.cast(args[0], e.a.dtype, e.dtype)
+        raise InternalError(f"the LLVM backend cannot compile {type(e).__name__} nodes: {e}",
+                            self.m.func)
+
+    def unary(self, e: Unary, x: ir.Value) -> ir.Value:
+        """``op(x)`` through the per-op table (``ops.UNARY``)."""
+        emitter = ops.UNARY.get(e.op)
+        if emitter is None:
+            raise InternalError(f"op '{e.op.value}' reached the LLVM backend; "
+                                "tex.lower.legalize should have rewritten it", self.m.func)
+        return emitter(self, e.dtype, x)
+
+    def fmod(self, a: ir.Value, b: ir.Value, d: DType) -> ir.Value:
+        """C's fmod (the remainder with the sign of ``a``)."""
+        return self.b.frem(a, b, flags=self.m.fm)
+
+    def float_intrinsic(self, name: str, x: ir.Value, *more: ir.Value) -> ir.Value:
+        """A call of the float intrinsic ``name`` overloaded on ``x``'s type."""
+        fn = self.m.intrinsic(name, x.type, [x.type] * (1 + len(more)), [x.type])
+        return self.call_float(fn, [x, *more])
+
+    def libm(self, op: Op, d: DType, x: ir.Value) -> ir.Value:
+        """``op(x)`` by a C library call per lane (float16 through float32)."""
+        names = tables.LIBM_CALLS[op]
+        if d.bits not in names:  # float16: through float32
+            wide = self.b.fpext(x, with_lanes(ir.FloatType(), lanes_of(x)))
+            return self.b.fptrunc(self.libm(op, float32, wide), x.type)
+        t = scalar_type(d)
+        fn = self.m.declare(names[d.bits], t, [t])
+        return self.scalarize(lambda v: self.call_float(fn, [v]), [x], t)
+
+    def binary(self, e: Binary, a: ir.Value, b: ir.Value) -> ir.Value:
+        """``a op b``: one instruction (``tables``) or a per-op emitter (``ops``)."""
+        a, b = self.unify(a, b)
+        d = e.a.dtype
+        if e.op in tables.LOGICAL:
+            return getattr(self.b, tables.LOGICAL[e.op])(a, b)
+        if d.is_float:
+            name = tables.FLOAT_BINARY.get(e.op)
+            if name is not None:
+                flags = self.m.fm_arith if e.op in (Op.ADD, Op.SUB, Op.MUL) else self.m.fm
+                return getattr(self.b, name)(a, b, flags=flags)
+            return ops.FLOAT_BINARY[e.op](self, d, a, b)
+        name = tables.INT_BINARY.get(e.op)
+        if name is not None:
+            return getattr(self.b, name)(a, b)
+        return ops.INT_BINARY[e.op](self, d, a, b, e.b)
+
+    def compare(self, e: Compare, a: ir.Value, b: ir.Value) -> ir.Value:
+        """``a op b`` on floats (ordered but ``!=``) or integers (by signedness)."""
+        a, b = self.unify(a, b)
+        d = e.a.dtype
+        if d.is_float:
+            method, sym = tables.FCMP[e.op]
+            return getattr(self.b, method)(sym, a, b, flags=self.m.fm)
+        sym = tables.ICMP[e.op]
+        if d.kind == "int":
+            return self.b.icmp_signed(sym, a, b)
+        return self.b.icmp_unsigned(sym, a, b)
+
+    def cast(self, v: ir.Value, src: DType, dst: DType) -> ir.Value:
+        """``v`` converted from ``src`` to ``dst`` as NumPy's ``astype`` (bool: != 0)."""
+        if src is dst:
+            return v
+        b, n = self.b, lanes_of(v)
+        t = with_lanes(scalar_type(dst), n)
+        if dst.is_bool:  # x != 0 (NaN != 0 is true)
+            if src.is_float:
+                return b.fcmp_unordered("!=", v, constant(v.type, 0.0))
+            return b.icmp_unsigned("!=", v, constant(v.type, 0))
+        if src.is_bool:
+            return b.uitofp(v, t) if dst.is_float else b.zext(v, t)
+        if src.is_float and dst.is_float:
+            return b.fpext(v, t) if dst.bits > src.bits else b.fptrunc(v, t)
+        if src.is_float:  # truncation toward zero; narrow ints through i32 as C does
+            if dst.bits < 32:
+                return b.trunc(b.fptosi(v, with_lanes(I32, n)), t)
+            return b.fptosi(v, t)
+        if dst.is_float:
+            return b.sitofp(v, t) if src.kind == "int" else b.uitofp(v, t)
+        return self.resize_int(v, src, dst)
+
+    # -- memory ------------------------------------------------------------------------
+    def access(self, buf: Tensor, index: Expr, ix: ir.Value,
+               vector_value: bool = False, load: bool = False) -> tuple[str, ir.Value]:
+        """How to reach ``buf[ix]``: ``("scalar", its i64 index)`` (vector code adds other
+        ways; ``vector_value``: a vector is stored, ``load``: for a load)."""
+        return "scalar", self.to_i64(ix, index.dtype)
+
+    def element_ptr(self, base: ir.Value, st: ir.Type, i64: ir.Value, name: str) -> ir.Value:
+        """``&base[i64]``; a vector of pointers for a vector of indices."""
+        p = self.b.gep(base, [i64], inbounds=True, source_etype=st, name=local_name(name))
+        if lanes_of(i64):
+            p.type = ir.VectorType(PTR, lanes_of(i64))  # llvmlite types it as a scalar ptr
+        return p
+
+    def report(self, e: TensorRead, ix: ir.Value) -> ir.Value:
+        """A failed bounds check (the read of a report tensor): record (check, index) in
+        the error record; the value read is 0."""
+        op = e.tensor.op
+        assert isinstance(op, BoundsReportOp)
+        d = e.tensor.dtype
+        zero = ir.Constant(scalar_type(d), 0.0 if d.is_float else 0)
+        fn = self.m.report_fn()
+        check = self.m.check_number(op)
+        i64 = self.to_i64(ix, e.indices[0].dtype)
+        return self.call_report(fn, check, i64, zero)
+
+    def call_report(self, fn: ir.Function, check: ir.Constant, i64: ir.Value,
+                    zero: ir.Constant) -> ir.Value:
+        """Call the report function ``fn`` for check ``check`` at index ``i64``; ``zero``
+        is what the read gives."""
+        self.b.call(fn, [self.bufs[ERRORS], check, i64])
+        return zero
+
+    def load(self, buf: Tensor, index: Expr, ix: ir.Value) -> ir.Value:
+        """``buf[index]``, ``ix`` the emitted index."""
+        base = self.buffer(buf)
+        how, i64 = self.access(buf, index, ix, load=True)
+        p = self.element_ptr(base, storage_type(buf.dtype), i64, f"{buf.name}.ptr")
+        return self.load_from(buf, how, p)
+
+    def load_from(self, buf: Tensor, how: str, p: ir.Value) -> ir.Value:
+        """The load of ``buf``'s element(s) at ``p``, reached as ``how`` (``access``)."""
+        if how != "scalar":
+            raise InternalError(f"a {how} access in scalar code", self.m.func)
+        d = buf.dtype
+        v = self.b.load(p, typ=storage_type(d), align=d.itemsize, name=local_name(buf.name))
+        return self.b.icmp_unsigned("!=", v, ir.Constant(I8, 0)) if d.is_bool else v
+
+    def store(self, s: Store) -> None:
+        """Emit the ``Store`` ``s``."""
+        self.memo.clear()
+        buf, d = s.buffer, s.buffer.dtype
+        base = self.buffer(buf)
+        ix = self.value(s.index)
+        val = self.value(s.value)
+        if d.is_bool:
+            val = self.b.zext(val, with_lanes(I8, lanes_of(val)))
+        how, i64 = self.access(buf, s.index, ix, vector_value=bool(lanes_of(val)))
+        p = self.element_ptr(base, storage_type(d), i64, f"{buf.name}.ptr")
+        self.store_to(buf, how, p, val)
+
+    def store_to(self, buf: Tensor, how: str, p: ir.Value, val: ir.Value) -> None:
+        """The store of ``val`` (storage type) to ``buf`` at ``p``, reached as ``how``."""
+        if how != "scalar":
+            raise InternalError(f"a {how} access in scalar code", self.m.func)
+        self.b.store(val, p, align=buf.dtype.itemsize)
+
+    # -- statements --------------------------------------------------------------------
+    def stmt(self, s: Stmt) -> None:
+        """Emit ``s`` where the builder is."""
+        run_nested(self.visit(s))
+
+    def visit(self, s: Stmt) -> Nested[None]:
+        """Emit ``s`` (a ``Nested`` generator: ``yield`` runs a sub-statement)."""
+        match s:
+            case Seq():
+                for child in s.body:
+                    yield self.visit(child)
+            case Store():
+                self.store(s)
+            case For():
+                yield self.loop(s)
+            case LetStmt():
+                with self.let(s):
+                    yield self.visit(s.body)
+            case Allocate():
+                with self.allocation(s):
+                    yield self.visit(s.body)
+            case IfThenElse():
+                yield self.if_then_else(s)
+            case _:
+                raise InternalError(f"unknown statement {type(s).__name__}", self.m.func)
+
+    def if_then_else(self, s: IfThenElse) -> Nested[None]:
+        """Emit the ``IfThenElse`` ``s``."""
+        self.memo.clear()
+        yield self.conditional(s, self.value(s.cond))
+
+    def conditional(self, s: IfThenElse, c: ir.Value) -> Nested[None]:
+        """``s``'s branches on its emitted scalar condition ``c``."""
+        b = self.b
+        if s.else_case is None:
+            with b.if_then(c):
+                yield self.visit(s.then_case)
+        else:
+            with b.if_else(c) as (then, otherwise):
+                with then:
+                    yield self.visit(s.then_case)
+                with otherwise:
+                    yield self.visit(s.else_case)
+
+    @contextlib.contextmanager
+    def let(self, s: LetStmt) -> Iterator[None]:
+        """The scope of a ``LetStmt`` (not its body): its variable bound inside."""
+        self.memo.clear()
+        self.vars[s.var] = self.value(s.value)
+        yield
+        del self.vars[s.var]
+
+    @contextlib.contextmanager
+    def allocation(self, s: Allocate) -> Iterator[None]:
+        """The scope of an ``Allocate`` (not its body): its buffer on the stack, or on the
+        heap (freed on the way out) when larger than ``MAX_STACK_BYTES``."""
+        buf = s.buffer
+        n = int(buf.shape[0])
+        nbytes = n * buf.dtype.itemsize
+        if nbytes <= MAX_STACK_BYTES:
+            self.bufs[buf] = self.alloca(storage_type(buf.dtype), buf.name, count=n, align=64)
+            yield
+            del self.bufs[buf]
+            return
+        b = self.b
+        malloc = self.m.declare("malloc", PTR, [I64])
+        free = self.m.declare("free", VOID, [PTR])
+        p = b.call(malloc, [ir.Constant(I64, nbytes)], name=local_name(buf.name))
+        failed = b.icmp_unsigned("==", p, ir.Constant(PTR, None))
+        self.m.errors = True
+        with b.if_then(failed, likely=False):
+            store_atomic(b, ir.Constant(I64, 1), self.bufs[ERRORS], "monotonic")
+            b.ret_void()
+        self.bufs[buf] = p
+        yield
+        del self.bufs[buf]
+        b.call(free, [p])
+
+    # -- loops -------------------------------------------------------------------------
+    def bounds(self, s: For) -> tuple[ir.Value, ir.Value]:
+        """``[lo, hi)`` of the loop ``s``, in its variable's dtype."""
+        self.memo.clear()
+        d = s.var.dtype
+        lo = self.cast(self.value(s.min), s.min.dtype, d)
+        ext = self.cast(self.value(s.extent), s.extent.dtype, d)
+        if isinstance(lo, ir.Constant) and isinstance(ext, ir.Constant):
+            return lo, ir.Constant(lo.type, lo.constant + ext.constant)
+        return lo, self.b.add(lo, ext, name=f"{local_name(s.var.name)}.end")
+
+    @contextlib.contextmanager
+    def counted(self, name: str, lo: ir.Value, hi: ir.Value) -> Iterator[ir.Value]:
+        """``for name in [lo, hi)``: yields the index; the body goes where the builder is."""
+        b = self.b
+        name = local_name(name)
+        counter = self.alloca(lo.type, f"{name}.addr")
+        b.store(lo, counter)
+        cond = b.append_basic_block(f"{name}.cond")
+        body = b.append_basic_block(f"{name}.body")
+        end = b.append_basic_block(f"{name}.end")
+        b.branch(cond)
+        b.position_at_end(cond)
+        i = b.load(counter, name=name, typ=lo.type)
+        b.cbranch(b.icmp_signed("<", i, hi), body, end)
+        b.position_at_end(body)
+        yield i
+        if not b.block.is_terminated:
+            b.store(b.add(i, ir.Constant(i.type, 1), name=f"{name}.next", flags=["nsw"]),
+                    counter)
+            b.branch(cond)
+        b.position_at_end(end)
+
+    def loop(self, s: For) -> Nested[None]:
+        """Emit the loop ``s``: unrolled, or a counted loop (subclasses add kinds)."""
+        if s.kind is ForKind.THREAD:
+            raise ValueError(f"loop '{s.var.name}' is bound to {s.thread_tag or 'a GPU thread'}"
+                             ": build with target='cuda' (the CPU target cannot run it)")
+        if s.kind is ForKind.UNROLLED and isinstance(s.extent, Const) \
+                and int(s.extent.value) <= MAX_UNROLL:
+            yield self.unrolled(s)
+            return
+        lo, hi = self.bounds(s)
+        with self.counted(s.var.name, lo, hi) as i:
+            self.vars[s.var] = i
+            yield self.visit(s.body)
+        del self.vars[s.var]
+
+    def unrolled(self, s: For) -> Nested[None]:
+        """The body of ``s`` once per value of its variable (a constant extent)."""
+        lo, _ = self.bounds(s)
+        for k in range(int(s.extent.value)):  # type: ignore[attr-defined]
+            if isinstance(lo, ir.Constant):
+                self.vars[s.var] = ir.Constant(lo.type, lo.constant + k)
+            else:
+                self.vars[s.var] = self.b.add(lo, ir.Constant(lo.type, k),
+                                              name=f"{local_name(s.var.name)}.{k}")
+            yield self.visit(s.body)
+        self.vars.pop(s.var, None)

@@ -1,0 +1,533 @@
+"""Vectorized loops: lane plans, lane masks and vector memory access.
+
+A ``For`` VECTORIZED (constant extent) becomes LLVM vector code, ``w = min(extent, lanes)``
+lanes at a time (``lanes`` = twice the host vector register width in 32-bit elements: 16
+with AVX2), a serial loop over full chunks and one narrower vector for the rest. The loop
+variable is ``<base, base+1, ...>``; expressions become vectors where they depend on it
+(others stay scalar and are broadcast where combined); a load/store whose index has lane
+stride 1 is one unaligned vector access (``align`` = element size), loads with strides 2
+to 4 or indices ``lane // k`` read a span and shuffle it, other indices gather/scatter
+(``llvm.masked.gather``/``scatter``); an ``IfThenElse`` on a vector condition runs its
+branches under a lane mask (masked loads and stores), with an unmasked fast path when
+every lane is active; a ``Select`` whose branches load evaluates each branch with its own
+mask. An ``Allocate`` inside the body gets one private copy per lane (interleaved, on the
+stack).
+
+``vector_plan`` decides, before any code: the loop stays scalar (which LLVM's loop
+vectorizer may still vectorize) when the extent is not constant, an inner loop's bounds
+vary across lanes, the private copies would exceed ``MAX_STACK_BYTES``, or lanes could
+observe each other through memory (a buffer written at two different indices, read at an
+index other than the one it is written at, or written at a lane-invariant index by more
+than one store). ``CompiledModule.notes`` records each decision.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+
+import llvmlite.ir as ir
+
+from ..dtype import DType
+from ..ir.expr import Binary, Cast, Const, Expr, Op, Reduce, TensorRead, Var
+from ..ir.tensor import Tensor
+from ..ir.visit import post_order
+from ..lower.stmt import (
+    Allocate,
+    For,
+    ForKind,
+    IfThenElse,
+    LetStmt,
+    Nested,
+    Stmt,
+    Store,
+    stmt_children,
+    stmt_exprs,
+)
+from .emit import FunctionEmitter
+from .irtypes import (
+    I1,
+    I32,
+    I64,
+    PTR,
+    VOID,
+    constant,
+    lanes_of,
+    local_name,
+    storage_type,
+)
+from .module import ERRORS, MAX_STACK_BYTES, ModuleEmitter
+
+__all__ = ["VectorEmitter", "lane_stride", "dup_factor", "vector_plan"]
+
+
+# --------------------------------------------------------------------------------------
+# Lane plans
+# --------------------------------------------------------------------------------------
+
+def lane_stride(root: Expr, var: Var, lets: dict[Var, Expr]) -> int | None:
+    """s such that ``root`` at lane k equals its value at lane 0 plus ``s * k`` when the
+    vectorized variable ``var`` takes lane values ``base + k``; None when not affine.
+
+    ``lets`` maps let-bound variables (inside the vectorized body) to their values.
+    Example: ``i.outer*8 + i.inner`` has stride 1 in ``i.inner``, ``2*j`` stride 2,
+    ``k`` stride 0 (lane-invariant), ``i.inner // 2`` None.
+    """
+    memo: dict[Expr, int | None] = {}
+    for node in post_order(root):
+        if isinstance(node, Var):
+            s = 1 if node is var else lane_stride(lets[node], var, lets) if node in lets else 0
+        elif isinstance(node, Const):
+            s = 0
+        else:
+            s = _node_stride(node, [memo[k] for k in node.children()])
+        memo[node] = s
+    return memo[root]
+
+
+def _node_stride(node: Expr, kids: list[int | None]) -> int | None:
+    """The lane stride of ``node`` from its children's (``lane_stride``)."""
+    if all(k == 0 for k in kids):
+        return 0
+    if isinstance(node, Binary) and node.op in (Op.ADD, Op.SUB, Op.MUL) \
+            and node.dtype.is_int and None not in kids:
+        sa, sb = kids
+        assert sa is not None and sb is not None
+        if node.op is Op.ADD:
+            return sa + sb
+        if node.op is Op.SUB:
+            return sa - sb
+        if sb == 0 and isinstance(node.b, Const):
+            return sa * int(node.b.value)
+        if sa == 0 and isinstance(node.a, Const):
+            return sb * int(node.a.value)
+        return None
+    if isinstance(node, Cast) and node.dtype.is_int and node.a.dtype.is_int \
+            and node.dtype.bits >= node.a.dtype.bits:
+        return kids[0]
+    return None
+
+
+def dup_factor(index: Expr, var: Var, lets: dict[Var, Expr]) -> int | None:
+    """k when ``index`` is lane-invariant terms plus ``var // k`` (a constant k > 1): lane
+    l then reads element ``first + l // k`` (with the chunk's base a multiple of k)."""
+    terms, stack = [], [index]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, Binary) and e.op is Op.ADD:
+            stack.extend((e.a, e.b))
+        else:
+            terms.append(e)
+    varying = [t for t in terms if lane_stride(t, var, lets) != 0]
+    if len(varying) != 1:
+        return None
+    t = varying[0]
+    if isinstance(t, Binary) and t.op is Op.FLOORDIV and t.a is var and \
+            isinstance(t.b, Const) and int(t.b.value) > 1:
+        return int(t.b.value)
+    return None
+
+
+def vector_plan(loop: For, max_lanes: int) -> str | None:
+    """Why ``loop`` cannot be vectorized, or None when it can.
+
+    Buffers allocated inside the body are private to each lane (``w`` interleaved copies:
+    element ``x`` of lane ``k`` at ``x * w + k``), so only other buffers are checked for
+    lanes that could observe each other through memory.
+    """
+    if not isinstance(loop.extent, Const):
+        return "the extent is not a constant"
+    if int(loop.extent.value) <= 0:
+        return "the extent is not positive"
+    lanes = min(int(loop.extent.value), max_lanes)
+    body = _BodyAccesses()
+    reason = body.scan(loop, lanes)
+    return reason if reason is not None else body.conflict(loop.var)
+
+
+class _BodyAccesses:
+    """What a vectorized loop's body allocates, stores and reads (``vector_plan``)."""
+
+    def __init__(self) -> None:
+        self.lets: dict[Var, Expr] = {}
+        self.private: set[Tensor] = set()
+        # buffer -> (index, inside an inner loop) per store
+        self.stores: dict[Tensor, list[tuple[Expr, bool]]] = {}
+        self.reads: dict[Tensor, set[Expr]] = {}
+
+    def scan(self, loop: For, lanes: int) -> str | None:
+        """Collect the body's accesses; why it cannot be vectorized, if that shows."""
+        inner_vars: set[Var] = {loop.var}
+        stack: list[tuple[Stmt, bool]] = [(loop.body, False)]
+        while stack:
+            s, in_loop = stack.pop()
+            for e in stmt_exprs(s):
+                for node in post_order(e):
+                    if isinstance(node, TensorRead):
+                        self.reads.setdefault(node.tensor, set()).add(node.indices[0])
+                    elif isinstance(node, Reduce):
+                        return "a Reduce node is left in the body"
+            match s:
+                case Allocate():
+                    if int(s.buffer.shape[0]) * s.buffer.dtype.itemsize * lanes \
+                            > MAX_STACK_BYTES:
+                        return (f"buffer '{s.buffer.name}' allocated in the body is too "
+                                f"large to keep {lanes} private copies on the stack")
+                    self.private.add(s.buffer)
+                case For():
+                    if s.kind is ForKind.THREAD:
+                        return "the body has a GPU thread loop"
+                    used = {n for e in (s.min, s.extent) for n in post_order(e)
+                            if isinstance(n, Var)}
+                    if used & inner_vars:
+                        return f"the bounds of inner loop '{s.var.name}' vary across lanes"
+                    stack.append((s.body, True))
+                    continue
+                case LetStmt():
+                    self.lets[s.var] = s.value
+                    inner_vars.add(s.var)
+                case Store():
+                    self.stores.setdefault(s.buffer, []).append((s.index, in_loop))
+            for child in stmt_children(s):
+                stack.append((child, in_loop))
+        return None
+
+    def conflict(self, var: Var) -> str | None:
+        """How lanes could observe each other through a shared buffer, or None."""
+        for buf, writes in self.stores.items():
+            if buf in self.private:
+                continue
+            indices = {ix for ix, _ in writes}
+            if len(indices) > 1:
+                return f"buffer '{buf.name}' is written at {len(indices)} different indices"
+            (index,) = indices
+            stride = lane_stride(index, var, self.lets)
+            if stride in (0, None):
+                if buf in self.reads or len(writes) > 1 or writes[0][1]:
+                    return (f"buffer '{buf.name}' is written at index {index}, which lanes "
+                            "may share, and read or written again")
+            elif buf in self.reads and self.reads[buf] != {index}:
+                return (f"buffer '{buf.name}' is read at an index other than the one it is "
+                        "written at")
+        return None
+
+
+# --------------------------------------------------------------------------------------
+# The emitter
+# --------------------------------------------------------------------------------------
+
+class VectorEmitter(FunctionEmitter):
+    """``FunctionEmitter`` with vectorized loops (see the module docstring).
+
+    The vector state (``lanes``, 0 outside vector code; the vectorized variable ``vvar``;
+    what the chunk base is a multiple of; the active lane ``mask``, None for all lanes)
+    changes only through the context managers ``vector_scope`` and ``scope``."""
+
+    def __init__(self, mod: ModuleEmitter, fn: ir.Function, in_parallel: bool) -> None:
+        super().__init__(mod, fn, in_parallel)
+        self.lanes = 0
+        self.vvar: Var | None = None
+        self.vbase_align = 1
+        self.mask: ir.Value | None = None
+        self.lets: dict[Var, Expr] = {}  # let-bound vector variables -> their values
+        self.private: set[Tensor] = set()  # buffers allocated inside vector code
+
+    # -- vector state ------------------------------------------------------------------
+    @contextlib.contextmanager
+    def vector_scope(self, lanes: int, var: Var, base_align: int) -> Iterator[None]:
+        """Vector code of ``lanes`` lanes over ``var``, its chunk base a multiple of
+        ``base_align``, every lane active."""
+        self.vbase_align = base_align
+        self.lanes, self.vvar, self.mask = lanes, var, None
+        try:
+            yield
+        finally:
+            self.lanes, self.vvar, self.mask = 0, None, None
+            self.lets.clear()
+
+    @contextlib.contextmanager
+    def scope(self, mask: ir.Value) -> Iterator[None]:
+        """Code under the lane mask ``mask`` (one side of a vector branch): on exit the
+        outer mask is active again and the memo forgets what was emitted inside."""
+        outer = self.mask
+        self.mask = mask
+        try:
+            with self.side():
+                yield
+        finally:
+            self.mask = outer
+
+    def true_mask(self, lanes: int) -> ir.Constant:
+        """Every lane active."""
+        return constant(ir.VectorType(I1, lanes), 1)
+
+    def and_mask(self, a: ir.Value | None, b: ir.Value) -> ir.Value:
+        """The lanes active in both ``a`` (None: all) and ``b``."""
+        return b if a is None else self.b.and_(*self.unify(a, b))
+
+    def active(self) -> ir.Value:
+        """The active lanes as a vector (``mask`` or every lane)."""
+        return self.true_mask(self.lanes) if self.mask is None else \
+            self.splat(self.mask, self.lanes)
+
+    # -- expressions and statements on vector conditions -------------------------------
+    def choose(self, c: ir.Value, a: Expr, b: Expr) -> ir.Value:
+        """A vector ``c``: each side under its own mask, blended by ``c``."""
+        if not lanes_of(c):
+            return super().choose(c, a, b)
+        outer = self.mask
+        with self.scope(mask=self.and_mask(outer, c)):
+            va = self.value(a)
+        with self.scope(mask=self.and_mask(outer, self.not_(c))):
+            vb = self.value(b)
+        c, va, vb = self.unify(c, va, vb)
+        return self.b.select(c, va, vb)
+
+    def conditional(self, s: IfThenElse, c: ir.Value) -> Nested[None]:
+        """A vector ``c``: the branches under masks, unmasked when every lane takes the
+        then-branch and no outer mask applies."""
+        if not lanes_of(c):
+            yield super().conditional(s, c)
+            return
+        b = self.b
+        outer = self.mask
+        if outer is None:  # every lane on: run the branch unmasked
+            allf = self.m.intrinsic("llvm.vector.reduce.and", I1, [c.type], [c.type])
+            with b.if_else(b.call(allf, [c], name="all")) as (fast, masked):
+                with fast:
+                    yield self.visit(s.then_case)
+                with masked:
+                    yield self.masked_branches(s, None, c)
+            return
+        yield self.masked_branches(s, outer, c)
+
+    def masked_branches(self, s: IfThenElse, outer: ir.Value | None, c: ir.Value
+                        ) -> Nested[None]:
+        """Both branches of ``s``, each under its lanes of ``c`` within ``outer``."""
+        with self.scope(mask=self.and_mask(outer, c)):
+            yield self.visit(s.then_case)
+        if s.else_case is not None:
+            with self.scope(mask=self.and_mask(outer, self.not_(c))):
+                yield self.visit(s.else_case)
+
+    @contextlib.contextmanager
+    def let(self, s: LetStmt) -> Iterator[None]:
+        """A let: a vector value's definition is kept for ``lane_stride``."""
+        with super().let(s):
+            if self.lanes and lanes_of(self.vars[s.var]):
+                self.lets[s.var] = s.value
+            yield
+            self.lets.pop(s.var, None)
+
+    @contextlib.contextmanager
+    def allocation(self, s: Allocate) -> Iterator[None]:
+        """In vector code, one private copy per lane, interleaved (``vector_plan`` checked
+        the size)."""
+        if not self.lanes:
+            with super().allocation(s):
+                yield
+            return
+        buf = s.buffer
+        n = int(buf.shape[0])
+        self.bufs[buf] = self.alloca(storage_type(buf.dtype), buf.name, count=n * self.lanes,
+                                     align=64)
+        self.private.add(buf)
+        yield
+        del self.bufs[buf]
+        self.private.discard(buf)
+
+    # -- loops -------------------------------------------------------------------------
+    def loop(self, s: For) -> Nested[None]:
+        """A VECTORIZED loop outside vector code as vectors, if ``vector_plan`` allows."""
+        if s.kind is ForKind.VECTORIZED and not self.lanes:
+            reason = vector_plan(s, self.m.max_lanes)
+            if reason is None:
+                self.m.notes.append(f"vectorized {s.var.name}")
+                yield self.vectorized(s)
+                return
+            self.m.notes.append(f"scalar {s.var.name}: {reason}")
+        yield super().loop(s)
+
+    def vectorized(self, s: For) -> Nested[None]:
+        """Full chunks of ``max_lanes`` lanes in a loop, then one narrower chunk."""
+        n = int(s.extent.value)  # type: ignore[attr-defined]
+        w = min(n, self.m.max_lanes)
+        lo, _ = self.bounds(s)
+        full, rest = divmod(n, w)
+        t = lo.type
+        lo_c = int(s.min.value) if isinstance(s.min, Const) else None
+        # what the chunk bases are multiples of (for loads indexed by lane // k)
+        align = math.gcd(lo_c, w) if lo_c is not None else 1
+        if full == 1:
+            yield self.vector_body(s, lo, w, align)
+        elif full > 1:
+            with self.counted(f"{s.var.name}.chunk", ir.Constant(t, 0), ir.Constant(t, full)) \
+                    as c:
+                base = self.b.add(lo, self.b.mul(c, ir.Constant(t, w)),
+                                  name=f"{local_name(s.var.name)}.base")
+                yield self.vector_body(s, base, w, align)
+        if rest:
+            base = self.b.add(lo, ir.Constant(t, full * w),
+                              name=f"{local_name(s.var.name)}.rest")
+            rest_align = math.gcd(lo_c, full * w) if lo_c is not None else 1
+            yield self.vector_body(s, base, rest, rest_align)
+
+    def vector_body(self, s: For, base: ir.Value, w: int, align: int = 1) -> Nested[None]:
+        """One chunk of ``w`` lanes from ``base`` (a multiple of ``align``)."""
+        t = base.type
+        steps = ir.Constant(ir.VectorType(t, w), [ir.Constant(t, k) for k in range(w)])
+        with self.vector_scope(w, s.var, align):
+            self.vars[s.var] = self.b.add(self.splat(base, w), steps,
+                                          name=local_name(s.var.name))
+            yield self.visit(s.body)
+            del self.vars[s.var]
+
+    # -- memory ------------------------------------------------------------------------
+    def access(self, buf: Tensor, index: Expr, ix: ir.Value,
+               vector_value: bool = False, load: bool = False) -> tuple[str, ir.Value]:
+        """In vector code also ("contiguous", i64 index of lane 0) and ("gather",
+        <n x i64> indices); for loads ("strideK", lane 0's index: lanes K apart) and
+        ("dupK", lane 0's index: lane l reads first + l // K)."""
+        d = index.dtype
+        n = self.lanes
+        if n and buf in self.private:  # lane k's copy of element x lives at x * n + k
+            i64 = self.to_i64(ix, d)
+            if not lanes_of(i64):
+                return "contiguous", self.b.mul(i64, ir.Constant(I64, n))
+            steps = ir.Constant(ir.VectorType(I64, n), [ir.Constant(I64, k) for k in range(n)])
+            return "gather", self.b.add(self.b.mul(i64, constant(i64.type, n)), steps)
+        if n == 0 or (not lanes_of(ix) and self.mask is None and not vector_value):
+            return super().access(buf, index, ix, vector_value, load)
+        assert self.vvar is not None
+        if lanes_of(ix) and lane_stride(index, self.vvar, self.lets) == 1:
+            return "contiguous", self.lane0_index(ix, d)
+        if load and lanes_of(ix):
+            # (masked or not: a masked span load enables only the lanes' own elements)
+            stride = lane_stride(index, self.vvar, self.lets)
+            if stride is not None and 2 <= stride <= 4:
+                return f"stride{stride}", self.lane0_index(ix, d)
+        if load and lanes_of(ix) and self.mask is None:
+            k = dup_factor(index, self.vvar, self.lets)
+            if k and n % k == 0 and self.vbase_align % k == 0:
+                return f"dup{k}", self.lane0_index(ix, d)
+        return "gather", self.to_i64(self.splat(ix, n), d)
+
+    def lane0_index(self, ix: ir.Value, d: DType) -> ir.Value:
+        """Lane 0 of the index vector ``ix`` (dtype ``d``) as i64."""
+        first = self.b.extract_element(ix, ir.Constant(I32, 0))
+        return self.to_i64(first, d)
+
+    def call_report(self, fn: ir.Function, check: ir.Constant, i64: ir.Value,
+                    zero: ir.Constant) -> ir.Value:
+        """In vector code, the report of the active lane with the lowest number, if any;
+        every lane reads 0."""
+        n = self.lanes
+        if n == 0 or (not lanes_of(i64) and self.mask is None):
+            return super().call_report(fn, check, i64, zero)
+        b = self.b
+        record = self.bufs[ERRORS]
+        bits = b.bitcast(self.active(), ir.IntType(n))
+        with b.if_then(b.icmp_unsigned("!=", bits, ir.Constant(ir.IntType(n), 0)),
+                       likely=False):
+            if lanes_of(i64):
+                cttz = self.m.intrinsic("llvm.cttz", ir.IntType(n), [ir.IntType(n), I1],
+                                        [ir.IntType(n)])
+                lane = b.call(cttz, [bits, ir.Constant(I1, 1)])
+                lane32 = b.trunc(lane, I32) if n > 32 else \
+                    (b.zext(lane, I32) if n < 32 else lane)
+                i64 = b.extract_element(i64, lane32)
+            b.call(fn, [record, check, i64])
+        return ir.Constant(ir.VectorType(zero.type, n), [zero] * n)
+
+    def load_from(self, buf: Tensor, how: str, p: ir.Value) -> ir.Value:
+        """Vector loads: contiguous (masked or not), strided or duplicated spans, gathers."""
+        if how == "scalar":
+            return super().load_from(buf, how, p)
+        d = buf.dtype
+        b = self.b
+        vt = ir.VectorType(storage_type(d), self.lanes)
+        zero = constant(vt, 0.0 if d.is_float else 0)
+        align = ir.Constant(I32, d.itemsize)
+        if how == "contiguous" and self.mask is None:
+            v = b.load(p, typ=vt, align=d.itemsize, name=local_name(buf.name))
+        elif how.startswith("stride"):
+            v = self.load_strided(buf, p, int(how[6:]))
+        elif how.startswith("dup"):
+            v = self.load_duplicated(buf, p, int(how[3:]))
+        elif how == "contiguous":
+            mask = self.splat(self.mask, self.lanes)
+            fn = self.m.intrinsic("llvm.masked.load", vt, [PTR, I32, mask.type, vt],
+                                  [vt, PTR])
+            v = b.call(fn, [p, align, mask, zero], name=local_name(buf.name))
+        else:
+            mask = self.active()
+            fn = self.m.intrinsic("llvm.masked.gather", vt, [p.type, I32, mask.type, vt],
+                                  [vt, p.type])
+            v = b.call(fn, [p, align, mask, zero], name=local_name(buf.name))
+        return b.icmp_unsigned("!=", v, constant(vt, 0)) if d.is_bool else v
+
+    def load_strided(self, buf: Tensor, p: ir.Value, k: int) -> ir.Value:
+        """Lanes ``first + l*k``: the span, then every k-th element."""
+        d = buf.dtype
+        st = storage_type(d)
+        b, n = self.b, self.lanes
+        span_t = ir.VectorType(st, (n - 1) * k + 1)
+        if self.mask is None:
+            span = b.load(p, typ=span_t, align=d.itemsize, name=local_name(buf.name))
+        else:
+            # the span's element q*k is lane q's (its mask bit); those between are off
+            lane_mask = self.splat(self.mask, n)
+            with_off = b.shuffle_vector(
+                lane_mask, ir.Constant(lane_mask.type, None),
+                ir.Constant(ir.VectorType(I32, span_t.count),
+                            [ir.Constant(I32, j // k if j % k == 0 else n)
+                             for j in range(span_t.count)]))
+            fn = self.m.intrinsic("llvm.masked.load", span_t,
+                                  [PTR, I32, with_off.type, span_t], [span_t, PTR])
+            span = b.call(fn, [p, ir.Constant(I32, d.itemsize), with_off, constant(span_t, 0)],
+                          name=local_name(buf.name))
+        return b.shuffle_vector(span, ir.Constant(span.type, ir.Undefined),
+                                ir.Constant(ir.VectorType(I32, n),
+                                            [ir.Constant(I32, q * k) for q in range(n)]))
+
+    def load_duplicated(self, buf: Tensor, p: ir.Value, k: int) -> ir.Value:
+        """Lanes ``base//k + l//k``: n/k elements, each k times."""
+        d = buf.dtype
+        b, n = self.b, self.lanes
+        few = b.load(p, typ=ir.VectorType(storage_type(d), n // k), align=d.itemsize,
+                     name=local_name(buf.name))
+        return b.shuffle_vector(few, ir.Constant(few.type, ir.Undefined),
+                                ir.Constant(ir.VectorType(I32, n),
+                                            [ir.Constant(I32, q // k) for q in range(n)]))
+
+    def store_to(self, buf: Tensor, how: str, p: ir.Value, val: ir.Value) -> None:
+        """Vector stores: contiguous (masked or not) or scattered; a lane-invariant store
+        under a mask runs if any lane is active."""
+        d = buf.dtype
+        b = self.b
+        if how == "scalar":
+            if self.lanes and self.mask is not None:  # one store if any lane is on
+                anyf = self.m.intrinsic("llvm.vector.reduce.or", I1, [self.mask.type],
+                                        [self.mask.type])
+                with b.if_then(b.call(anyf, [self.mask])):
+                    super().store_to(buf, how, p, val)
+            else:
+                super().store_to(buf, how, p, val)
+            return
+        n = self.lanes
+        vt = ir.VectorType(storage_type(d), n)
+        align = ir.Constant(I32, d.itemsize)
+        val = self.splat(val, n)
+        if how == "contiguous" and self.mask is None:
+            b.store(val, p, align=d.itemsize)
+        elif how == "contiguous":
+            mask = self.splat(self.mask, n)
+            fn = self.m.intrinsic("llvm.masked.store", VOID, [vt, PTR, I32, mask.type],
+                                  [vt, PTR])
+            b.call(fn, [val, p, align, mask])
+        else:
+            mask = self.active()
+            fn = self.m.intrinsic("llvm.masked.scatter", VOID, [vt, p.type, I32, mask.type],
+                                  [vt, p.type])
+            b.call(fn, [val, p, align, mask])
+
