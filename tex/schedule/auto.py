@@ -204,11 +204,7 @@ class AutoScheduler:
                 continue
             uses = frozenset(collect_vars(*node.indices))
             last: dict[Var, int | None] = {}
-            lin = None
-            try:
-                lin = self.analyzer.linear(node.indices[-1])
-            except Exception:  # noqa: BLE001 - a non-integer index: treat as opaque
-                lin = None
+            lin = self.analyzer.try_linear(node.indices[-1])
             for v in collect_vars(node.indices[-1]):
                 c = lin.terms.get(v) if lin is not None else None
                 last[v] = c if c is not None and c != 0 else None

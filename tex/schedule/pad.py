@@ -136,10 +136,7 @@ def _range_key(an: Analyzer, c: Expr) -> tuple | None:
     if not (isinstance(c, Compare) and c.a.dtype.is_int and c.op in
             (Op.LT, Op.LE, Op.GT, Op.GE)):
         return None
-    try:
-        con = an.constraint(c.op, an.rewrite(c.a), an.rewrite(c.b))
-    except Exception:  # noqa: BLE001 - not a linear comparison
-        return None
+    con = an.constraint(c.op, an.rewrite(c.a), an.rewrite(c.b))  # integer operands
     if isinstance(con, bool) or con.kind != "range":
         return None
     return (con.key, con.lo, con.hi)
@@ -171,9 +168,8 @@ def _pad_tensor(t: Tensor, before: tuple[int, ...], after: tuple[int, ...], m: i
 def _phase_stride(e: Expr, an: Analyzer) -> int:
     """``m`` when the index ``e`` moves by ``m`` (2 to 4) along one variable and by 1 along
     the others (a strided window: ``2*w + s``), else 1."""
-    try:
-        lf = an.linear(an.rewrite(e))
-    except Exception:  # noqa: BLE001 - not a linear index
+    lf = an.try_linear(an.rewrite(e))
+    if lf is None:
         return 1
     coefs = sorted(abs(c) for c in lf.terms.values())
     if len(coefs) >= 2 and 2 <= coefs[-1] <= 4 and coefs[-2] == 1 and \
@@ -201,11 +197,8 @@ def _in_bounds(read: TensorRead, an: Analyzer, norm: Analyzer, kept: list[tuple]
 
 def _index_bounds(e: Expr, an: Analyzer) -> tuple[int, int] | None:
     """The smallest and largest value of the index ``e`` over ``an``'s domains."""
-    try:
-        b = an.bounds(an.rewrite(e))
-    except Exception:  # noqa: BLE001 - an index the bounds analysis does not cover
-        return None
-    if b.lo is None or b.hi is None:
+    b = an.try_bounds(an.rewrite(e))
+    if b is None or b.lo is None or b.hi is None:
         return None
     return int(b.lo), int(b.hi)
 

@@ -73,10 +73,7 @@ def _modulus(body: Expr, x: Var, an: Analyzer) -> int | None:
         m = int(node.b.value)
         if m < 2:
             continue
-        try:
-            lf = an.linear(an.rewrite(node.a))
-        except Exception:  # noqa: BLE001 - not a linear operand
-            continue
+        lf = an.linear(an.rewrite(node.a))  # an integer operand: always a linear form
         if lf.terms.get(x) == 1:
             found = m if found is None else max(found, m)
     return found
