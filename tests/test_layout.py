@@ -288,6 +288,40 @@ def test_third_party_imports_stay_with_their_owner() -> None:
     assert not errors, _report(errors, "third-party imports outside their owner")
 
 
+def private_imports(path: Path, root: Path = ROOT) -> list[str]:
+    """Messages for ``from <tex module> import _name``: a module's underscore names are its
+    own (what another module needs is public API of its owner)."""
+    rel = path.relative_to(root).as_posix()
+    errors = []
+    for node in ast.walk(_parse(path)):
+        if not isinstance(node, ast.ImportFrom) or node.module == "__future__":
+            continue
+        if node.level == 0 and not (node.module or "").startswith("tex"):
+            continue  # third-party and standard library modules are not tex's to judge
+        for alias in node.names:
+            if alias.name.startswith("_") and not alias.name.startswith("__"):
+                errors.append(f"{rel}:{node.lineno}: imports the private name "
+                              f"{alias.name!r} of {'.' * node.level}{node.module or ''}")
+    return errors
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    errors: list[str] = []
+    for path in _require_package():
+        errors += private_imports(path)
+    assert not errors, _report(errors, "imports of another module's private names")
+
+
+def test_private_import_check_catches_one(tmp_path: Path) -> None:
+    bad = tmp_path / "tex" / "lower" / "x.py"
+    bad.parent.mkdir(parents=True)
+    bad.write_text("from __future__ import annotations\nfrom ..ir.expr import _helper, Op\n"
+                   "from os import _exit\nfrom tex.arith.rules import _private\n")
+    errors = private_imports(bad, root=tmp_path)
+    assert len(errors) == 2 and "'_helper' of ..ir.expr" in errors[0] and \
+        "'_private' of tex.arith.rules" in errors[1], errors
+
+
 def test_init_only_reexports() -> None:
     _require_package()
     init = PKG / "__init__.py"

@@ -41,12 +41,12 @@ from ..ir.tensor import Tensor
 from ..lower.gpu import DeviceProgram
 from ..lower.stmt import BufferParam
 from .module import (
-    _conversion_hint,
-    _data_pointer,
-    _Spec,
+    ArgSpec,
     arg_specs,
     check_host_array,
     check_overlap,
+    conversion_hint,
+    data_pointer,
     time_calls,
 )
 
@@ -394,7 +394,7 @@ def _contiguous(shape: tuple[int, ...], strides: Sequence[int] | None, itemsize:
     return True
 
 
-def _device_view(a: Any, spec: _Spec, where: str) -> tuple[int, str] | None:
+def _device_view(a: Any, spec: ArgSpec, where: str) -> tuple[int, str] | None:
     """``(device pointer, how)`` of a CUDA array object, or None if ``a`` is not one."""
     cai = getattr(a, "__cuda_array_interface__", None)
     if cai is not None:
@@ -426,7 +426,7 @@ def _device_view(a: Any, spec: _Spec, where: str) -> tuple[int, str] | None:
     return None
 
 
-def _check_view(spec: _Spec, where: str, dtype: np.dtype, shape: tuple[int, ...],
+def _check_view(spec: ArgSpec, where: str, dtype: np.dtype, shape: tuple[int, ...],
                 contiguous: bool, readonly: bool) -> None:
     if dtype != spec.dtype:
         raise TypeError(f"{where} must have dtype {spec.dtype.name}, got {dtype.name}")
@@ -475,7 +475,7 @@ class CudaFunction:
             self._loaded = (driver, fns)
         return self._loaded
 
-    def _where(self, spec: _Spec) -> str:
+    def _where(self, spec: ArgSpec) -> str:
         return f"{self.name}: {spec.where()}"
 
     def __call__(self, *arrays: Any) -> None:
@@ -494,32 +494,32 @@ class CudaFunction:
         driver = SimulatedDriver(self.program)
         self._run(driver, {k.name: k.name for k in self.program.kernels}, plan)
 
-    def _plan(self, arrays: Sequence[Any]) -> list[tuple[_Spec, Any, str, int]]:
+    def _plan(self, arrays: Sequence[Any]) -> list[tuple[ArgSpec, Any, str, int]]:
         """Every argument checked (before the driver is touched): (spec, value, how, ptr)."""
         specs = self._specs
         if len(arrays) != len(specs):
             raise TypeError(f"{self.name}() takes {len(specs)} arguments "
                             f"({self._signature()}) but {len(arrays)} were given")
-        plan: list[tuple[_Spec, Any, str, int]] = []  # (spec, value, how, pointer)
+        plan: list[tuple[ArgSpec, Any, str, int]] = []  # (spec, value, how, pointer)
         for spec, a in zip(specs, arrays):
             if not spec.is_buffer:
                 plan.append((spec, spec.convert(a, spec), "scalar", 0))  # type: ignore[misc]
                 continue
             if isinstance(a, np.ndarray):
                 check_host_array(self.name, spec, a)
-                plan.append((spec, a, "host", _data_pointer(a)))
+                plan.append((spec, a, "host", data_pointer(a)))
                 continue
             view = _device_view(a, spec, self._where(spec))
             if view is None:
                 raise TypeError(f"{self._where(spec)} must be a numpy.ndarray or a CUDA array "
                                 f"(__cuda_array_interface__ or DLPack) of {spec.dtype.name}"
                                 f"{list(spec.shape)}, got {type(a).__module__}."
-                                f"{type(a).__qualname__}{_conversion_hint(a)}")
+                                f"{type(a).__qualname__}{conversion_hint(a)}")
             plan.append((spec, a, view[1], view[0]))
         self._check_overlap(plan)
         return plan
 
-    def _run(self, driver: Any, fns: dict[str, Any], plan: list[tuple[_Spec, Any, str, int]]
+    def _run(self, driver: Any, fns: dict[str, Any], plan: list[tuple[ArgSpec, Any, str, int]]
              ) -> None:
         func = self.program.func
         owned: list[int] = []
@@ -558,7 +558,7 @@ class CudaFunction:
                 driver.launch(fns[k.name], k.grid, k.block, args)
             driver.synchronize()
             for a, dev in copies:
-                driver.to_host(_data_pointer(a), dev, a.nbytes)
+                driver.to_host(data_pointer(a), dev, a.nbytes)
             if slot is not None:
                 driver.to_host(record.ctypes.data, values[slot].value, record.nbytes)
         finally:
@@ -568,7 +568,7 @@ class CudaFunction:
         if error is not None:
             raise error
 
-    def _check_overlap(self, plan: list[tuple[_Spec, Any, str, int]]) -> None:
+    def _check_overlap(self, plan: list[tuple[ArgSpec, Any, str, int]]) -> None:
         """Outputs overlap no other argument in the same memory (host or device)."""
         for on_host in (True, False):
             spans = [(ptr, ptr + int(np.prod(spec.shape)) * spec.dtype.itemsize, spec.position)

@@ -36,7 +36,7 @@ from ..lower.stmt import BufferParam, LoweredFunc, ScalarParam
 from .jit import Kernel
 from .openmp import note_parallel_run, parallel_allowed
 
-__all__ = ["BuiltFunction", "SOURCE_FORMATS"]
+__all__ = ["BuiltFunction", "SOURCE_FORMATS", "ArgSpec", "conversion_hint", "data_pointer"]
 
 SOURCE_FORMATS = {"ll": "opt", "llvm": "opt", "ll.opt": "opt", "ll.raw": "raw",
                   "llvm.raw": "raw", "asm": "asm", "s": "asm"}
@@ -70,14 +70,14 @@ _Record = ctypes.c_int64 * 3  # a failed malloc; 1 + the first failed check; its
 _from_address = ctypes.c_void_p.from_address
 
 
-def _data_pointer(a: np.ndarray) -> int:
+def data_pointer(a: np.ndarray) -> int:
     if _DATA_OFFSET is not None:
         return _from_address(id(a) + _DATA_OFFSET).value or 0
     return a.ctypes.data  # type: ignore[no-any-return]  # pragma: no cover
 
 
 @dataclass(frozen=True, slots=True)
-class _Spec:
+class ArgSpec:
     """What one argument must be; precomputed at build time."""
 
     position: int
@@ -86,17 +86,17 @@ class _Spec:
     is_output: bool
     dtype: np.dtype
     shape: tuple[int, ...]
-    convert: Callable[[Any, _Spec], Any] | None  # scalars: value -> ctypes argument
+    convert: Callable[[Any, ArgSpec], Any] | None  # scalars: value -> ctypes argument
 
     def where(self) -> str:
         return f"argument {self.position} ('{self.name}')"
 
 
-def _int_converter(d: DType) -> Callable[[Any, _Spec], Any]:
+def _int_converter(d: DType) -> Callable[[Any, ArgSpec], Any]:
     info = np.iinfo(d.numpy)
     lo, hi = int(info.min), int(info.max)
 
-    def convert(v: Any, spec: _Spec) -> Any:
+    def convert(v: Any, spec: ArgSpec) -> Any:
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
             raise TypeError(f"{spec.where()}: expected a Python or NumPy integer for "
                             f"{d.name} scalar parameter, got {type(v).__name__} {v!r}")
@@ -109,8 +109,8 @@ def _int_converter(d: DType) -> Callable[[Any, _Spec], Any]:
     return convert
 
 
-def _float_converter(d: DType) -> Callable[[Any, _Spec], Any]:
-    def convert(v: Any, spec: _Spec) -> Any:
+def _float_converter(d: DType) -> Callable[[Any, ArgSpec], Any]:
+    def convert(v: Any, spec: ArgSpec) -> Any:
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer,
                                                                    np.floating)):
             raise TypeError(f"{spec.where()}: expected a Python or NumPy number for "
@@ -122,33 +122,33 @@ def _float_converter(d: DType) -> Callable[[Any, _Spec], Any]:
     return convert
 
 
-def _bool_converter(v: Any, spec: _Spec) -> Any:
+def _bool_converter(v: Any, spec: ArgSpec) -> Any:
     if not isinstance(v, (bool, np.bool_, int, np.integer)):
         raise TypeError(f"{spec.where()}: expected a bool for bool scalar parameter, "
                         f"got {type(v).__name__} {v!r}")
     return 1 if v else 0
 
 
-def _converter(d: DType) -> Callable[[Any, _Spec], Any]:
+def _converter(d: DType) -> Callable[[Any, ArgSpec], Any]:
     if d.is_bool:
         return _bool_converter
     return _float_converter(d) if d.is_float else _int_converter(d)
 
 
-def arg_specs(params: Sequence[BufferParam | ScalarParam]) -> tuple[_Spec, ...]:
+def arg_specs(params: Sequence[BufferParam | ScalarParam]) -> tuple[ArgSpec, ...]:
     """What each argument of a function with these parameters must be."""
-    specs: list[_Spec] = []
+    specs: list[ArgSpec] = []
     for k, p in enumerate(params):
         if isinstance(p, BufferParam):
-            specs.append(_Spec(k, p.tensor.name, True, p.is_output, p.tensor.dtype.numpy,
+            specs.append(ArgSpec(k, p.tensor.name, True, p.is_output, p.tensor.dtype.numpy,
                                tuple(int(n) for n in p.tensor.shape), None))
         else:
             d = p.var.dtype
-            specs.append(_Spec(k, p.var.name, False, False, d.numpy, (), _converter(d)))
+            specs.append(ArgSpec(k, p.var.name, False, False, d.numpy, (), _converter(d)))
     return tuple(specs)
 
 
-def check_host_array(fname: str, spec: _Spec, a: np.ndarray) -> None:
+def check_host_array(fname: str, spec: ArgSpec, a: np.ndarray) -> None:
     """``a`` (an ndarray) has the dtype and shape of ``spec``, is C-contiguous and, for an
     output, writeable; else ``TypeError``/``ValueError`` naming the argument."""
     if a.dtype != spec.dtype:
@@ -168,7 +168,7 @@ def check_host_array(fname: str, spec: _Spec, a: np.ndarray) -> None:
                          "writeable array")
 
 
-def check_overlap(fname: str, specs: Sequence[_Spec], spans: list[tuple[int, int, int]]
+def check_overlap(fname: str, specs: Sequence[ArgSpec], spans: list[tuple[int, int, int]]
                   ) -> None:
     """No output's ``[lo, hi)`` span (``(lo, hi, position)``) overlaps another argument's."""
     for lo, hi, k in spans:
@@ -235,9 +235,9 @@ class BuiltFunction:
                 raise TypeError(f"{self.name}: {spec.where()} must be a numpy.ndarray of "
                                 f"{spec.dtype.name}{list(spec.shape)}, got "
                                 f"{type(a).__module__}.{type(a).__qualname__}"
-                                f"{_conversion_hint(a)}")
+                                f"{conversion_hint(a)}")
             check_host_array(self.name, spec, a)
-            ptr = _data_pointer(a)
+            ptr = data_pointer(a)
             cargs.append(ptr)
             if a.nbytes:
                 spans.append((ptr, ptr + a.nbytes, spec.position))
@@ -328,7 +328,7 @@ def time_calls(fn: Callable[..., Any], args: Sequence[Any], number: int, repeat:
     return statistics.median(times)
 
 
-def _conversion_hint(a: Any) -> str:
+def conversion_hint(a: Any) -> str:
     if isinstance(a, (list, tuple)):
         return " (convert it with numpy.asarray(x, dtype=...))"
     if hasattr(a, "numpy") and hasattr(a, "detach"):
