@@ -322,6 +322,28 @@ def test_private_import_check_catches_one(tmp_path: Path) -> None:
         "'_private' of tex.arith.rules" in errors[1], errors
 
 
+def test_environment_is_read_in_debug_only() -> None:
+    """Every environment variable is read through ``tex.debug.env`` and listed, with its
+    meaning, in ``tex.debug.ENVIRONMENT``: no module reads ``os.environ`` itself."""
+    from tex.debug import ENVIRONMENT
+
+    errors: list[str] = []
+    for path in _require_package():
+        rel = path.relative_to(ROOT).as_posix()
+        for node in ast.walk(_parse(path)):
+            if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv") and \
+                    isinstance(node.value, ast.Name) and node.value.id == "os" and \
+                    rel != "tex/debug.py":
+                errors.append(f"{rel}:{node.lineno}: reads os.{node.attr} (use tex.debug.env)")
+            if isinstance(node, ast.Call) and getattr(node.func, "attr",
+                                                      getattr(node.func, "id", None)) == "env":
+                arg = node.args[0] if node.args else None
+                if not (isinstance(arg, ast.Constant) and arg.value in ENVIRONMENT):
+                    errors.append(f"{rel}:{node.lineno}: env() of a variable not listed in "
+                                  "tex.debug.ENVIRONMENT")
+    assert not errors, _report(errors, "environment reads outside tex.debug")
+
+
 def test_init_only_reexports() -> None:
     _require_package()
     init = PKG / "__init__.py"

@@ -12,6 +12,10 @@ Environment variables (read once, at import):
   ``RuntimeWarning``: libgomp crashes or exits the process with tens of thousands. Without
   TEX_NUM_THREADS, an ``OMP_NUM_THREADS`` above that maximum is clamped the same way.
 
+Every environment variable tex reads is listed in ``ENVIRONMENT`` and read through
+``env(name)``, here; a module that needs one (the JIT cache size, the CUDA binding and
+toolkit, Graphviz) parses its value where the meaning lives.
+
 Tests override the configuration with ``with tex.debug.config(dump="all"): ...``;
 the override is a ``contextvars`` value, so it never leaks between threads or tests.
 """
@@ -28,7 +32,31 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["Config", "config", "current", "dump", "should_dump", "InternalError",
-           "MAX_THREADS_PER_CORE", "max_threads", "OutOfBoundsError"]
+           "MAX_THREADS_PER_CORE", "max_threads", "OutOfBoundsError", "ENVIRONMENT", "env"]
+
+# every environment variable tex reads -> what it sets (read only through ``env``)
+ENVIRONMENT: dict[str, str] = {
+    "TEX_DEBUG": "0 silent (default); 1 pass names and times; 2 also dumps every pass",
+    "TEX_DUMP": "passes whose IR is printed (comma-separated, or all / 1)",
+    "TEX_DUMP_DIR": "write the dumps to files in this directory instead of stderr",
+    "TEX_NUM_THREADS": "threads for the parallel loops of built CPU functions",
+    "OMP_NUM_THREADS": "libgomp's thread count (clamped like TEX_NUM_THREADS)",
+    "TEX_JIT_CACHE": "entries of the in-process compile cache, read at import (0: none)",
+    "TEX_CUDA_BINDING": "the CUDA driver binding: auto, cuda-python or ctypes",
+    "TEX_LIBDEVICE": "path of libdevice.10.bc ('none': no libdevice)",
+    "CUDA_HOME": "a CUDA toolkit root searched for libdevice",
+    "CUDA_PATH": "a CUDA toolkit root searched for libdevice",
+    "TEX_DOT": "path of Graphviz's dot ('none': no pictures)",
+}
+
+
+def env(name: str) -> str | None:
+    """The value of the environment variable ``name`` (None: unset); ``name`` must be
+    listed in ``ENVIRONMENT``."""
+    if name not in ENVIRONMENT:
+        raise InternalError(f"environment variable {name} is read but not listed in "
+                            "tex.debug.ENVIRONMENT")
+    return os.environ.get(name)
 
 MAX_THREADS_PER_CORE = 4  # TEX_NUM_THREADS is clamped to this many threads per core
 
@@ -106,24 +134,24 @@ def _parse_threads(text: str) -> int:
 def _omp_default() -> int:
     """0 (the OpenMP default), unless OMP_NUM_THREADS asks libgomp for more threads than
     ``max_threads()`` (it segfaults with 100000): then that maximum, passed explicitly."""
-    first = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    first = (env("OMP_NUM_THREADS") or "").split(",")[0].strip()
     if first.isdigit() and int(first) > max_threads():
         return _clamp_threads(int(first), f"OMP_NUM_THREADS={first}")
     return 0
 
 
 def _from_env() -> Config:
-    level = os.environ.get("TEX_DEBUG", "0").strip() or "0"
+    level = (env("TEX_DEBUG") or "0").strip() or "0"
     try:
         debug = int(level)
     except ValueError:
         debug = 1
-    dump = _parse_dump(os.environ.get("TEX_DUMP", ""))
+    dump = _parse_dump(env("TEX_DUMP") or "")
     if debug >= 2 and not dump:
         dump = frozenset({"all"})
-    threads = os.environ.get("TEX_NUM_THREADS")
+    threads = env("TEX_NUM_THREADS")
     num_threads = _omp_default() if threads is None else _parse_threads(threads)
-    return Config(debug=debug, dump=dump, dump_dir=os.environ.get("TEX_DUMP_DIR") or None,
+    return Config(debug=debug, dump=dump, dump_dir=env("TEX_DUMP_DIR") or None,
                   num_threads=num_threads)
 
 

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from . import debug
 from .ir.graph import to_dot
 from .ir.printer import format_program
 from .ir.tensor import Tensor
@@ -27,7 +28,7 @@ _TIMEOUT_S = 60
 
 def find_dot() -> str | None:
     """Path of Graphviz's ``dot``: ``$TEX_DOT`` (``none`` disables), else ``PATH``."""
-    env = os.environ.get("TEX_DOT")
+    env = debug.env("TEX_DOT")
     if env is not None:
         return None if env.strip().lower() in ("", "none", "0") else env
     return shutil.which("dot")

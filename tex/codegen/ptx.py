@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import shutil
 import subprocess
 import tempfile
@@ -90,7 +89,7 @@ _SREG = {"threadIdx": "tid", "blockIdx": "ctaid"}
 # --------------------------------------------------------------------------------------
 
 def _toolkit_roots() -> list[Path]:
-    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    roots = [debug.env("CUDA_HOME"), debug.env("CUDA_PATH"), "/usr/local/cuda"]
     nvcc = shutil.which("nvcc")
     if nvcc:
         roots.append(str(Path(nvcc).resolve().parent.parent))
@@ -101,7 +100,7 @@ def _toolkit_roots() -> list[Path]:
 def find_libdevice() -> str | None:
     """Path of CUDA's ``libdevice.10.bc``: ``$TEX_LIBDEVICE`` (a file; empty or ``none`` to
     disable), else under the CUDA toolkit; None when not found."""
-    env = os.environ.get("TEX_LIBDEVICE")
+    env = debug.env("TEX_LIBDEVICE")
     if env is not None:
         if env.strip().lower() in ("", "none", "0"):
             return None

@@ -29,13 +29,13 @@ import contextlib
 import ctypes
 import ctypes.util
 import functools
-import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from .. import debug
 from ..ir.expr import Var
 from ..ir.tensor import Tensor
 from ..lower.gpu import DeviceProgram
@@ -318,7 +318,7 @@ def open_driver(device: int = 0, binding: str | None = None) -> Driver:
     ``binding`` (default ``$TEX_CUDA_BINDING`` or ``"auto"``) forces ``"cuda-python"`` or
     ``"ctypes"``.
     """
-    choice = (binding or os.environ.get("TEX_CUDA_BINDING") or "auto").strip().lower()
+    choice = (binding or debug.env("TEX_CUDA_BINDING") or "auto").strip().lower()
     if choice not in ("auto", "cuda-python", "ctypes"):
         raise ValueError(f"TEX_CUDA_BINDING={choice!r}: expected 'auto', 'cuda-python' or "
                          "'ctypes'")

@@ -39,7 +39,6 @@ declares must resolve, or ``jit_compile`` raises instead of crashing later.
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 import warnings
 from collections import OrderedDict
@@ -47,6 +46,7 @@ from dataclasses import dataclass, field
 
 import llvmlite.binding as llvm
 
+from .. import debug
 from ..codegen import CodegenOptions, CompiledModule, host_target
 from ..codegen.host import LLVM_LOCK
 from ..ir.expr import Const, Expr, Var
@@ -71,7 +71,7 @@ DEFAULT_CACHE_SIZE = 64
 
 def _cache_size_from_env() -> int:
     """``TEX_JIT_CACHE`` (a non-negative entry count), else ``DEFAULT_CACHE_SIZE``."""
-    value = os.environ.get("TEX_JIT_CACHE", "").strip()
+    value = (debug.env("TEX_JIT_CACHE") or "").strip()
     if not value:
         return DEFAULT_CACHE_SIZE
     try:
