@@ -583,7 +583,7 @@ SCHEDULES: list[Case] = [
     ("create-schedule-empty", lambda: tex.create_schedule([]),
      ValueError, r"create_schedule: give at least one output operation"),
     ("auto-schedule-target", lambda: tex.schedule.auto_schedule([R], target="tpu"),
-     ValueError, r"auto_schedule: unknown or unsupported target 'tpu'"),
+     ValueError, r"auto_schedule: unknown target 'tpu'; known targets: cpu, cuda, llvm"),
 ]
 
 
@@ -948,3 +948,30 @@ def test_reducer_binary_form_and_generator_args_still_work() -> None:
     x, y, c = f32(4, 8), f32(4, 8), np.zeros((4, 8), np.float32)
     f(x, y, c)
     np.testing.assert_array_equal(c, 3 * np.ones((4, 8), np.float32))
+
+
+def test_one_target_parser_for_every_caller() -> None:
+    """build, auto_schedule, legalize and cpu_info read target strings with one parser
+    (tex.target.target_kind): the same aliases, the same errors naming the caller."""
+    from tex.lower.legalize import legalize
+    from tex.schedule import auto_schedule
+    from tex.target import cpu_info, target_kind
+
+    A = tex.placeholder((4,), name="A")
+    B = tex.compute((4,), lambda i: A[i] * 2.0, name="B")
+    func = tex.lower(tex.create_schedule(B.op), [A, B])
+    callers = {"build": lambda t: tex.build(B, target=t),
+               "auto_schedule": lambda t: auto_schedule(B, t),
+               "legalize": lambda t: legalize(func, t), "cpu_info": cpu_info}
+    for what, call in callers.items():
+        with pytest.raises(ValueError, match=rf"^{what}: unknown target 'tpu -x'; known "
+                                             r"targets: cpu, cuda, llvm, nvptx"):
+            call("tpu -x")
+        with pytest.raises(ValueError, match=r"^target 'cuda -arch=sm_7': -arch must be"):
+            call("cuda -arch=sm_7")  # a CUDA target's options are checked by the parser
+    assert [target_kind(t, "t") for t in ("llvm", " CPU ", "cuda -arch=sm_80", "nvptx")] == \
+        ["llvm", "llvm", "cuda", "cuda"]
+    assert legalize(func, "cpu").name == func.name and cpu_info("cpu") == cpu_info("llvm")
+    with pytest.raises(TypeError, match="^t: target must be a string such as 'llvm', got "
+                                        "int 3"):
+        target_kind(3, "t")

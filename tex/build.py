@@ -35,24 +35,12 @@ from .lower.stmt import LoweredFunc
 from .runtime.jit import CACHE, Kernel, cache_key, jit_compile
 from .runtime.module import BuiltFunction
 from .runtime.openmp import load_openmp, parallel_allowed
-from .target import parse_cuda_target
+from .target import parse_cuda_target, target_kind
 
-__all__ = ["build", "build_lowered", "build_cuda", "TARGETS"]
-
-TARGETS = {"llvm": "llvm", "cpu": "llvm", "cuda": "cuda", "nvptx": "cuda"}
-
+__all__ = ["build", "build_lowered", "build_cuda"]
 
 def _target(target: Any) -> str:
-    if not isinstance(target, str):
-        raise TypeError(f"build: target must be a string such as 'llvm', got "
-                        f"{type(target).__name__} {target!r}")
-    key = target.strip().split()[0].lower() if target.strip() else ""
-    if key in TARGETS:
-        if TARGETS[key] == "cuda":
-            parse_cuda_target(target)  # options checked early
-        return TARGETS[key]
-    raise ValueError(f"build: unknown target {target!r}; known targets: "
-                     f"{', '.join(sorted(TARGETS))} (e.g. 'cuda -arch=sm_90')")
+    return target_kind(target, "build")
 
 
 def _check_flag(value: Any, what: str) -> bool:

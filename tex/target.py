@@ -13,9 +13,31 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 __all__ = ["CPUInfo", "cpu_info", "host_cores", "with_caches", "CudaTarget",
-           "parse_cuda_target", "KNOWN_CUDA_ARCHS"]
+           "parse_cuda_target", "KNOWN_CUDA_ARCHS", "TARGET_KINDS", "target_kind"]
+
+# a target string's first word -> the kind of machine: the one parser of target strings
+TARGET_KINDS = {"llvm": "llvm", "cpu": "llvm", "cuda": "cuda", "nvptx": "cuda"}
+
+
+def target_kind(target: Any, what: str) -> str:
+    """``"llvm"`` or ``"cuda"`` for a target string (``"llvm"``, ``"cpu"``, ``"cuda"``,
+    ``"cuda -arch=sm_90"``, ``"nvptx"``; a CUDA target's options are checked here).
+    ``what`` (the caller) names the errors: a TypeError for a non-string, a ValueError for
+    an unknown target."""
+    if not isinstance(target, str):
+        raise TypeError(f"{what}: target must be a string such as 'llvm', got "
+                        f"{type(target).__name__} {target!r}")
+    key = target.strip().split()[0].lower() if target.strip() else ""
+    kind = TARGET_KINDS.get(key)
+    if kind is None:
+        raise ValueError(f"{what}: unknown target {target!r}; known targets: "
+                         f"{', '.join(sorted(TARGET_KINDS))} (e.g. 'cuda -arch=sm_90')")
+    if kind == "cuda":
+        parse_cuda_target(target)  # options checked early
+    return kind
 
 
 @dataclass(frozen=True)
@@ -78,9 +100,7 @@ def cpu_info(target: str = "llvm") -> CPUInfo:
     ValueError
         A target with no CPU to describe (e.g. ``"cuda"``).
     """
-    key = target.strip().split()[0].lower() if isinstance(target, str) and target.strip() \
-        else "llvm"
-    if key not in ("llvm", "cpu"):
+    if target_kind(target, "cpu_info") != "llvm":
         raise ValueError(f"cpu_info: target {target!r} has no CPU to describe; expected "
                          "'llvm' (the host CPU)")
     return _host_cpu_info()

@@ -49,9 +49,10 @@ from ..dtype import DType, float32
 from ..ir import fold
 from ..ir.expr import Binary, Cast, Const, Expr, Op, Select, Unary
 from ..ir.visit import RuleTable, fixed_point_rewrite, for_ops
+from ..target import target_kind
 from .stmt import LoweredFunc, map_exprs
 
-__all__ = ["legalize", "TARGET_RULES", "TARGETS"]
+__all__ = ["legalize", "TARGET_RULES"]
 
 Rule = Callable[[Expr], "Expr | None"]
 
@@ -157,8 +158,6 @@ TARGET_RULES: dict[str, RuleTable] = {
 # NVIDIA GPUs: the same decisions (float16 through float32 as NumPy, erf's rational for
 # float32, sigmoid from exp); the PTX backend calls libdevice for the other functions
 TARGET_RULES["cuda"] = TARGET_RULES["llvm"]
-TARGETS = frozenset(TARGET_RULES)
-_ALIASES = {"cpu": "llvm", "nvptx": "cuda"}
 
 
 def legalize(func: LoweredFunc, target: str = "llvm") -> LoweredFunc:
@@ -181,11 +180,7 @@ def legalize(func: LoweredFunc, target: str = "llvm") -> LoweredFunc:
     ValueError
         For a target without a rule table.
     """
-    key = _ALIASES.get(target, target)
-    if key not in TARGET_RULES:
-        raise ValueError(f"legalize: unknown target {target!r}; known targets: "
-                         f"{', '.join(sorted(TARGETS | set(_ALIASES)))}")
-    rules = TARGET_RULES[key]
+    rules = TARGET_RULES[target_kind(target, "legalize")]
     memo: dict[Expr, Expr] = {}
 
     def fix(e: Expr) -> Expr:

@@ -45,7 +45,7 @@ from ..ir.expr import Binary, Expr, IterVar, Op, Reduce, TensorRead, Unary, Var
 from ..ir.scatter import ScatterForm, scatter_form_of
 from ..ir.tensor import ComputeOp, Tensor
 from ..ir.visit import collect_vars, post_order
-from ..target import CPUInfo, cpu_info, parse_cuda_target
+from ..target import CPUInfo, cpu_info, parse_cuda_target, target_kind
 from .axes import Fuse
 from .inline import Inliner
 from .pad import pad_guarded_reads
@@ -94,16 +94,12 @@ def auto_schedule(outputs: Tensor | Sequence[Tensor],
     if isinstance(target, CPUInfo):
         info = target
     elif isinstance(target, str):
-        key = target.strip().split()[0].lower() if target.strip() else ""
-        if key in ("cuda", "nvptx"):
+        if target_kind(target, "auto_schedule") == "cuda":
             from .auto_gpu import schedule_cuda  # the GPU rules build on this module's
             s = create_schedule([t.op for t in outs])
             schedule_cuda(s, parse_cuda_target(target))
             return s
-        if key not in ("llvm", "cpu"):
-            raise ValueError(f"auto_schedule: unknown or unsupported target {target!r}; "
-                             "known: 'llvm' (the host CPU), 'cuda' (NVIDIA GPUs)")
-        info = cpu_info(key)
+        info = cpu_info(target)
     else:
         raise TypeError(f"auto_schedule: target must be a string such as 'llvm' or a "
                         f"CPUInfo, got {type(target).__name__} {target!r}")
