@@ -117,9 +117,8 @@ class ParallelEmitter(VectorEmitter):
 
     def outlined(self, s: For) -> None:
         """Emit the loop nest ``s`` as a call to an internal function of its own. LLVM's
-        loop passes grow quadratically with the loops of one function (a chain of 400
-        stored stages took 9 s to optimize, 1,500 stages 100 s); over many small functions
-        they stay linear. Used for functions with many top-level nests only."""
+        loop passes grow quadratically with the loops of one function; over many small
+        functions they stay linear. Used for functions with many top-level nests only."""
         m = self.m
         bufs, scalars = self.captures(s)
         inner = self.outline(m.next_nest_name(), bufs, scalars, [], self.in_parallel,
