@@ -12,6 +12,9 @@ Scheduling and code generation depend on the machine (vector width, cores, cache
 files are made for one fixed machine, ``GOLDEN_CPU``/``GOLDEN_HOST`` (a 2-core AVX2+FMA
 x86-64), whatever the host: they are byte-identical on every machine and in CI.
 
+The IR text is llvmlite's printing of what tex builds, so a new llvmlite version may
+change the hashes alone (the loop nests stay): regenerate them then, and say so.
+
 A refactoring must leave every file unchanged. A change meant to alter generated code
 regenerates them with ``TEX_UPDATE_GOLDEN=1 python -m pytest tests/test_golden.py`` and the
 commit shows the diff (as tinygrad's process replay does for its kernels).

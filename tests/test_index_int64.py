@@ -70,6 +70,26 @@ def test_flat_take_past_2_31(huge: tuple[tex.Tensor, np.ndarray], mode: str) -> 
     np.testing.assert_array_equal(out, [4, 9, 7])
 
 
+@pytest.mark.parametrize("dtype", ["int32", "int8"])
+@pytest.mark.parametrize("mode,ix,want", [("clip", [40000 * COLS + 123, 2, -5], [9, 7, 5]),
+                                          ("wrap", [-1, 40000 * COLS + 123, 2], [4, 9, 7])])
+def test_flat_take_with_narrow_indices_past_2_31(huge: tuple[tex.Tensor, np.ndarray],
+                                                 dtype: str, mode: str, ix: list[int],
+                                                 want: list[int]) -> None:
+    """Clipping or wrapping an int32 (or narrower) index into [0, n) with n past 2**31 - 1
+    refused to build ('constant ... does not fit in int32'): the index is widened to int64
+    first. -1 wraps to the last element."""
+    X, x = huge
+    if dtype == "int8":
+        ix, want = [v for v in ix if -128 <= v < 128], [w for v, w in zip(ix, want)
+                                                          if -128 <= v < 128]
+    I = tex.placeholder((len(ix),), dtype, name="I")
+    f = tex.build(topi.take(X, I, mode=mode))
+    out = np.zeros(len(ix), np.int8)
+    f(x, np.array(ix, dtype), out)
+    np.testing.assert_array_equal(out, want)
+
+
 def test_data_index_into_huge_tensor_is_checked(huge: tuple[tex.Tensor, np.ndarray]) -> None:
     X, x = huge
     I = tex.placeholder((2,), "int64", name="I")

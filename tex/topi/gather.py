@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import te
-from ..dtype import int32
+from ..dtype import DTYPES, int32
 from ..ir import fold
 from ..ir.expr import Expr, as_expr
 from ..ir.tensor import Tensor
@@ -18,6 +18,9 @@ from .broadcast import INJECTIVE
 from .utils import Index, check_tensor, compute_nd, is_scalar, normalize_axis_one, unravel
 
 __all__ = ["take"]
+
+int64 = DTYPES["int64"]
+_INT32_MAX = 2**31 - 1
 
 # how an index outside [0, n) is brought into range
 _TAKE_MODES: dict[str, Callable[[Expr, int], Expr]] = {
@@ -73,21 +76,23 @@ def take(a: Tensor, indices: Any, axis: int | None = None, mode: str = "clip",
                          f"got {mode!r}")
     into_range = _TAKE_MODES[mode]
 
-    def index_at(pos: Index) -> Expr:
+    def index_at(pos: Index, n: int) -> Expr:
+        """The index, widened to hold ``n - 1`` (int64 past 2**31 - 1 elements) and to at
+        least int32, so that clipping or wrapping into ``[0, n)`` is exact."""
         ix = indices[pos] if isinstance(indices, Tensor) else indices
-        return ix if ix.dtype.bits >= 32 else fold.cast(int32, ix)
+        wide = int64 if n - 1 > _INT32_MAX else int32
+        return ix if ix.dtype.bits >= wide.bits else fold.cast(wide, ix)
 
     if axis is None:
-        return compute_nd(index_shape,
-                          lambda idx: a[unravel(into_range(index_at(idx), a.size), a.shape)],
-                          name or "T_take", INJECTIVE)
+        return compute_nd(index_shape, lambda idx: a[unravel(
+            into_range(index_at(idx, a.size), a.size), a.shape)], name or "T_take", INJECTIVE)
     if a.ndim == 0:
         raise ValueError(f"{op}: cannot take along an axis of the 0-d tensor '{a.name}'")
     ax = normalize_axis_one(axis, a.ndim, op)
     m = len(index_shape)
 
     def body(idx: Index) -> Expr:
-        ix = into_range(index_at(idx[ax:ax + m]), a.shape[ax])
+        ix = into_range(index_at(idx[ax:ax + m], a.shape[ax]), a.shape[ax])
         return a[(*idx[:ax], ix, *idx[ax + m:])]
 
     return compute_nd((*a.shape[:ax], *index_shape, *a.shape[ax + 1:]), body,
