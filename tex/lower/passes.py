@@ -396,11 +396,11 @@ def _is_check(s: Select) -> bool:
 
 
 # the loop passes, in the order ``lower`` runs them (``TEX_DUMP=lower.<name>`` after each)
-PASSES: list[tuple[str, Callable[[LoweredFunc], LoweredFunc]]] = [
+PASSES: tuple[tuple[str, Callable[[LoweredFunc], LoweredFunc]], ...] = (
     ("simplify", simplify_pass),
     ("hoist_checks", hoist_checks),
     ("partition_loops", partition_loops),
     ("remove_no_op", remove_no_op),
     ("remove_redundant_guards", remove_redundant_guards),
-]
+)
 
