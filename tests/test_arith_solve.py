@@ -113,6 +113,69 @@ def test_random_affine_systems(seed):
     _check(xs, [eq], conds, {p: Interval(-12, 12)}, [{p: v} for v in range(-12, 13, 2)])
 
 
+def _unravel(flat, shape):
+    """The digits of ``flat`` in ``shape`` as reshape writes them: ``flat // s % n``."""
+    digits, stride = [], 1
+    for k in reversed(range(len(shape))):
+        d = flat if stride == 1 else flat // stride
+        digits.append(d if k == 0 else d % shape[k])
+        stride *= shape[k]
+    return digits[::-1]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_reshapes_solve_to_one_point(seed: int) -> None:
+    """The index map of any reshape (out shape -> flat -> in shape) read back: every
+    digit of the flat position fixed, so the unknowns (the output's indices) are one
+    point per input position (no summation axis), or none when a digit is out of range
+    (the parameters are sampled beyond the input's shape too)."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.choice([6, 8, 12, 24]))
+    def shape_of(total):  # a random factorization of total
+        dims, rest = [], total
+        while rest > 1 and len(dims) < 3:
+            d = int(rng.choice([f for f in range(1, rest + 1) if rest % f == 0]))
+            dims.append(d)
+            rest //= d
+        return [*dims, rest] if rest > 1 or not dims else dims
+    out_shape, in_shape = shape_of(n), shape_of(n)
+    outs = [_iv(f"o{k}", 0, d) for k, d in enumerate(out_shape)]
+    flat = tex.const(0)
+    for iv, d in zip(outs, out_shape):
+        flat = flat * d + iv.var
+    ps = [Var(f"p{k}") for k in range(len(in_shape))]
+    eqs = [dig - p for dig, p in zip(_unravel(flat, in_shape), ps)]
+    params = {p: Interval(-1, d) for p, d in zip(ps, in_shape)}
+    samples = [dict(zip(ps, pt)) for pt in itertools.product(
+        *[range(-1, d + 1) for d in in_shape])][:60]
+    sol = _check(outs, eqs, [], params, samples)
+    assert sol is not None and sol.axes == [], (out_shape, in_shape, sol)
+
+
+def test_flat_sum_of_digits_is_one_point_and_respects_divisibility() -> None:
+    """sum(ck * xk) == y with c(k+1) = ck * dk (a flattened position), also with a common
+    factor g: one point, where y // ck % dk are the digits; none when g does not divide
+    y or y is past the last position."""
+    a, b, c = _iv("a", 0, 3), _iv("b", 0, 2), _iv("c", 0, 4)
+    y = Var("y")
+    for g in (1, 2):
+        sol = _check([a, b, c], [(a.var + b.var * 3 + c.var * 6) * g - y], [],
+                     {y: Interval(-2, 26 * g)}, [{y: v} for v in range(-2, 26 * g + 1)])
+        assert sol.axes == []
+
+
+def test_a_delta_on_its_own_is_solved_before_a_sum_of_digits() -> None:
+    """A selection gradient: k0 == p, k1 == q and the picked flat index 2*k0 + k1 == s.
+    The deltas fix the unknowns; the flat index stays one condition on the parameters
+    (not three digit conditions)."""
+    k0, k1 = _iv("k0", 0, 3), _iv("k1", 0, 2)
+    p, q, sv = Var("p"), Var("q"), Var("s")
+    sol = _check([k0, k1], [k0.var - p, k1.var - q, k0.var * 2 + k1.var - sv], [],
+                 {p: Interval(0, 2), q: Interval(0, 1), sv: Interval(0, 5)},
+                 [{p: x, q: z, sv: w} for x in range(3) for z in range(2) for w in range(6)])
+    assert sol.axes == [] and str(sol.outer).count("==") == 1, sol.outer
+
+
 def test_solve_domain_memo_stays_bounded() -> None:
     """solve_domain's memo keys problems by canonical variables (one per slot and name):
     a long session with ever new axis names must not grow either table without bound."""

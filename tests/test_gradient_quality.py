@@ -8,6 +8,7 @@ ran 109x its forward and its softmax (through the max) 26x.
 from __future__ import annotations
 
 import io
+import math
 import re
 
 import numpy as np
@@ -183,3 +184,65 @@ def test_report_rejects_non_results() -> None:
         report([1, 2])
     with pytest.raises(TypeError, match="strict must be a bool"):
         tex.differentiate(topi.sum(tex.placeholder((2,), "float64")), strict="yes")
+
+
+# -- reshape chains: the gradient reads the head once per input element -------------------
+
+def _random_chain(rng: np.random.Generator, x: tex.Tensor) -> tuple[tex.Tensor, list[str]]:
+    """A random chain of reshape / flatten / transpose / expand_dims / squeeze from x."""
+    y, steps = x, []
+    for _ in range(int(rng.integers(2, 6))):
+        kind = str(rng.choice(["reshape", "reshape", "transpose", "flatten", "expand"]))
+        n = math.prod(y.shape)
+        if kind == "reshape":
+            dims, rest = [], n
+            while rest > 1 and len(dims) < 3:
+                d = int(rng.choice([f for f in range(2, rest + 1) if rest % f == 0]))
+                dims.append(d)
+                rest //= d
+            shape = tuple(dims) if rest == 1 else (*dims, rest)
+            y = topi.reshape(y, shape or (1,))
+        elif kind == "transpose" and y.ndim > 1:
+            y = topi.transpose(y, [int(a) for a in rng.permutation(y.ndim)])
+        elif kind == "flatten" and y.ndim > 1:
+            y = topi.nn.flatten(y)
+        else:
+            y = topi.squeeze(topi.expand_dims(y, int(rng.integers(0, y.ndim + 1))))
+        steps.append(f"{kind}->{y.shape}")
+    return y, steps
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_gradient_through_any_reshape_chain_visits_each_input_once(seed: int) -> None:
+    """reshape/flatten unravel a flat position with // and %: read back, the digits fix
+    the position, so the gradient is one read of the head per input element (a
+    (2,3,4,5) -> (2,60) reshape cost 5,760 iterations for 120 elements)."""
+    rng = np.random.default_rng(seed)
+    shape = tuple(int(d) for d in rng.choice([1, 2, 3, 4, 5, 6], size=int(rng.integers(1, 4))))
+    x = tex.placeholder(shape, "float64", name="x")
+    y, steps = _random_chain(rng, x)
+    head = tex.placeholder(y.shape, "float64", name="H")
+    (g,) = tex.differentiate(y, [x], head=head)
+    # the head itself when the chain changes no index (nothing to compute)
+    assert iteration_count(g) == (0 if g is head else math.prod(shape)), (steps, str(g))
+    h = rng.standard_normal(y.shape)
+    xv = rng.standard_normal(shape)
+    # the chain moves values around: the gradient is the head moved back
+    fwd = evaluate(y, {x: xv})
+    back = evaluate(g, {x: xv, head: h})
+    flat_pos = evaluate(y, {x: np.arange(xv.size, dtype=np.float64).reshape(shape)})
+    want = np.zeros(xv.size)
+    np.add.at(want, flat_pos.astype(np.int64).ravel(), h.ravel())
+    np.testing.assert_allclose(back, want.reshape(shape), rtol=0, atol=0)
+    np.testing.assert_array_equal(fwd.ravel(), xv.ravel()[flat_pos.astype(np.int64).ravel()])
+
+
+@pytest.mark.parametrize("src,dst", [((2, 3, 4, 5), (2, 60)), ((3, 4), (2, 6)),
+                                     ((4, 6), (3, 8)), ((2, 3, 4), (4, 6)),
+                                     ((8, 64, 4, 4), (8, 8, 8, 4, 4))])
+def test_reshape_gradient_is_a_permuted_read(src: tuple[int, ...], dst: tuple[int, ...]
+                                             ) -> None:
+    x = tex.placeholder(src, "float64", name="x")
+    (g,) = tex.differentiate(topi.sum(topi.reshape(x, dst) * 2.0), [x])
+    assert iteration_count(g) == math.prod(src)
+    assert "sum(" not in str(g.op.body[0])

@@ -157,6 +157,78 @@ class _Solver:
             replaced[node] = q if node.op is Op.FLOORDIV else r
         return (substitute(e, replaced) if replaced else e), defs
 
+    # -- step 0: the digits of one affine index (reshape, flatten) -----------------------
+    def merge_digits(self, equations: list[Expr]
+                     ) -> tuple[list[Expr], list[Expr], list[Expr]]:
+        """Equations that fix every digit of one affine ``F`` in a mixed radix, ``F % n0 ==
+        P0``, ``F // s1 % n1 == P1``, ..., ``F // st == Pt`` with ``s(k+1) = sk * nk`` (how
+        reshape and flatten unravel a flat position), become the one equation ``F ==
+        sum(sk * Pk)``: unravelling is a bijection, so the digits are fixed exactly when
+        ``F`` is, given each ``Pk`` in ``[0, nk)`` (returned as conditions). The top digit
+        may be reduced modulo ``nt`` too when ``F`` stays in ``[0, st * nt)``. Other
+        equations pass unchanged; ``//`` and ``%`` of an incomplete set of digits are left
+        to the quotient/remainder unknowns of step 1. Returns (the others, the merged
+        equations, the conditions)."""
+        groups: dict[Expr, list[tuple[int, int | None, Expr, int]]] = {}
+        for n, e in enumerate(equations):
+            digit = self.as_digit(e)
+            if digit is not None:
+                f, stride, radix, value = digit
+                groups.setdefault(self.an.rewrite(f), []).append((stride, radix, value, n))
+        merged: set[int] = set()
+        out: list[Expr] = []
+        conds: list[Expr] = []
+        for f, digits in groups.items():
+            digits.sort(key=lambda d: d[0])
+            if not self.mixed_radix(f, [(s, r) for s, r, _, _ in digits]):
+                continue
+            total: Expr = Const(0, f.dtype)
+            for stride, radix, value, n in digits:
+                merged.add(n)
+                total = fold.binary(Op.ADD, total, fold.binary(Op.MUL, value,
+                                                               Const(stride, f.dtype)))
+                if radix is not None:
+                    conds.append(fold.compare(Op.GE, value, Const(0, value.dtype)))
+                    conds.append(fold.compare(Op.LT, value, Const(radix, value.dtype)))
+            out.append(fold.binary(Op.SUB, f, total))
+        return [e for n, e in enumerate(equations) if n not in merged], out, conds
+
+    def as_digit(self, e: Expr) -> tuple[Expr, int, int | None, Expr] | None:
+        """``e == 0`` read as ``F // stride % radix == value`` (radix None: no ``%``;
+        stride 1: no ``//``) with ``F`` affine in the unknowns and ``value`` free of them."""
+        if not e.dtype.is_int:
+            return None
+        lf = self.an.linear(e)  # as written: rewriting would reduce F modulo the radix
+        inside = [(a, c) for a, c in lf.terms.items() if self.mentions_unknown(a)]
+        if len(inside) != 1 or abs(inside[0][1]) != 1:
+            return None
+        atom, sign = inside[0]
+        radix: int | None = None
+        if isinstance(atom, Binary) and atom.op is Op.FLOORMOD and \
+                isinstance(atom.b, Const) and atom.b.value > 1:
+            radix, atom = int(atom.b.value), atom.a
+        stride = 1
+        if isinstance(atom, Binary) and atom.op is Op.FLOORDIV and \
+                isinstance(atom.b, Const) and atom.b.value > 1:
+            stride, atom = int(atom.b.value), atom.a
+        if (radix is None and stride == 1) or not self.affine(atom):
+            return None
+        rest = LinearForm({a: c for a, c in lf.terms.items() if a is not inside[0][0]},
+                          lf.const, lf.dtype)
+        return atom, stride, radix, self.rebuild(rest.scale(-sign))
+
+    def mixed_radix(self, f: Expr, digits: list[tuple[int, int | None]]) -> bool:
+        """Whether ``digits`` (stride, radix), by stride, are every digit of ``f``."""
+        expected = 1
+        for k, (stride, radix) in enumerate(digits):
+            if stride != expected:
+                return False
+            if radix is None:  # the top digit: the quotient itself
+                return k == len(digits) - 1
+            expected = stride * radix
+        b = self.an.bounds(f)  # a top digit taken modulo its radix: f must stay below
+        return b.lo is not None and b.hi is not None and 0 <= b.lo and b.hi < expected
+
     # -- step 2: equations --------------------------------------------------------------
     def as_equation(self, e: Expr) -> _Eq | None:
         """``e == 0`` as a linear equation, or None when not linear in the unknowns."""
@@ -226,6 +298,13 @@ class _Solver:
             eqs = live
             if not eqs:
                 return True
+            # an unknown fixed on its own (j == p) first, then sums of digits at once, then
+            # unit coefficients in longer equations
+            single = [(coefs, rest) for coefs, rest in eqs if len(coefs) == 1]
+            radix = None if self.pick_pivot(single) else self.radix_pivot(eqs)
+            if radix is not None:
+                eqs = radix
+                continue
             pivot = self.pick_pivot(eqs)
             if pivot is not None:
                 n, v = pivot
@@ -248,6 +327,43 @@ class _Solver:
                     return False
                 continue
             eqs = self._unimodular(eqs)
+
+    def radix_pivot(self, eqs: list[_Eq]) -> list[_Eq] | None:
+        """Solve an equation whose unknowns are the digits of a mixed radix at once.
+
+        ``c0*x0 + c1*x1 + ... + ct*xt == P`` with every ``xk`` in ``[0, dk)`` and ``c(k+1)
+        = ck * dk`` (sorted by coefficient, ``c0 = g``: a flattened position, as reshape
+        writes it) holds exactly for ``xk = P // ck % dk`` (``xt = P // ct``, whose range
+        stays a condition) when ``g`` divides ``P``: one point, where eliminating one
+        unknown after another would leave the others as loops. None when no equation is
+        such a sum (of at least two unknowns); else the remaining equations."""
+        for n, (coefs, rest) in enumerate(eqs):
+            if len(coefs) < 2:
+                continue
+            sign = 1 if all(c > 0 for c in coefs.values()) else \
+                -1 if all(c < 0 for c in coefs.values()) else 0
+            ranges = [self.ranges.get(v) for v in coefs]
+            if not sign or any(r is None or r.lo != 0 or r.hi is None for r in ranges):
+                continue
+            digits = sorted(((sign * c, v, self.ranges[v].hi + 1)  # type: ignore[union-attr]
+                             for v, c in coefs.items()), key=lambda d: d[0])
+            if any(digits[k + 1][0] != digits[k][0] * digits[k][2]
+                   for k in range(len(digits) - 1)):
+                continue
+            eqs = eqs[:n] + eqs[n + 1:]
+            value = self.rebuild(rest.scale(-sign))  # sum(ck * xk) == value
+            g = digits[0][0]
+            if g > 1:
+                self.conditions.append(fold.compare(
+                    Op.EQ, fold.binary(Op.FLOORMOD, value, Const(g, value.dtype)),
+                    Const(0, value.dtype)))
+            for k, (c, v, d) in enumerate(digits):
+                x = fold.binary(Op.FLOORDIV, value, Const(c, value.dtype))
+                if k < len(digits) - 1:
+                    x = fold.binary(Op.FLOORMOD, x, Const(d, value.dtype))
+                eqs = self.substitute_forms(v, self.linear(x), eqs)
+            return eqs
+        return None
 
     def _divide(self, coefs: dict[Var, int], rest: LinearForm, g: int) -> _Eq | None:
         """Divide ``sum(coef*x) + rest == 0`` by the gcd ``g`` of its coefficients."""
@@ -471,6 +587,12 @@ def _solve_domain(unknowns: Sequence[IterVar], equations: Sequence[Expr],
                 pending.append(fold.binary(Op.SUB, atom.a, atom.b))
             else:
                 conds.append(atom)
+    # whole sets of digits of one flat position become one equation; the others are
+    # simplified on the unknowns' ranges first (a digit (i*6 + j*3 + l) // 6 of an
+    # incomplete set is i when j*3 + l < 6, and needs no quotient unknown)
+    pending, merged, digit_conds = s.merge_digits(pending)
+    pending = [*(s.an.rewrite(e) for e in pending), *merged]
+    conds.extend(digit_conds)
     eqs: list[_Eq] = []
     for e in pending:
         e2, defs = s.eliminate_divmod(e)

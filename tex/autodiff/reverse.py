@@ -25,7 +25,7 @@ from typing import Any
 
 from ..debug import dump, should_dump
 from ..ir import fold
-from ..ir.expr import Cast, Const, Expr, Op, Reduce, Select, TensorRead
+from ..ir.expr import Binary, Cast, Const, Expr, Op, Reduce, Select, TensorRead
 from ..ir.printer import format_program
 from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
 from ..ir.visit import post_order, rewrite, topo_sort_ops
@@ -442,6 +442,16 @@ def _index_only(t: Tensor) -> bool:
     return reads == 1
 
 
+def _unravels(bodies: Sequence[Expr]) -> bool:
+    """Whether ``bodies`` read through ``//`` or ``%`` of an index (reshape, flatten): seen
+    through each other, two of them nest one unravelling inside another, which the
+    solver reads back one level at a time; apart, each gradient is one exact read, and
+    tidying composes them."""
+    return any(isinstance(n, Binary) and n.op in (Op.FLOORDIV, Op.FLOORMOD)
+               for r in post_order(*bodies) if isinstance(r, TensorRead)
+               for ix in r.indices for n in post_order(ix))
+
+
 def _index_function(t: Tensor) -> bool:
     """An integer tensor computed from its indices alone (``idx[j] = j * 2``): inlined,
     its reads become index arithmetic the equation solver can use (take/gather with
@@ -463,18 +473,21 @@ def _through_index_only(t: Tensor, deps: list[Tensor], needed: set[Tensor],
     if not isinstance(op, ComputeOp):
         return t, deps
 
-    def transparent(d: Tensor) -> bool:
+    def transparent(d: Tensor, unravelling: bool) -> bool:
         if d in wanted or d in override:
             return False
-        return (d in needed and _index_only(d)) or _index_function(d)
+        # one unravelling (reshape, flatten) seen through another would nest them
+        return (d in needed and _index_only(d) and not (unravelling and _unravels(d.op.body))) \
+            or _index_function(d)
 
-    if not any(transparent(d) for d in op.input_tensors):
+    if not any(transparent(d, _unravels(op.body)) for d in op.input_tensors):
         return t, deps
     bodies = list(op.body)
     for _ in range(64):  # chains of reshapes/transposes; bounded for safety
         changed = False
         for i, b in enumerate(bodies):
-            nb = inline_reads(b, {d for d in _reads(b) if transparent(d)}, {})
+            unravelling = _unravels([b])
+            nb = inline_reads(b, {d for d in _reads(b) if transparent(d, unravelling)}, {})
             if nb is not b:
                 bodies[i] = nb
                 changed = True
