@@ -246,3 +246,29 @@ def test_reshape_gradient_is_a_permuted_read(src: tuple[int, ...], dst: tuple[in
     (g,) = tex.differentiate(topi.sum(topi.reshape(x, dst) * 2.0), [x])
     assert iteration_count(g) == math.prod(src)
     assert "sum(" not in str(g.op.body[0])
+
+
+@pytest.mark.parametrize("zeros", [0, 1, 2, 3])
+@pytest.mark.parametrize("axis", [1, None])
+def test_prod_gradient_is_linear_and_exact_with_zeros(zeros: int, axis: int | None) -> None:
+    """prod's gradient went through forward mode in the combiner, a Jacobian: 110,000
+    iterations for a 10x10 prod (TVM: 20,001). Now a count of the zero factors and the
+    product of the others (two passes) give each element's product of the other factors:
+    nonzero / x without zeros, nonzero at the only zero, 0 with two or more; exact."""
+    x = tex.placeholder((10, 10), "float64", name="x")
+    y = topi.prod(x, axis=axis)
+    (g,) = tex.differentiate(topi.sum(y * 1.0), [x])
+    assert iteration_count(g) <= 3 * 100 + 100  # two passes over x, one for the gradient
+    rng = np.random.default_rng(zeros)
+    xv = rng.uniform(0.5, 1.5, (10, 10))
+    rows = range(10) if axis == 1 else [0]
+    for r in rows:
+        where = rng.choice(100 if axis is None else 10, zeros, replace=False)
+        if axis is None:
+            xv.flat[where] = 0.0
+        else:
+            xv[r, where] = 0.0
+    got = evaluate(g, {x: xv})
+    flat = xv.reshape(10, 10) if axis == 1 else xv.reshape(1, 100)
+    want = np.array([[np.prod(np.delete(row, c)) for c in range(row.size)] for row in flat])
+    np.testing.assert_allclose(got, want.reshape(10, 10), rtol=1e-12, atol=0)

@@ -16,7 +16,10 @@ Per body kind:
   tensor ``<out>_argsel[o]`` holds the first (lowest flat index) reduction point whose
   values equal the result, and the derivative is the elementwise one at that point. If
   ``init`` won (no point equals the result), the gradient goes to the init value;
-- any other commutative reducer (``prod``, user-defined ones): forward mode inside the
+- products (a combiner that is one multiplication, as ``prod``): each factor's product of
+  the others, from ``product_factors`` (a count of the zero factors and the product of
+  the non-zero ones, two passes), exact with zeros;
+- any other commutative reducer (user-defined ones): forward mode inside the
   combiner (``jacobian.py``: the combiner is extended with one derivative slot per value
   slot), giving the Jacobian ``J[o, p]``, which is then contracted with the head. Correct
   for every reducer; its cost is ``|out| * |inp| * |k|``.
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from .. import te
 from ..arith import Analyzer, Bounds, Interval, dom_of, normalize_dom
@@ -498,11 +502,57 @@ def building_block(out: Tensor, inp: Tensor, head: Tensor
         if red.init:
             _elementwise_terms(edge, o_axes, red.init[vi], h,
                                [fold.compare(Op.EQ, sel, Const(_NONE, int32))])
+    elif combiner.is_single(Op.MUL) and out.dtype.is_float:
+        zeros, nonzero = product_factors(out)
+        edge.step("product: the other factors from a count of zeros and the product of "
+                  "the non-zero factors (two passes)")
+        at = [iv.var for iv in o_axes]
+        z, nz = TensorRead(zeros, at), TensorRead(nonzero, at)
+        src = red.source[0]
+        zero = Const(0.0, src.dtype)
+        no_zero = fold.compare(Op.EQ, z, Const(0, int32))
+        # the product of the factors other than this one: exact when some are 0
+        others = fold.select(no_zero, fold.binary(Op.DIV, nz, src), fold.select(
+            fold.binary(Op.AND, fold.compare(Op.EQ, z, Const(1, int32)),
+                        fold.compare(Op.EQ, src, zero)), nz, zero))
+        if red.init:
+            others = fold.binary(Op.MUL, others, red.init[0])
+        _elementwise_terms(edge, [*o_axes, *red.axis], src, fold.binary(Op.MUL, h, others),
+                           [red.condition])
+        if red.init:
+            _elementwise_terms(edge, o_axes, red.init[0],
+                               fold.binary(Op.MUL, h, fold.select(no_zero, nz, zero)), [])
     else:
         edge.step("any reducer: forward mode in the combiner (a Jacobian |out| x |inp| x "
                   "|reduction|)")
         return _generic_reduce(edge, out, red), edge.steps
     return edge.result(), edge.steps
+
+
+def product_factors(out: Tensor) -> tuple[Tensor, Tensor]:
+    """``<out>_zeros[o]``, how many factors of the product reduction producing ``out`` are
+    0, and ``<out>_nonzero[o]``, the product of the others (init not included): the
+    product of all factors but one is then ``nonzero / x`` without zeros, ``nonzero`` at
+    the only zero, and 0 with two or more."""
+    op = out.op
+    red: Reduce = op.body[out.value_index]  # type: ignore[assignment]
+    names = [iv.var.name for iv in op.axis]
+    src = red.source[0]
+    zero = Const(0.0, src.dtype)
+
+    def over_k(v: tuple[Expr, ...], value: Expr, reducer: Any) -> Expr:
+        fresh = [te.reduce_axis((iv.dom.min, iv.dom.stop), name=iv.var.name)
+                 for iv in red.axis]
+        m = {**{iv.var: f.var for iv, f in zip(red.axis, fresh)},
+             **{iv.var: x for iv, x in zip(op.axis, v)}}
+        return reducer(substitute(value, m), axis=fresh, where=substitute(red.condition, m))
+
+    is_zero = fold.compare(Op.EQ, src, zero)
+    zeros = make_compute(f"{op.name}_zeros", out.shape, lambda v: over_k(
+        v, fold.select(is_zero, Const(1, int32), Const(0, int32)), te.sum), names)
+    nonzero = make_compute(f"{op.name}_nonzero", out.shape, lambda v: over_k(
+        v, fold.select(is_zero, Const(1.0, src.dtype), src), te.prod), names)
+    return zeros, nonzero
 
 
 # --------------------------------------------------------------------------------------
