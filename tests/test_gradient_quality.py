@@ -272,3 +272,15 @@ def test_prod_gradient_is_linear_and_exact_with_zeros(zeros: int, axis: int | No
     flat = xv.reshape(10, 10) if axis == 1 else xv.reshape(1, 100)
     want = np.array([[np.prod(np.delete(row, c)) for c in range(row.size)] for row in flat])
     np.testing.assert_allclose(got, want.reshape(10, 10), rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("pool_type", ["max", "avg"])
+def test_one_point_window_gradient_costs_one_pass(pool_type: str) -> None:
+    """A 1x1 pooling window selects its only point: the max gradient needed an argsel
+    pass as well (2x the forward); now one pass, as avg's."""
+    x = tex.placeholder((1, 2, 8, 8), "float64", name="x")
+    y = topi.nn.pool2d(x, 1, 1, 1, 0, pool_type)
+    (g,) = tex.differentiate(topi.sum(y * 1.5), [x])
+    assert iteration_count(g) == 128 <= iteration_count(y)  # one pass over x
+    assert "argsel" not in format_program(g)
+    check_grad(topi.sum(y * 1.5), [x])

@@ -490,6 +490,11 @@ def building_block(out: Tensor, inp: Tensor, head: Tensor
         _elementwise_terms(edge, [*o_axes, *red.axis], red.source[0], h, [red.condition])
         if red.init:
             _elementwise_terms(edge, o_axes, red.init[0], h, [])
+    elif _is_selection(combiner) and not red.init and \
+            math.prod(iv.dom.extent for iv in red.axis) == 1:
+        # a selection over one point (a 1x1 pooling window) selects it: no argsel pass
+        edge.step("selection over a single point: the point itself")
+        _elementwise_terms(edge, [*o_axes, *red.axis], red.source[vi], h, [red.condition])
     elif _is_selection(combiner):
         index = selection_index(out)
         edge.step("selection: the gradient goes to the point " +
