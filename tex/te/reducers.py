@@ -211,6 +211,16 @@ def comm_reducer(fcombine: Callable[..., Any], fidentity: Callable[..., Any],
         ``fidentity(*dtype_names)`` returns the identity (a tuple for tuple reducers).
     name : str
 
+    Notes
+    -----
+    The gradient of a reduction depends on its combiner (``tex.autodiff.building_block``):
+    ``x + y`` is a sum (each point's derivative, one pass); one that picks one of its
+    operands (``max``, ``min``, argmax/argmin tuples) sends the gradient to the selected
+    point (one extra pass to find it); ``x * y`` is a product (two extra passes: the count
+    of zero factors and the product of the others). Any other combiner is differentiated
+    by forward mode inside it, which builds the Jacobian: ``|out| * |in| * |reduction|``
+    iterations.
+
     Example
     -------
     >>> def fcombine(x, y):
