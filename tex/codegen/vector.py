@@ -28,6 +28,7 @@ from collections.abc import Iterator
 
 import llvmlite.ir as ir
 
+from ..arith.logic_rules import chain_operands
 from ..dtype import DType
 from ..ir.expr import Binary, Cast, Const, Expr, Op, Reduce, TensorRead, Var
 from ..ir.tensor import Tensor
@@ -111,14 +112,7 @@ def _node_stride(node: Expr, kids: list[int | None]) -> int | None:
 def dup_factor(index: Expr, var: Var, lets: dict[Var, Expr]) -> int | None:
     """k when ``index`` is lane-invariant terms plus ``var // k`` (a constant k > 1): lane
     l then reads element ``first + l // k`` (with the chunk's base a multiple of k)."""
-    terms, stack = [], [index]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, Binary) and e.op is Op.ADD:
-            stack.extend((e.a, e.b))
-        else:
-            terms.append(e)
-    varying = [t for t in terms if lane_stride(t, var, lets) != 0]
+    varying = [t for t in chain_operands(index, Op.ADD) if lane_stride(t, var, lets) != 0]
     if len(varying) != 1:
         return None
     t = varying[0]

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 
 from ..arith import Analyzer, Interval
 from ..arith.linear import AS_LE
+from ..arith.logic_rules import chain_operands
 from ..ir import fold
 from ..ir.expr import Binary, Compare, Const, Expr, Op, Select, TensorRead, Var
 from ..ir.tensor import Tensor
@@ -103,14 +104,7 @@ def _true_range(cond: Expr, var: Var, an: Analyzer
     """``[lo, hi)`` (None: unbounded) of ``var`` on which the conjuncts of ``cond`` that are
     affine comparisons in ``var`` hold whatever the other variables are (within their loop
     domains), and the conjuncts that are left; None if no conjunct is such a comparison."""
-    parts: list[Expr] = []
-    stack = [cond]
-    while stack:
-        c = stack.pop()
-        if isinstance(c, Binary) and c.op is Op.AND:
-            stack.extend((c.a, c.b))
-        else:
-            parts.append(c)
+    parts = chain_operands(cond, Op.AND)[::-1]  # right to left, as the guards were read
     lo: int | None = None
     hi: int | None = None
     found = False
