@@ -187,3 +187,30 @@ def test_solve_domain_memo_stays_bounded() -> None:
         assert res is not None and not res.axes  # k = 1: solved, nothing left to sum
     assert len(solve_module._CANONICAL) <= solve_module._CANONICAL_MAX
     assert len(solve_module._SOLVED) <= solve_module._SOLVED_MAX
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_box_of_with_existential_variables_contains_every_witnessed_point(seed: int) -> None:
+    """``box_of(cond, dom, exists=...)`` bounds the points of ``dom`` for which some
+    values of the existential variables satisfy ``cond``: never smaller than that set,
+    and tight on single two-variable atoms (a window ``lo <= t - c*h <= hi``)."""
+    from tex.arith.solve import box_of
+    from tex.ir import fold
+    rng = np.random.default_rng(seed)
+    t, h = Var("t", "int32"), Var("h", "int32")
+    dom = {t: Interval(0, int(rng.integers(3, 12)))}
+    exists = {h: Interval(0, int(rng.integers(0, 4)))}
+    c = int(rng.choice([-3, -2, -1, 1, 2, 3]))
+    lo, hi = sorted(int(v) for v in rng.integers(-6, 10, size=2))
+    diff = t - h * c
+    cond = fold.binary(tex.ir.expr.Op.AND, diff >= lo, diff <= hi)
+    found = box_of(cond, dom, exists=exists)
+    hit = [tv for tv in range(dom[t].lo, dom[t].hi + 1)
+           if any(lo <= tv - c * hv <= hi for hv in range(exists[h].lo, exists[h].hi + 1))]
+    if not hit:  # the band misses the domain: no box at all
+        assert found is None
+        return
+    assert found is not None
+    assert found[t].lo <= min(hit) and max(hit) <= found[t].hi
+    if abs(c) == 1:  # a unit slope: the projection of the band is an interval, exactly
+        assert (found[t].lo, found[t].hi) == (min(hit), max(hit))

@@ -8,6 +8,7 @@ ran 109x its forward and its softmax (through the max) 26x.
 from __future__ import annotations
 
 import io
+import itertools
 import math
 import re
 
@@ -284,3 +285,131 @@ def test_one_point_window_gradient_costs_one_pass(pool_type: str) -> None:
     assert iteration_count(g) == 128 <= iteration_count(y)  # one pass over x
     assert "argsel" not in format_program(g)
     check_grad(topi.sum(y * 1.5), [x])
+
+
+# -- 3. strided and dilated windows: one dense sum per stride phase ------------------------
+
+# TVM's iteration counts for its stride/dilation test list (the autodiff fork's
+# ``test_stride_dilation``: X (1, 2, 10, 10), W (2, 2, k, k), no padding, a ones head),
+# keyed by (kernel, stride, dilation); max pooling by (kernel, stride).
+TVM_CONV = {
+    (1, 1, 1): 1404, (1, 2, 1): 928, (1, 3, 1): 932, (1, 1, 2): 1404, (1, 2, 2): 928,
+    (1, 3, 2): 932, (1, 1, 3): 1404, (1, 2, 3): 928, (1, 3, 3): 932,
+    (2, 1, 1): 3922, (2, 2, 1): 1650, (2, 3, 1): 1146, (2, 1, 2): 3500, (2, 2, 2): 3408,
+    (2, 3, 2): 2254, (2, 1, 3): 3138, (2, 2, 3): 3816, (2, 3, 3): 3834,
+    (3, 1, 1): 7420, (3, 2, 1): 3888, (3, 3, 1): 1552, (3, 1, 2): 5916, (3, 2, 2): 6736,
+    (3, 3, 2): 2672, (3, 1, 3): 2896, (3, 2, 3): 2280, (3, 3, 3): 2224,
+}
+TVM_MAX_POOL = {(1, 1): 200, (1, 2): 412, (1, 3): 232, (2, 1): 4162, (2, 2): 1050,
+                (2, 3): 858, (3, 1): 18128, (3, 2): 6712, (3, 3): 1838}
+
+
+def _phase_taps(size: int, k: int, stride: int, dilation: int, pad: int) -> list[int]:
+    """Per input point y of one spatial dimension, the taps of its phase: those with
+    (y + pad - tap*dilation) divisible by the stride (the dense loop a hand-written
+    polyphase gather runs for that point)."""
+    return [sum(1 for t in range(k) if (y + pad - t * dilation) % stride == 0)
+            for y in range(size)]
+
+
+def _gather(rows: list[int], cols: list[int], per_point: int) -> int:
+    """Iterations of a gather writing every point once: its taps times ``per_point``
+    (the channels it sums), at least one (a point no tap hits is written 0)."""
+    return sum(max(1, per_point * a * b) for a in rows for b in cols)
+
+
+def _hand_conv(x: tex.Tensor, w: tex.Tensor, y: tex.Tensor, stride: int, dilation: int,
+               pad: int) -> int:
+    """dW: one multiply-add per forward one; dX: the polyphase gather over the output
+    channels, for every (n, c)."""
+    n, c, h, wd = x.shape
+    o, _, k, _ = w.shape
+    return iteration_count(y) + n * c * _gather(_phase_taps(h, k, stride, dilation, pad),
+                                                _phase_taps(wd, k, stride, dilation, pad), o)
+
+
+@pytest.mark.parametrize("k,stride,dilation", sorted(TVM_CONV))
+def test_conv_gradient_visits_only_the_taps_of_its_phase(k: int, stride: int,
+                                                         dilation: int) -> None:
+    x = tex.placeholder((1, 2, 10, 10), "float32", name="X")
+    w = tex.placeholder((2, 2, k, k), "float32", name="W")
+    y = topi.nn.conv2d(x, w, stride, 0, dilation)
+    ones = tex.differentiate(y, [x, w], topi.full_like(y, 1.0))
+    assert iteration_count(*ones) <= TVM_CONV[k, stride, dilation]
+    grads = tex.differentiate(y, [x, w], _head(y))
+    assert iteration_count(*grads) <= 1.25 * _hand_conv(x, w, y, stride, dilation, 0)
+
+
+@pytest.mark.parametrize("k,stride", sorted(TVM_MAX_POOL))
+def test_max_pool_gradient_is_within_tvm_and_the_hand_written_count(k: int,
+                                                                    stride: int) -> None:
+    x = tex.placeholder((1, 2, 10, 10), "float32", name="X")
+    y = topi.nn.pool2d(x, k, stride, 1, 0, "max")
+    ones = tex.differentiate(y, [x], topi.full_like(y, 1.0))
+    assert iteration_count(*ones) <= TVM_MAX_POOL[k, stride]
+    (g,) = tex.differentiate(y, [x], _head(y))
+    # hand-written: the argmax recomputed (the forward's count), then the polyphase gather
+    # of the head at the selected points
+    taps = _phase_taps(10, k, stride, 1, 0)
+    hand = iteration_count(y) + 2 * _gather(taps, taps, 1)
+    assert iteration_count(g) <= 1.25 * hand
+
+
+@pytest.mark.parametrize("k,stride,dilation,pad", [
+    (2, 2, 2, 0), (3, 2, 2, 1), (2, 3, 3, 1), (3, 2, 3, 2), ((3, 2), (2, 3), (2, 1), 1)])
+def test_strided_dilated_gradients_are_exact_and_split_by_phase(k, stride, dilation,
+                                                                pad) -> None:
+    """Stride and dilation sharing a factor leave whole phases without a tap: those rows
+    get no sum at all, the others a dense one over their own taps."""
+    x = tex.placeholder((1, 2, 11, 9), "float64", name="X")
+    w = tex.placeholder((3, 2, *((k, k) if isinstance(k, int) else k)), "float64",
+                        name="W")
+    y = topi.nn.conv2d(x, w, stride, pad, dilation)
+    res = tex.differentiate(topi.sum(y * y), [x, w])
+    out = io.StringIO()
+    report(res, file=out)
+    assert "split by stride phase" in out.getvalue()
+    check_grad(topi.sum(y * y), [x, w])
+    for kind in ("max", "avg"):
+        kk = k if isinstance(k, int) else k[0]
+        p = topi.nn.pool2d(x, kk, stride, dilation, pad, kind)
+        check_grad(topi.sum(p * p), [x])
+
+
+def test_phase_split_gradient_compiles_and_matches_the_interpreter() -> None:
+    x = tex.placeholder((2, 3, 13, 10), "float32", name="X")
+    w = tex.placeholder((4, 3, 3, 2), "float32", name="W")
+    y = topi.nn.conv2d(x, w, (2, 3), (1, 2), (2, 1))
+    h = _head(y)
+    dx, dw = tex.differentiate(y, [x, w], h)
+    assert "phase" in format_program(dx)
+    rng = np.random.default_rng(0)
+    feed = {t: rng.standard_normal(t.shape).astype(np.float32) for t in (x, w, h)}
+    want = evaluate([dx, dw], feed)
+    s = tex.schedule.auto_schedule([dx, dw])
+    f = tex.build(s, [x, w, h, dx, dw])
+    got = [np.empty(t.shape, np.float32) for t in (dx, dw)]
+    f(feed[x], feed[w], feed[h], *got)
+    for g, r in zip(got, want):
+        np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-4)
+
+
+def test_phase_split_keeps_the_rows_no_read_hits_at_zero() -> None:
+    """Rows 0 and 5 of X are never read and the columns split by phase: the selects
+    into the phases must bound the rows as well as the residues."""
+    x = tex.placeholder((6, 10), "float64", name="X")
+    k = tex.reduce_axis((0, 3), name="k")
+    y = tex.compute((4, 4), lambda i, j: tex.sum(x[i + 1, 2 * j + k] * (k + 1.0), axis=k),
+                    name="Y")
+    h = _head(y)
+    (g,) = tex.differentiate(y, [x], h)
+    assert "phase" in format_program(g)
+    hv = np.random.default_rng(0).standard_normal((4, 4))
+    want = np.zeros((6, 10))
+    for i, j, kk in itertools.product(range(4), range(4), range(3)):
+        want[i + 1, 2 * j + kk] += hv[i, j] * (kk + 1)
+    np.testing.assert_allclose(evaluate(g, {h: hv}), want)
+    f = tex.build(tex.schedule.auto_schedule([g]), [h, g])
+    out = np.empty((6, 10))
+    f(hv, out)
+    np.testing.assert_allclose(out, want)

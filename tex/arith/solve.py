@@ -421,27 +421,53 @@ def _inequalities(cond: Expr, an: Analyzer) -> list[LinearForm] | None:
     return None
 
 
-def box_of(cond: Expr, dom: dict[Var, Interval]) -> dict[Var, Interval]:
+def box_of(cond: Expr, dom: dict[Var, Interval],
+           exists: dict[Var, Interval] | None = None) -> dict[Var, Interval] | None:
     """The bounding box of the points of ``dom`` (bounded variables) where ``cond`` holds,
     from its atoms that bound one variable (``p < 2``, ``2 * q >= 3``); the others are
-    ignored, so the box may be larger than the set, never smaller."""
-    an = Analyzer(dom)
+    ignored, so the box may be larger than the set, never smaller. None when the atoms
+    leave no point.
+
+    With ``exists``, the box of the points for which *some* values of those variables in
+    their ranges satisfy ``cond``: an atom over one variable of ``dom`` and variables of
+    ``exists`` (``0 <= t - h < 4`` with ``h`` in [0, 2]) bounds that variable with the
+    others at their most permissive value (``0 <= t < 6``)."""
+    an = Analyzer({**(exists or {}), **dom})
     box = dict(dom)
     for atom in chain_operands(cond, Op.AND):
         for f in _inequalities(atom, an) or ():
-            if len(f.terms) != 1:
+            own = [(v, k) for v, k in f.terms.items() if v in box]
+            if len(own) != 1:
                 continue
-            (v, k), = f.terms.items()
-            if v not in box:
+            slack = _most_permissive(f, own[0][0], exists or {})
+            if slack is None:
                 continue
+            f = f.with_const(f.const + slack)
+            (v, k), = own
             iv = box[v]
+            lo, hi = iv.lo, iv.hi
             if k > 0:  # k v + c >= 0: v >= ceil(-c / k)
-                lo = -(f.const // k)
-                box[v] = Interval(max(iv.lo, lo), iv.hi)
+                lo = max(lo, -(f.const // k))
             else:  # v <= floor(c / -k)
-                hi = f.const // -k
-                box[v] = Interval(iv.lo, min(iv.hi, hi))
+                hi = min(hi, f.const // -k)
+            if lo > hi:
+                return None
+            box[v] = Interval(lo, hi)
     return box
+
+
+def _most_permissive(f: LinearForm, own: Var, exists: dict[Var, Interval]) -> int | None:
+    """The largest value of ``f``'s terms other than ``own``'s over the ranges of
+    ``exists`` (0 when there are none), or None when one is not an existential variable."""
+    slack = 0
+    for v, k in f.terms.items():
+        if v is own:
+            continue
+        iv = exists.get(v)  # type: ignore[call-overload]
+        if iv is None or iv.lo is None or iv.hi is None:
+            return None
+        slack += max(k * iv.lo, k * iv.hi)
+    return slack
 
 
 def _frac_bounds(lf: LinearForm, div: int,

@@ -73,6 +73,7 @@ from .builders import (
 )
 from .derivative import partials
 from .jacobian import generic_jacobian, literal_jacobian
+from .phases import Phase, split_phases
 
 __all__ = ["DiffBuildingBlock", "Jacobian", "building_block"]
 
@@ -265,7 +266,8 @@ class _Edge:
         used = set(collect_vars(value)) | set(collect_vars(solved.inner))
         ax = [iv for iv in self.axis if iv.var in used]
         box = box_of(solved.outer, {iv.var: Interval(0, iv.dom.extent - 1) for iv in ax})
-        if any(b.lo > b.hi for b in box.values()):
+        if box is None:
+            self.step(f"a read {read} never hits '{self.inp.name}': dropped")
             return
         # a box of the gradient's size (dropped axes of extent 1) saves nothing
         whole = math.prod(b.hi - b.lo + 1 for b in box.values()) == math.prod(self.shape)
@@ -273,17 +275,22 @@ class _Edge:
             ax = list(self.axis)
             box = {iv.var: Interval(0, iv.dom.extent - 1) for iv in ax}
             cond = fold.binary(Op.AND, solved.outer, solved.inner)
+            outside: Expr | None = None
         else:  # the outer atoms on dropped axes go outside; those the box enforces go
             kept = {iv.var for iv in ax}
             outer_in = [a for a in fold.conjuncts(solved.outer) if set(collect_vars(a)) <= kept]
+            outside = fold.conjoin([a for a in fold.conjuncts(solved.outer)
+                                    if not set(collect_vars(a)) <= kept])
             cond = Analyzer({**normalize_dom(dom), **box}).rewrite(
                 fold.conjoin([*outer_in, solved.inner]))
-        cond = self._guard(cond, dom)
         self.count += 1
         name = grad_name(f"{self.inp.name}_grad_{self.out.name}")
         if self.count > 1:
             name += f"_{self.count}"
         inner_axes = solved.axes
+        if self._by_phase(name, ax, box, inner_axes, value, cond, outside, dom):
+            return
+        cond = self._guard(cond, dom)
 
         def body(v: tuple[Expr, ...]) -> Expr:
             m = {iv.var: fold.binary(Op.ADD, x, Const(box[iv.var].lo, int32))
@@ -302,6 +309,50 @@ class _Edge:
         at = [fold.binary(Op.SUB, iv.var, Const(box[iv.var].lo, int32)) for iv in ax]
         self.terms.append(fold.select(self._guard(solved.outer, dom), TensorRead(t, at),
                                       Const(0.0, value.dtype)))
+
+    def _by_phase(self, name: str, ax: list[IterVar], box: dict[Var, Interval],
+                  inner_axes: Sequence[IterVar], value: Expr, cond: Expr,
+                  outer: Expr | None, dom: dict[Var, Range]) -> bool:
+        """The sum computed per stride phase of the gradient axes (``phases.py``), when
+        that iterates less than one sum over the box; returns whether it did. ``outer``:
+        the conditions on the axes the sum does not use (None: it uses them all)."""
+        boxed = [IterVar(iv.var, Range(box[iv.var].lo, box[iv.var].hi - box[iv.var].lo + 1))
+                 for iv in ax]
+        split = split_phases(boxed, inner_axes, value, cond)
+        if split is None:
+            return False
+        single = math.prod(iv.dom.extent for iv in boxed) * \
+            math.prod(iv.dom.extent for iv in inner_axes)
+        # a sum over the whole gradient is the gradient itself; the phases need a merge
+        merge = math.prod(self.shape) if outer is None else 0
+        # each phase is one more stage to schedule and run: worth it when it saves a tenth
+        if 10 * (split.iterations() + merge) > 9 * single:
+            return False
+        self.step(f"split by stride phase ({' x '.join(map(str, split.moduli))}): "
+                  f"{len(split.phases)} dense sums")
+        term: Expr = Const(0.0, value.dtype)
+        for ph in reversed(split.phases):
+            pdom = dom_of(ph.grid, ph.reduce)
+            pcond = self._guard(ph.cond, pdom)
+
+            def body(v: tuple[Expr, ...], ph: Phase = ph, pcond: Expr = pcond) -> Expr:
+                m = {g.var: x for g, x in zip(ph.grid, v)}
+                if not ph.reduce:  # every tap axis fixed: a gather
+                    return fold.select(substitute(pcond, m), substitute(ph.value, m),
+                                       Const(0.0, ph.value.dtype))
+                return te.sum(substitute(ph.value, m), axis=list(ph.reduce),
+                              where=substitute(pcond, m))
+
+            suffix = "_".join(str(r) for r, m in zip(ph.residues, split.moduli) if m > 1)
+            t = make_compute(f"{name}_phase{suffix}", [g.dom.extent for g in ph.grid], body,
+                             [g.var.name for g in ph.grid])
+            at = [split.index(ph, i) for i in range(len(ax))]
+            sel = split.selects(ph, ax)
+            if outer is not None:  # the phase's own sum checks the conditions on its axes
+                sel = fold.binary(Op.AND, self._guard(outer, dom), sel)
+            term = fold.select(sel, TensorRead(t, at), term)
+        self.terms.append(term)
+        return True
 
     def _guard(self, cond: Expr, dom: dict[Var, Range]) -> Expr:
         guarded = guard_reads(cond, dom)
