@@ -129,6 +129,23 @@ def test_recognizer_positive_cases() -> None:
     form = scatter_form(D.op)
     assert form is not None and form.axes == (D.op.axis[0],)
     assert form.free_axes == (D.op.axis[1],) and "q == I[i]" in str(form.condition)
+    # an axis offset by a constant is pinned to the index minus the offset (a padded max
+    # pool's gradient: r + 1 == h + argsel // 3 % 3)
+    E = tex.compute((8, 3), lambda p, q: tex.sum(H[i, q], axis=i, where=p + 2 == index[i]))
+    form = scatter_form(E.op)
+    assert form is not None and form.axes == (E.op.axis[0],)
+    assert str(form.indices[0]) == "I[i] - 2"
+    data = np.random.default_rng(0).standard_normal((7, 3)).astype(np.float32)
+    idx = np.array([2, 9, 4, 2, 0, 5, 3], np.int32)
+    want = np.zeros((8, 3), np.float32)
+    for ii in range(7):
+        if 0 <= idx[ii] - 2 < 8:
+            want[idx[ii] - 2] += data[ii]
+    f = tex.build(tex.create_schedule(E.op), [H, index, E])
+    got = np.empty((8, 3), np.float32)
+    f(data, idx, got)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    np.testing.assert_allclose(evaluate(E, {H: data, index: idx}), want, rtol=1e-6)
 
 
 def test_recognizer_negative_cases() -> None:

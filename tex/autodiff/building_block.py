@@ -61,6 +61,7 @@ from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
 from ..ir.verify import check_compute_body
 from ..ir.visit import collect_vars, evaluate_bottom_up, post_order, rewrite, substitute
 from ..topi.reduce import arg_reducer
+from .cost import iteration_count
 from .builders import (
     Zero,
     fresh_names,
@@ -558,6 +559,12 @@ def building_block(out: Tensor, inp: Tensor, head: Tensor
         if red.init:
             _elementwise_terms(edge, o_axes, red.init[vi], h,
                                [fold.compare(Op.EQ, sel, Const(_NONE, int32))])
+        gathered = edge.result()
+        scattered = _scatter_selection(out, inp, head, red, sel)
+        if scattered is not None and isinstance(gathered, Tensor) and \
+                iteration_count(scattered[0]) < iteration_count(gathered):
+            return scattered
+        return gathered, edge.steps
     elif combiner.is_single(Op.MUL) and out.dtype.is_float:
         zeros, nonzero = product_factors(out)
         edge.step("product: the other factors from a count of zeros and the product of "
@@ -583,6 +590,43 @@ def building_block(out: Tensor, inp: Tensor, head: Tensor
                   "|reduction|)")
         return _generic_reduce(edge, out, red), edge.steps
     return edge.result(), edge.steps
+
+
+def _unravel(axes: Sequence[IterVar], flat: Expr) -> dict[Var, Expr]:
+    """The point of ``axes`` at row-major position ``flat`` (``_flat_index`` inverted)."""
+    out: dict[Var, Expr] = {}
+    stride = 1
+    for iv in reversed(axes):
+        digit = fold.binary(Op.FLOORDIV, flat, Const(stride, int32)) if stride > 1 else flat
+        if stride * iv.dom.extent < 2**31 - 1:
+            digit = fold.binary(Op.FLOORMOD, digit, Const(iv.dom.extent, int32))
+        out[iv.var] = fold.binary(Op.ADD, digit, Const(iv.dom.min, int32))
+        stride *= iv.dom.extent
+    return out
+
+
+def _scatter_selection(out: Tensor, inp: Tensor, head: Tensor, red: Reduce, sel: Expr
+                       ) -> tuple[Tensor, list[str]] | None:
+    """A selection's gradient the other way round: every output point sends its head to
+    the point its argsel picked (the reduction axes replaced by the decoded index), a
+    scatter (``tex.ir.scatter``) of |out| updates after an init of the gradient, where
+    the gather visits every window that covers each input point. None when the result
+    is not one tensor."""
+    edge = _Edge(out, inp, head)
+    op: ComputeOp = out.op  # type: ignore[assignment]
+    o_axes = list(op.axis)
+    h = edge.head_at([iv.var for iv in o_axes])
+    vi = red.value_index
+    point = _unravel(red.axis, sel)
+    edge.step("selection: the head scattered to the point a one-pass argmax/argmin picks")
+    _elementwise_terms(edge, o_axes, substitute(red.source[vi], point), h,
+                       [fold.compare(Op.NE, sel, Const(_NONE, int32)),
+                        substitute(red.condition, point)])
+    if red.init:
+        _elementwise_terms(edge, o_axes, red.init[vi], h,
+                           [fold.compare(Op.EQ, sel, Const(_NONE, int32))])
+    res = edge.result()
+    return (res, edge.steps) if isinstance(res, Tensor) else None
 
 
 def product_factors(out: Tensor) -> tuple[Tensor, Tensor]:

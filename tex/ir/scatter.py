@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from . import fold
-from .expr import Cast, Compare, Expr, IterVar, Op, Reduce, TensorRead, Var
+from .expr import Binary, Cast, Compare, Const, Expr, IterVar, Op, Reduce, TensorRead, Var
 from .tensor import ComputeOp, Operation
 from .visit import collect_vars, post_order
 
@@ -99,11 +99,17 @@ def scatter_form_of(axes: Sequence[IterVar], body: Expr) -> ScatterForm | None:
 
 def _pin(c: Expr, by_var: dict[Var, IterVar]) -> tuple[IterVar, Expr] | None:
     """``(p, g)`` when ``c`` is ``p == g`` or ``g == p`` with ``p`` an output axis (maybe
-    widened by an integer cast, as ``p == I[i]`` over int64 indices is built) and ``g`` a
-    data-dependent integer expression not mentioning ``p``."""
+    widened by an integer cast, as ``p == I[i]`` over int64 indices is built, or offset by
+    a constant, ``p + 1 == g`` pinning ``p`` to ``g - 1``) and ``g`` a data-dependent
+    integer expression not mentioning ``p``."""
     if not (isinstance(c, Compare) and c.op is Op.EQ and c.a.dtype.is_int):
         return None
     for side, other in ((c.a, c.b), (c.b, c.a)):
+        offset = 0
+        if isinstance(side, Binary) and side.op in (Op.ADD, Op.SUB) and \
+                isinstance(side.b, Const) and isinstance(side.b.value, int):
+            offset = side.b.value if side.op is Op.ADD else -side.b.value
+            side = side.a
         v = _axis_var(side)
         iv = by_var.get(v) if v is not None else None
         if iv is None:
@@ -111,6 +117,8 @@ def _pin(c: Expr, by_var: dict[Var, IterVar]) -> tuple[IterVar, Expr] | None:
         if iv.var in set(collect_vars(other)) or not any(isinstance(n, TensorRead)
                                             for n in post_order(other)):
             continue
+        if offset:
+            other = fold.binary(Op.SUB, other, Const(offset, other.dtype))
         return iv, other
     return None
 
