@@ -61,7 +61,6 @@ from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
 from ..ir.verify import check_compute_body
 from ..ir.visit import collect_vars, evaluate_bottom_up, post_order, rewrite, substitute
 from ..topi.reduce import arg_reducer
-from .cost import iteration_count
 from .builders import (
     Zero,
     fresh_names,
@@ -72,6 +71,7 @@ from .builders import (
     read_inlined,
     reads_of,
 )
+from .cost import iteration_count
 from .derivative import partials
 from .jacobian import generic_jacobian, literal_jacobian
 from .phases import Phase, split_phases
