@@ -1,6 +1,6 @@
 """Smoke runs of the benchmark scripts at tiny shapes: ``differentiate.py --quick`` checks the
-gradients against NumPy's hand-written ones, ``run.py --quick`` builds and checks the
-compiled forward and gradient functions."""
+gradients (workloads, models, TVM's test list) against NumPy's hand-written ones,
+``run.py --quick`` builds and checks the compiled forward and gradient functions."""
 from __future__ import annotations
 
 import subprocess
@@ -10,18 +10,35 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ("dense", "conv2d", "maxpool2d", "softmax", "layernorm", "elementwise",
              "batch_matmul", "sumsq", "conv2d_strided")
+MODELS = ("group_norm", "attention", "cnn", "embedding_bag", "product_pool")
 
 
 def test_differentiate_quick(tmp_path: Path) -> None:
+    """The workloads, the model layers and TVM's test list, differentiated at tiny shapes
+    (the TVM rows at their own) and checked against NumPy; every row has its hand-written
+    count, and the TVM rows TVM's."""
+    import json
+
     out = tmp_path / "differentiate.json"
     proc = subprocess.run(
         [sys.executable, "benchmarks/differentiate.py", "--quick", "--output", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    for name in WORKLOADS:
+    for name in WORKLOADS + MODELS + ("tvm_transpose_add", "tvm_conv_k3_s2_d1",
+                                      "tvm_maxpool_k3_s2", "tvm_conv_net"):
         assert f"| {name} |" in proc.stdout, f"{name} missing from:\n{proc.stdout}"
     assert "ERROR" not in proc.stdout
-    assert out.exists()
+    assert "| tex / hand | tex / TVM |" in proc.stdout
+    rows = json.loads(out.read_text())["workloads"]
+    groups = {r["group"] for r in rows}
+    assert groups == {"workloads", "models", "tvm"}
+    for r in rows:
+        assert r["check"] == "ok", r["name"]
+        assert r["handwritten_iterations"] > 0 and r["tex_over_hand"] > 0
+        if r["group"] == "tvm":
+            assert r["tvm_iterations"] > 0 and r["tex_over_tvm"] > 0, r["name"]
+        else:
+            assert r["tvm_iterations"] is None and r["tex_over_tvm"] is None, r["name"]
 
 
 def test_run_quick(tmp_path: Path) -> None:
