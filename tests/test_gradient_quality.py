@@ -53,13 +53,15 @@ def test_concatenate_split_stack_gradients_copy_nothing(axis: int) -> None:
     # each gradient reads the head at its own slice: one pass over the input, no copy
     assert iteration_count(dx) == 24 and iteration_count(dy) == 24
     assert len(tex.graph(dx).nodes) == 2  # the head and dx
-    st = topi.stack([x, y], axis=axis)
-    dx, dy = tex.differentiate(st, [x, y], _head(st))
-    assert iteration_count(dx) == 24 and iteration_count(dy) == 24
-    parts = topi.split(tex.placeholder((8, 6), "float64", name="z"), 2, axis=0)
+    z = tex.placeholder((4, 6), "float64", name="z")
+    st = topi.stack([x, y, z], axis=axis)
+    dx, dy, dz = tex.differentiate(st, [x, y, z], _head(st))
+    # the last piece too (its condition was "s != 0 && s != 1": a sum over s, 2x)
+    assert iteration_count(dx) == iteration_count(dy) == iteration_count(dz) == 24
+    parts = topi.split(tex.placeholder((8, 6), "float64", name="w"), 2, axis=0)
     loss = topi.sum(parts[0] * parts[1])
-    (dz,) = tex.differentiate(loss, [parts[0].op.input_tensors[0]])
-    assert iteration_count(dz) == 48  # one pass over z: each half reads the other
+    (dw,) = tex.differentiate(loss, [parts[0].op.input_tensors[0]])
+    assert iteration_count(dw) == 48  # one pass over w: each half reads the other
     check_grad(cat, [x, y])
 
 
