@@ -17,6 +17,7 @@ import pytest
 import tex
 from tex import topi
 from tex.autodiff import DifferentiationError, iteration_count, report
+from tex.ir import ComputeOp, Reduce, topo_sort_ops
 from tex.ir.printer import format_program
 from tex.testing import check_grad, evaluate
 
@@ -285,4 +286,18 @@ def test_one_point_window_gradient_costs_one_pass(pool_type: str) -> None:
     (g,) = tex.differentiate(topi.sum(y * 1.5), [x])
     assert iteration_count(g) == 128 <= iteration_count(y)  # one pass over x
     assert "argsel" not in format_program(g)
+    check_grad(topi.sum(y * 1.5), [x])
+
+
+@pytest.mark.parametrize("op", ["sum", "prod", "max", "min", "logsumexp"])
+def test_one_point_reduction_is_a_copy(op: str) -> None:
+    """A reduction whose reduced extents are all 1 is a copy, without a reduction loop:
+    its gradient is one pass (prod's was three: the zero count and the product of the
+    others over the one factor, then the gradient)."""
+    x = tex.placeholder((5, 1, 7), "float64", name="x")
+    y = getattr(topi, op)(x, axis=1)
+    assert not any(isinstance(o.body[0], Reduce) for o in topo_sort_ops([y])
+                   if isinstance(o, ComputeOp))
+    (g,) = tex.differentiate(y, [x], _head(y))
+    assert iteration_count(g, given=[y]) == 35
     check_grad(topi.sum(y * 1.5), [x])
