@@ -301,3 +301,18 @@ def test_one_point_reduction_is_a_copy(op: str) -> None:
     (g,) = tex.differentiate(y, [x], _head(y))
     assert iteration_count(g, given=[y]) == 35
     check_grad(topi.sum(y * 1.5), [x])
+
+
+def test_batch_norm_gradient_is_three_passes_over_the_data() -> None:
+    """batch_norm is ``x * scale + shift``: sum(head), sum(head * x) and head * scale over
+    the data, then the four parameters' gradients per channel. Written (x - mean) * rstd *
+    gamma + beta it took five passes (beta's and mean's, gamma's and var's, separately)."""
+    x = tex.placeholder((2, 3, 5, 5), "float64", name="x")
+    params = [tex.placeholder((3,), "float64", name=n) for n in ("g", "b", "m", "v")]
+    y = topi.nn.batch_norm(x, *params)[0]
+    grads = tex.differentiate(y, [x, *params], _head(y))
+    assert iteration_count(*grads, given=[y]) <= 3 * 150 + 4 * 3
+    rng = np.random.default_rng(0)
+    data = {t: rng.standard_normal(t.shape) for t in (x, *params[:3])}
+    data[params[3]] = rng.uniform(0.5, 2.0, 3)
+    check_grad(topi.sum(y * y), [x, *params], data=data)
