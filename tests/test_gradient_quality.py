@@ -316,3 +316,16 @@ def test_batch_norm_gradient_is_three_passes_over_the_data() -> None:
     data = {t: rng.standard_normal(t.shape) for t in (x, *params[:3])}
     data[params[3]] = rng.uniform(0.5, 2.0, 3)
     check_grad(topi.sum(y * y), [x, *params], data=data)
+
+
+def test_scalar_head_read_does_not_keep_a_gradient_tensor() -> None:
+    """With a 0-d placeholder head, the adjoint of cross_entropy_with_logits' log_softmax
+    is head * t / batch, read by the row sum and by the logits' gradient. A 0-d read is
+    a constant, so it is inlined into both: three passes, as with the default head (it
+    was held as a tensor: four)."""
+    z = tex.placeholder((5, 7), "float64", name="z")
+    t = tex.placeholder((5, 7), "float64", name="t")
+    y = topi.nn.cross_entropy_with_logits(z, t)
+    grads = tex.differentiate(y, [z, t], _head(y))
+    assert iteration_count(*grads, given=[y]) == 3 * 35
+    assert iteration_count(*tex.differentiate(y, [z, t]), given=[y]) == 3 * 35
