@@ -38,6 +38,19 @@ def test_dense_gradients_are_plain_matmuls(rng):
     np.testing.assert_allclose(gb, f[H].sum(0), rtol=1e-12)
 
 
+def test_iteration_count_given_leaves_out_the_forward():
+    """``given=[y]``: the forward's tensors are on a tape; the gradient's own work is left."""
+    X = tex.placeholder((5, 7), F64, name="X")
+    Y = topi.nn.softmax(X)
+    (dX,) = tex.differentiate(Y, [X], tex.placeholder(Y.shape, F64, name="H"))
+    # s = sum(H * y) and dX = y * (H - s): two passes; the forward's four are read only
+    assert iteration_count(dX, given=[Y]) == 2 * 35
+    assert iteration_count(dX) == 2 * 35 + iteration_count(Y)
+    assert iteration_count(Y, given=[Y]) == 0
+    with pytest.raises(TypeError, match="given must hold Tensors"):
+        iteration_count(dX, given=[Y.op])
+
+
 def test_scalar_loss_head_none_is_gradient(rng):
     X = tex.placeholder((3, 4), F64, name="X")
     L = topi.sum(topi.exp(X))

@@ -18,6 +18,7 @@ import pytest
 import tex
 from tex import topi
 from tex.autodiff import DifferentiationError, iteration_count, report
+from tex.ir import ComputeOp, Reduce, topo_sort_ops
 from tex.ir.printer import format_program
 from tex.testing import check_grad, evaluate
 
@@ -54,13 +55,15 @@ def test_concatenate_split_stack_gradients_copy_nothing(axis: int) -> None:
     # each gradient reads the head at its own slice: one pass over the input, no copy
     assert iteration_count(dx) == 24 and iteration_count(dy) == 24
     assert len(tex.graph(dx).nodes) == 2  # the head and dx
-    st = topi.stack([x, y], axis=axis)
-    dx, dy = tex.differentiate(st, [x, y], _head(st))
-    assert iteration_count(dx) == 24 and iteration_count(dy) == 24
-    parts = topi.split(tex.placeholder((8, 6), "float64", name="z"), 2, axis=0)
+    z = tex.placeholder((4, 6), "float64", name="z")
+    st = topi.stack([x, y, z], axis=axis)
+    dx, dy, dz = tex.differentiate(st, [x, y, z], _head(st))
+    # the last piece too (its condition was "s != 0 && s != 1": a sum over s, 2x)
+    assert iteration_count(dx) == iteration_count(dy) == iteration_count(dz) == 24
+    parts = topi.split(tex.placeholder((8, 6), "float64", name="w"), 2, axis=0)
     loss = topi.sum(parts[0] * parts[1])
-    (dz,) = tex.differentiate(loss, [parts[0].op.input_tensors[0]])
-    assert iteration_count(dz) == 48  # one pass over z: each half reads the other
+    (dw,) = tex.differentiate(loss, [parts[0].op.input_tensors[0]])
+    assert iteration_count(dw) == 48  # one pass over w: each half reads the other
     check_grad(cat, [x, y])
 
 
@@ -442,3 +445,60 @@ def test_overlapping_max_pool_gradient_scatters_to_the_argmax(k, stride, dilatio
     x64 = tex.placeholder((1, 2, 7, 6), "float64", name="X")
     y64 = topi.nn.pool2d(x64, k, stride, dilation, pad, "max")
     check_grad(topi.sum(y64 * y64), [x64])
+
+
+@pytest.mark.parametrize("op", ["sum", "prod", "max", "min", "logsumexp"])
+def test_one_point_reduction_is_a_copy(op: str) -> None:
+    """A reduction whose reduced extents are all 1 is a copy, without a reduction loop:
+    its gradient is one pass (prod's was three: the zero count and the product of the
+    others over the one factor, then the gradient)."""
+    x = tex.placeholder((5, 1, 7), "float64", name="x")
+    y = getattr(topi, op)(x, axis=1)
+    assert not any(isinstance(o.body[0], Reduce) for o in topo_sort_ops([y])
+                   if isinstance(o, ComputeOp))
+    (g,) = tex.differentiate(y, [x], _head(y))
+    assert iteration_count(g, given=[y]) == 35
+    check_grad(topi.sum(y * 1.5), [x])
+
+
+def test_batch_norm_gradient_is_three_passes_over_the_data() -> None:
+    """batch_norm is ``x * scale + shift``: sum(head), sum(head * x) and head * scale over
+    the data, then the four parameters' gradients per channel. Written (x - mean) * rstd *
+    gamma + beta it took five passes (beta's and mean's, gamma's and var's, separately)."""
+    x = tex.placeholder((2, 3, 5, 5), "float64", name="x")
+    params = [tex.placeholder((3,), "float64", name=n) for n in ("g", "b", "m", "v")]
+    y = topi.nn.batch_norm(x, *params)[0]
+    grads = tex.differentiate(y, [x, *params], _head(y))
+    assert iteration_count(*grads, given=[y]) <= 3 * 150 + 4 * 3
+    rng = np.random.default_rng(0)
+    data = {t: rng.standard_normal(t.shape) for t in (x, *params[:3])}
+    data[params[3]] = rng.uniform(0.5, 2.0, 3)
+    check_grad(topi.sum(y * y), [x, *params], data=data)
+
+
+def test_scalar_head_read_does_not_keep_a_gradient_tensor() -> None:
+    """With a 0-d placeholder head, the adjoint of cross_entropy_with_logits' log_softmax
+    is head * t / batch, read by the row sum and by the logits' gradient. A 0-d read is
+    a constant, so it is inlined into both: three passes, as with the default head (it
+    was held as a tensor: four)."""
+    z = tex.placeholder((5, 7), "float64", name="z")
+    t = tex.placeholder((5, 7), "float64", name="t")
+    y = topi.nn.cross_entropy_with_logits(z, t)
+    grads = tex.differentiate(y, [z, t], _head(y))
+    assert iteration_count(*grads, given=[y]) == 3 * 35
+    assert iteration_count(*tex.differentiate(y, [z, t]), given=[y]) == 3 * 35
+
+
+def test_any_reduction_over_a_single_point_is_the_point_itself() -> None:
+    """A product or a user reducer over an extent-1 axis gives its one point: the gradient
+    is one pass, not two product passes or a forward-mode Jacobian (|out| x |in|)."""
+    x = tex.placeholder((6, 1), "float64", name="x")
+    k = tex.reduce_axis((0, 1), name="k")
+    lse = tex.comm_reducer(lambda a, b: tex.log(tex.exp(a) + tex.exp(b)),
+                           lambda t: tex.const(-1e30, t), name="lse")
+    for red in (topi.prod(x, axis=1),
+                tex.compute((6,), lambda i: lse(x[i, k], axis=k), name="L")):
+        loss = topi.sum(red * red)
+        (g,) = tex.differentiate(loss, [x])
+        assert iteration_count(g, given=[red]) == 6, format_program(g)
+        check_grad(loss, [x])

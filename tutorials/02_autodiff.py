@@ -18,6 +18,7 @@ import tex.testing
 from tex import topi
 from tex.autodiff import DiffBuildingBlock, iteration_count, jvp
 from tex.ir import format_program
+from tex.topi.gradient_cost import handwritten_gradient_iterations
 
 n, k, m = 4, 3, 2
 X = tex.placeholder((n, k), "float64", name="X")
@@ -126,6 +127,14 @@ tex.testing.check_grad(Z, [x, K])
 tex.autodiff.report(tex.differentiate(L, [W, B]))  # dense
 tex.autodiff.report(tex.differentiate(Z, [x, K], HZ))  # conv2d, stride 2, padding 1
 tex.autodiff.report(tex.differentiate(P, [data], HP))  # max pooling
+
+# %%
+# Every topi op has a hand-written reference: the iterations of a careful hand-written
+# backward (``tex.topi.gradient_cost``; the forward's tensors on a tape, a strided
+# window's input gradient gathered per stride phase). Given it, the report prints the
+# backward's ratio to it; ``tests/test_gradient_cost.py`` holds every op within 1.25x.
+hand = handwritten_gradient_iterations(topi.nn.pool2d, data, (2, 2), (2, 2), 1, 0, "max")
+tex.autodiff.report(tex.differentiate(P, [data], HP), reference=hand)
 
 # %%
 # The stable softmax subtracts the row maximum ``m`` before ``exp``; the result does not

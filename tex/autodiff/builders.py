@@ -87,7 +87,9 @@ class Zero:
         return zero_tensor(self.shape, self.dtype, name)
 
 def is_cheap(t: Tensor) -> bool:
-    """Whether ``t`` is an elementwise compute small enough to inline into a consumer."""
+    """Whether ``t`` is an elementwise compute small enough to inline into a consumer: at
+    most ``INLINE_MAX_NODES`` nodes and one read of a float tensor with an index (a 0-d
+    tensor's value, such as a scalar loss's head, is loaded once, as a constant)."""
     op = t.op
     if not isinstance(op, ComputeOp) or op.num_outputs != 1:
         return False
@@ -98,7 +100,7 @@ def is_cheap(t: Tensor) -> bool:
     float_reads = 0
     for node in post_order(body):
         n += 1
-        if isinstance(node, TensorRead) and node.dtype.is_float:
+        if isinstance(node, TensorRead) and node.dtype.is_float and node.indices:
             float_reads += 1
     return n <= INLINE_MAX_NODES and float_reads <= 1
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from ..ir.scatter import scatter_form
 from ..ir.tensor import ComputeOp, Tensor
@@ -10,7 +11,7 @@ from ..ir.visit import topo_sort_ops
 __all__ = ["iteration_count", "op_iterations"]
 
 
-def iteration_count(*tensors: Tensor) -> int:
+def iteration_count(*tensors: Tensor, given: Sequence[Tensor] = ()) -> int:
     """Iteration points needed to compute ``tensors`` from placeholders, unscheduled.
 
     The sum, over every compute operation the tensors depend on (each counted once), of
@@ -22,6 +23,11 @@ def iteration_count(*tensors: Tensor) -> int:
     indices, such as the gradient of ``take`` or of a max) counts what its scatter loop
     nest runs: (output points), for the init, plus (free-axis points) x (reduction
     points), for the update; its scatter axes are not iterated, they are computed.
+
+    ``given``: tensors already computed, such as a forward pass's output whose tensors a
+    tape holds; the operations they depend on are not counted. A gradient's backward cost
+    is ``iteration_count(*grads, given=[output])`` (what ``tex.topi.gradient_cost``'s
+    hand-written references count).
 
     Example
     -------
@@ -39,12 +45,14 @@ def iteration_count(*tensors: Tensor) -> int:
     for t in flat:
         if not isinstance(t, Tensor):
             raise TypeError(f"iteration_count: expected Tensors, got {type(t).__name__} {t!r}")
-    total = 0
-    for op in topo_sort_ops(flat):
-        if not isinstance(op, ComputeOp):
-            continue
-        total += op_iterations(op)
-    return total
+    given = list(given)
+    for t in given:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"iteration_count: given must hold Tensors, got "
+                            f"{type(t).__name__} {t!r}")
+    done = set(topo_sort_ops(given))
+    return sum(op_iterations(op) for op in topo_sort_ops(flat)
+               if isinstance(op, ComputeOp) and op not in done)
 
 
 def op_iterations(op: ComputeOp) -> int:

@@ -85,6 +85,15 @@ class GradientReport:
     zeroed: list[ZeroedPath] = field(default_factory=list)
     gradient_iterations: int = 0
     forward_iterations: int = 0
+    backward_iterations: int = 0  # the gradients' own: the forward's tensors on a tape
+    reference: int | None = None  # a hand-written backward's, when given
+
+    @property
+    def reference_ratio(self) -> float | None:
+        """``backward_iterations / reference``, or None without a reference."""
+        if self.reference is None:
+            return None
+        return self.backward_iterations / self.reference if self.reference else float("inf")
 
     def __str__(self) -> str:
         lines = [f"gradient report for '{self.output}'"]
@@ -100,6 +109,11 @@ class GradientReport:
         lines.append(f"  gradients: {self.gradient_iterations} iterations (forward tensors "
                      f"they recompute included), forward: {self.forward_iterations} "
                      f"({total:.2f}x)")
+        backward = f"  backward, the forward's tensors on a tape: {self.backward_iterations}"
+        if self.reference is not None:
+            backward += (f"; hand-written reference: {self.reference} "
+                         f"({self.reference_ratio:.2f}x)")
+        lines.append(backward)
         if self.proved_zero:
             lines.append("  adjoints proved zero (not computed):")
             lines.extend(f"    '{t}': {why}" for t, why in self.proved_zero.items())
@@ -197,11 +211,17 @@ def _ops(tensors: Iterable[Tensor]) -> set[Operation]:
     return set(topo_sort_ops(list(tensors)))
 
 
-def report(result: DifferentiationResult, file: TextIO | None = sys.stdout) -> GradientReport:
+def report(result: DifferentiationResult, file: TextIO | None = sys.stdout,
+           reference: int | None = None) -> GradientReport:
     """Print (to ``file``; None: do not print) and return the cost report of a
     ``differentiate`` result: per adjoint contribution its iterations, the forward op's,
-    their ratio and the zero-elimination steps that fired; adjoints proved zero; every
-    place a gradient was zeroed by convention (module docstring).
+    their ratio and the zero-elimination steps that fired; the backward's iterations (the
+    forward's tensors on a tape) and, given a hand-written ``reference`` count, their ratio
+    to it; adjoints proved zero; every place a gradient was zeroed by convention (module
+    docstring).
+
+    ``reference``: e.g. ``tex.topi.gradient_cost.handwritten_gradient_iterations(op,
+    *args)`` for a topi op differentiated with respect to all its float tensor arguments.
 
     Example
     -------
@@ -230,8 +250,15 @@ def report(result: DifferentiationResult, file: TextIO | None = sys.stdout) -> G
                     steps.append(f"'{op.name}' lowered as a scatter over its indices")
             rep.rows.append(ReportRow(d.name, c.name, sum(_op_points(o) for o in own),
                                       _op_points(c.op), tuple(steps)))
-    rep.gradient_iterations = sum(_op_points(o) for o in _ops(result.result))
+    gradient_ops = _ops(result.result)
+    rep.gradient_iterations = sum(_op_points(o) for o in gradient_ops)
     rep.forward_iterations = sum(_op_points(o) for o in forward)
+    rep.backward_iterations = sum(_op_points(o) for o in gradient_ops - forward)
+    if reference is not None:
+        if isinstance(reference, bool) or not isinstance(reference, int) or reference < 0:
+            raise TypeError(f"report: reference must be a non-negative int (iterations), "
+                            f"got {type(reference).__name__} {reference!r}")
+        rep.reference = reference
     if file is not None:
         print(rep, file=file)
     return rep

@@ -2,8 +2,9 @@
 not hold.
 
 Reverse and forward mode build one tensor per edge and one per sum of contributions.
-Elementwise gradient tensors that are cheap (``is_cheap``: a read, a gated read, a sum of
-such) or read by a single elementwise gradient tensor are inlined into their readers;
+Elementwise gradient tensors that are cheap (``is_cheap``: small, with one read of an
+indexed float tensor, 0-d reads being constants: a read, a gated or scaled read) or read by
+a single elementwise gradient tensor are inlined into their readers;
 the others are rebuilt over the survivors. Only tensors the differentiation ``created``
 are touched: forward tensors and the head never are. The walk is iterative and an inlined
 tensor's body is expanded once (shared memo), so a chain of n inlined tensors costs O(n).

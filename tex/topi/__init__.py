@@ -3,9 +3,10 @@ transforms and contractions, and ``topi.nn``. Every op is built from ``tex.te`` 
 and returns ordinary tensors; names and signatures follow TVM's topi (API.md §2).
 
 Importing this package also installs the Python operators on tensors (``A + B``, ``-A``,
-``A @ B``, ``A.astype``).
+``A @ B``, ``A.astype``). ``gradient_cost`` holds the hand-written gradient cost of every
+differentiable op, the reference tex's gradients are held to.
 """
-from . import nn
+from . import gradient_cost, nn
 from .broadcast import (
     BROADCAST,
     ELEMWISE,
@@ -107,6 +108,7 @@ __all__ = [
     "floor_mod",
     "full",
     "full_like",
+    "gradient_cost",
     "greater",
     "greater_equal",
     "less",

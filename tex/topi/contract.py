@@ -28,7 +28,7 @@ from .utils import (
     reduce_axes,
 )
 
-__all__ = ["MATMUL", "einsum", "matmul", "tensordot"]
+__all__ = ["MATMUL", "einsum", "einsum_labels", "matmul", "tensordot"]
 
 MATMUL = "matmul"  # tag of the contractions
 
@@ -198,7 +198,7 @@ def _split_term(term: str, subscripts: str) -> list[str]:
     return labels
 
 
-def _parse_einsum(subscripts: Any, operands: Sequence[Tensor]
+def einsum_labels(subscripts: Any, operands: Sequence[Tensor]
                   ) -> tuple[list[list[str]], list[str], dict[str, int]]:
     """Input terms and output term as label lists, and the extent of every label.
 
@@ -302,7 +302,7 @@ def einsum(subscripts: str, *operands: Tensor, name: str | None = None) -> Tenso
         check_tensor(t, op, f"operands[{p}]")
     if not operands:
         raise ValueError(f"{op}: needs at least one operand")
-    terms, out, extent = _parse_einsum(subscripts, operands)
+    terms, out, extent = einsum_labels(subscripts, operands)
     summed = [c for c in dict.fromkeys(c for term in terms for c in term) if c not in out]
 
     def factors(idx: Index, ks: Index) -> list[Expr]:

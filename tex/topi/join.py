@@ -4,7 +4,7 @@ Injective computes; an element that comes from one of several tensors is a chain
 ``select``s on the joined axis:
 
     T_concatenate[i, j] = select(j < 2, A[i, j], B[i, j - 2])
-    T_stack[s, i] = select(s == 0, A[i], B[i])
+    T_stack[s, i] = select(s < 1, A[i], B[i])
 
 Outputs are named ``T_<op>`` (``name=`` overrides); ``split`` names its pieces
 ``<name>_0, <name>_1, ...``.
@@ -16,8 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import te
-from ..ir import fold
-from ..ir.expr import Expr, Op
+from ..ir.expr import Expr
 from ..ir.tensor import Tensor
 from .broadcast import INJECTIVE
 from .utils import (
@@ -174,7 +173,7 @@ def stack(tensors: Sequence[Tensor], axis: int = 0, name: str | None = None) -> 
     Returns
     -------
     Tensor
-        ``select(s == 0, A[..], select(s == 1, B[..], ...))``.
+        ``select(s < 1, A[..], select(s < 2, B[..], ...))``.
     """
     op = "topi.stack"
     parts = _tensor_list(tensors, op)
@@ -185,10 +184,13 @@ def stack(tensors: Sequence[Tensor], axis: int = 0, name: str | None = None) -> 
     a = new_axis(axis, len(shape0), op)
 
     def body(idx: Index) -> Expr:
+        # s < p + 1, as concatenate's ranges: a piece's gradient then solves its condition
+        # to one position (the last piece's "s != 0 && s != 1 && ..." did not, and summed
+        # the head over every earlier position)
         s, rest = idx[a], (*idx[:a], *idx[a + 1:])
         out = parts[-1][rest]
         for p in range(len(parts) - 2, -1, -1):
-            out = te.if_then_else(fold.compare(Op.EQ, s, p), parts[p][rest], out)
+            out = te.if_then_else(s < p + 1, parts[p][rest], out)
         return out
 
     return compute_nd((*shape0[:a], len(parts), *shape0[a:]), body, name or "T_stack",

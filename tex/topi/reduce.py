@@ -2,8 +2,10 @@
 
 ``axis`` is None (every axis: the result is 0-d), an int or a tuple of ints; ``keepdims``
 keeps reduced axes with extent 1. A reduction over no axis (a 0-d input, or ``axis=()``)
-is a copy. Each reduction is one compute whose whole body is the reduction (a reduction
-cannot sit inside arithmetic), so ops that post-process a reduction are several computes:
+or over a single point (every reduced extent 1) is a copy: no reduction loop, and a
+gradient that is one pass (a product's or a max's over one point needs no extra pass).
+Each reduction is one compute whose whole body is the reduction (a reduction cannot sit
+inside arithmetic), so ops that post-process a reduction are several computes:
 
     mean      = X_red_sum (sum)             -> X_red = X_red_sum / count
     argmax    = X_red_temp (index, value)   -> X_red = X_red_temp.v0
@@ -74,12 +76,17 @@ class _Plan:
             return idx
         return tuple(ix for d, ix in enumerate(idx) if d not in self.axes)
 
-    def source(self, idx: Index, ks: list[IterVar]) -> Index:
-        """The input index read at output ``idx`` and reduce point ``ks``."""
+    @property
+    def single_point(self) -> bool:
+        """Whether each output reduces one input point (a copy)."""
+        return product(self.reduced_extents) == 1
+
+    def source(self, idx: Index, reduced: list[Expr]) -> Index:
+        """The input index read at output ``idx`` and position ``reduced`` (one index per
+        reduced axis)."""
         free = iter(self.kept(idx))
-        by_axis = dict(zip(self.axes, ks))
-        return tuple(by_axis[d].var if d in by_axis else next(free)
-                     for d in range(self.x.ndim))
+        by_axis = dict(zip(self.axes, reduced))
+        return tuple(by_axis[d] if d in by_axis else next(free) for d in range(self.x.ndim))
 
 
 def _plan(op: str, x: Any, axis: Any, keepdims: Any) -> _Plan:
@@ -94,11 +101,12 @@ def _plan(op: str, x: Any, axis: Any, keepdims: Any) -> _Plan:
 def _reduce_compute(plan: _Plan, value: Callable[[Expr, Index], Expr],
                     reducer: Callable[[Expr, list[IterVar]], Expr], name: str) -> Tensor:
     """``name[idx] = reducer(value(x[source], idx), ks)`` over fresh reduce axes ``ks``
-    (just ``value(x[idx], idx)`` when nothing is reduced)."""
+    (just ``value(x[source], idx)`` when nothing is reduced or a single point is)."""
     def body(idx: Index) -> Expr:
+        if plan.single_point:
+            return value(plan.x[plan.source(idx, [Const(0, int32)] * len(plan.axes))], idx)
         ks = reduce_axes(plan.reduced_extents)
-        v = value(plan.x[plan.source(idx, ks)], idx)
-        return reducer(v, ks) if ks else v
+        return reducer(value(plan.x[plan.source(idx, [k.var for k in ks])], idx), ks)
 
     return compute_nd(plan.out_shape, body, name, COMM_REDUCE)
 
@@ -246,7 +254,7 @@ def _make_arg(op: str, better: Op) -> Callable[..., Tensor]:
             flat: Expr = Const(0, int32)
             for k, e in zip(ks, extents):  # row-major position within the reduced axes
                 flat = flat * e + k.var
-            return reducer((flat, x[plan.source(idx, ks)]), axis=ks)
+            return reducer((flat, x[plan.source(idx, [k.var for k in ks])]), axis=ks)
 
         index, _ = compute_nd(plan.out_shape, body, f"{name}_temp", COMM_REDUCE_IDX)
         return compute_nd(plan.out_shape, lambda idx: index[idx], name, COMM_REDUCE_IDX)

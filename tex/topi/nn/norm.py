@@ -3,6 +3,13 @@
 layer_norm computes the variance in two passes, ``mean((x - mean)^2)``, rather than
 ``mean(x^2) - mean^2``: the one-pass form cancels catastrophically in float32 when the mean
 is large compared with the spread.
+
+batch_norm folds its four per-channel parameters into a scale and a shift, as inference
+engines do (Relay's SimplifyInference, BN folded into a convolution): one multiply-add per
+element, and a gradient of three passes over the data (``sum(head)``, ``sum(head * x)``,
+``head * scale``) from which the four parameters' gradients follow per channel. Written
+``(x - mean) * rsqrt(var + eps) * gamma + beta``, beta's and mean's gradients were two
+separate sums of the same head, and gamma's and var's two more (five passes).
 """
 from __future__ import annotations
 
@@ -122,7 +129,9 @@ def layer_norm(data: Tensor, gamma: Tensor, beta: Tensor, axis: Any = (-1,),
 def batch_norm(data: Tensor, gamma: Tensor, beta: Tensor, moving_mean: Tensor,
                moving_var: Tensor, axis: int = 1, epsilon: float = 1e-5) -> list[Tensor]:
     """Batch normalization in inference form, with the running statistics:
-    ``(x - moving_mean) * rsqrt(moving_var + epsilon) * gamma + beta`` along ``axis``.
+    ``(x - moving_mean) * rsqrt(moving_var + epsilon) * gamma + beta`` along ``axis``,
+    computed as ``x * scale + shift`` with ``scale = gamma * rsqrt(moving_var + epsilon)``
+    and ``shift = beta - moving_mean * scale`` (see the module docstring).
 
     Parameters
     ----------
@@ -138,7 +147,8 @@ def batch_norm(data: Tensor, gamma: Tensor, beta: Tensor, moving_mean: Tensor,
     -------
     list of Tensor
         ``[out, moving_mean, moving_var]`` as TVM returns: ``out`` (``T_batch_norm``,
-        shaped like ``data``) and the statistics, unchanged in inference.
+        shaped like ``data``; it reads ``T_batch_norm_scale`` and ``T_batch_norm_shift``)
+        and the statistics, unchanged in inference.
 
     Raises
     ------
@@ -167,10 +177,13 @@ def batch_norm(data: Tensor, gamma: Tensor, beta: Tensor, moving_mean: Tensor,
     check_same_dtype(op, data=data, **params)
     eps = _check_epsilon(epsilon, op)
 
+    scale = te.compute((channels,), lambda c: gamma[c] * te.rsqrt(moving_var[c] + eps),
+                       name="T_batch_norm_scale", tag="batch_norm")
+    shift = te.compute((channels,), lambda c: beta[c] - moving_mean[c] * scale[c],
+                       name="T_batch_norm_shift", tag="batch_norm")
+
     def fbody(idx: tuple[Expr, ...]) -> Expr:
-        c = idx[ax]
-        inv_std = te.rsqrt(moving_var[c] + eps)
-        return (data[idx] - moving_mean[c]) * inv_std * gamma[c] + beta[c]
+        return data[idx] * scale[idx[ax]] + shift[idx[ax]]
 
     names = ("n", "c", "h", "w") if (data.ndim, ax) == (4, 1) else None
     out = compute_nd(data.shape, fbody, "T_batch_norm", tag="batch_norm", names=names)
