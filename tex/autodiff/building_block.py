@@ -335,22 +335,24 @@ class _Edge:
         for ph in reversed(split.phases):
             pdom = dom_of(ph.grid, ph.reduce)
             pcond = self._guard(ph.cond, pdom)
+            at = [split.index(ph, i) for i in range(len(ax))]
+            sel = split.selects(ph, ax)
+            if outer is not None:  # the phase's own sum checks the conditions on its axes
+                sel = fold.binary(Op.AND, self._guard(outer, dom), sel)
+            if not ph.reduce:  # every tap fixed: a gather, read in place by the merge
+                m = {g.var: x for g, x in zip(ph.grid, at)}
+                term = fold.select(sel, substitute(fold.select(
+                    pcond, ph.value, Const(0.0, ph.value.dtype)), m), term)
+                continue
 
             def body(v: tuple[Expr, ...], ph: Phase = ph, pcond: Expr = pcond) -> Expr:
                 m = {g.var: x for g, x in zip(ph.grid, v)}
-                if not ph.reduce:  # every tap axis fixed: a gather
-                    return fold.select(substitute(pcond, m), substitute(ph.value, m),
-                                       Const(0.0, ph.value.dtype))
                 return te.sum(substitute(ph.value, m), axis=list(ph.reduce),
                               where=substitute(pcond, m))
 
             suffix = "_".join(str(r) for r, m in zip(ph.residues, split.moduli) if m > 1)
             t = make_compute(f"{name}_phase{suffix}", [g.dom.extent for g in ph.grid], body,
                              [g.var.name for g in ph.grid])
-            at = [split.index(ph, i) for i in range(len(ax))]
-            sel = split.selects(ph, ax)
-            if outer is not None:  # the phase's own sum checks the conditions on its axes
-                sel = fold.binary(Op.AND, self._guard(outer, dom), sel)
             term = fold.select(sel, TensorRead(t, at), term)
         self.terms.append(term)
         return True
@@ -542,10 +544,10 @@ def building_block(out: Tensor, inp: Tensor, head: Tensor
         _elementwise_terms(edge, [*o_axes, *red.axis], red.source[0], h, [red.condition])
         if red.init:
             _elementwise_terms(edge, o_axes, red.init[0], h, [])
-    elif _is_selection(combiner) and not red.init and \
-            math.prod(iv.dom.extent for iv in red.axis) == 1:
-        # a selection over one point (a 1x1 pooling window) selects it: no argsel pass
-        edge.step("selection over a single point: the point itself")
+    elif not red.init and math.prod(iv.dom.extent for iv in red.axis) == 1:
+        # any reducer over one point (a 1x1 pooling window, a product over an extent-1
+        # axis) gives the point itself, combined with the identity: no argsel, no passes
+        edge.step("reduction over a single point: the point itself")
         _elementwise_terms(edge, [*o_axes, *red.axis], red.source[vi], h, [red.condition])
     elif _is_selection(combiner):
         index = selection_index(out)

@@ -58,6 +58,10 @@ class Phase:
     cond: Expr
 
     def iterations(self) -> int:
+        """Its sum's iterations; none for a phase without taps to sum (a gather: it is
+        read in place by the select that merges the phases)."""
+        if not self.reduce:
+            return 0
         return math.prod(iv.dom.extent for iv in self.grid) * \
             math.prod(iv.dom.extent for iv in self.reduce)
 

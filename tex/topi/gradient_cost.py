@@ -23,7 +23,9 @@ The conventions of the reference:
   one stride phase read only the kernel taps that reach them (a rectangular domain, as a
   dense convolution per phase, ``benchmarks/workloads.py``; a loop over the windows
   instead where there are fewer windows than taps, as in a global pool); a phase no tap
-  reaches is written as zeros, one iteration per point.
+  reaches is written as zeros, one iteration per point. A pool takes the cheaper of that
+  gather and a scatter (zero the gradient, then per window its head to the argmax for
+  max, to each of its points for avg), which wins where windows overlap.
 """
 from __future__ import annotations
 
@@ -214,15 +216,19 @@ def _conv2d(a: Args, out: Any) -> int:
 
 def _pool2d(a: Args, out: Any) -> int:
     # ddata: a polyphase gather of head (avg: divided by the window's count, inlined) over
-    # the windows reading each point, N*C * sum over phase pairs of points * taps; max
-    # first finds each window's argmax again (the forward's count, |out| * KH*KW; none for
-    # a single-point window)
+    # the windows reading each point, N*C * sum over phase pairs of points * taps, or a
+    # scatter when cheaper: zero ddata, then per window its head to the argmax (max: one
+    # update) or to every point (avg: KH*KW updates); max first finds each window's argmax
+    # again (the forward's count, |out| * KH*KW; none for a single-point window)
     data = a["data"]
     kh, kw = pair(a["kernel"], "reference pool2d", "kernel")
     rows, cols = _geometry(a, (kh, kw), out, "reference pool2d")
     gather_ = data.shape[0] * data.shape[1] * _window_gather(rows, cols, 1)
-    argmax = _size(out) * kh * kw if a["pool_type"] == "max" and kh * kw > 1 else 0
-    return argmax + gather_
+    single = kh * kw == 1
+    is_max = a["pool_type"] == "max"
+    scatter = _size(data) + _size(out) * (1 if is_max else kh * kw)
+    argmax = _size(out) * kh * kw if is_max and not single else 0
+    return argmax + min(gather_, scatter)
 
 
 # -- the table ---------------------------------------------------------------------------
