@@ -18,7 +18,7 @@ Per body kind:
   ``init`` won (no point equals the result), the gradient goes to the init value;
 - products (a combiner that is one multiplication, as ``prod``): each factor's product of
   the others, from ``product_factors`` (a count of the zero factors and the product of
-  the non-zero ones, two passes), exact with zeros;
+  the non-zero ones, one pass with two accumulators), exact with zeros;
 - any other commutative reducer (user-defined ones): forward mode inside the
   combiner (``jacobian.py``: the combiner is extended with one derivative slot per value
   slot), giving the Jacobian ``J[o, p]``, which is then contracted with the head. Correct
@@ -570,7 +570,7 @@ def building_block(out: Tensor, inp: Tensor, head: Tensor
     elif combiner.is_single(Op.MUL) and out.dtype.is_float:
         zeros, nonzero = product_factors(out)
         edge.step("product: the other factors from a count of zeros and the product of "
-                  "the non-zero factors (two passes)")
+                  "the non-zero factors (one pass, two accumulators)")
         at = [iv.var for iv in o_axes]
         z, nz = TensorRead(zeros, at), TensorRead(nonzero, at)
         src = red.source[0]
@@ -632,29 +632,39 @@ def _scatter_selection(out: Tensor, inp: Tensor, head: Tensor, red: Reduce, sel:
 
 
 def product_factors(out: Tensor) -> tuple[Tensor, Tensor]:
-    """``<out>_zeros[o]``, how many factors of the product reduction producing ``out`` are
-    0, and ``<out>_nonzero[o]``, the product of the others (init not included): the
-    product of all factors but one is then ``nonzero / x`` without zeros, ``nonzero`` at
-    the only zero, and 0 with two or more."""
+    """``<out>_factors``' two outputs, from one pass: how many factors of the product
+    reduction producing ``out`` are 0, and the product of the others (init not included).
+    The product of all factors but one is then ``nonzero / x`` without zeros, ``nonzero``
+    at the only zero, and 0 with two or more."""
     op = out.op
     red: Reduce = op.body[out.value_index]  # type: ignore[assignment]
     names = [iv.var.name for iv in op.axis]
     src = red.source[0]
     zero = Const(0.0, src.dtype)
 
-    def over_k(v: tuple[Expr, ...], value: Expr, reducer: Any) -> Expr:
-        fresh = [te.reduce_axis((iv.dom.min, iv.dom.stop), name=iv.var.name)
-                 for iv in red.axis]
-        m = {**{iv.var: f.var for iv, f in zip(red.axis, fresh)},
-             **{iv.var: x for iv, x in zip(op.axis, v)}}
-        return reducer(substitute(value, m), axis=fresh, where=substitute(red.condition, m))
-
     is_zero = fold.compare(Op.EQ, src, zero)
-    zeros = make_compute(f"{op.name}_zeros", out.shape, lambda v: over_k(
-        v, fold.select(is_zero, Const(1, int32), Const(0, int32)), te.sum), names)
-    nonzero = make_compute(f"{op.name}_nonzero", out.shape, lambda v: over_k(
-        v, fold.select(is_zero, Const(1.0, src.dtype), src), te.prod), names)
-    return zeros, nonzero
+    # one pass, two slots: the count of zeros and the product of the other factors
+    axis = new_axes(names, out.shape)
+    fresh = [te.reduce_axis((iv.dom.min, iv.dom.stop), name=iv.var.name) for iv in red.axis]
+    m = {**{iv.var: f.var for iv, f in zip(red.axis, fresh)},
+         **{iv.var: n.var for iv, n in zip(op.axis, axis)}}
+    slots = (fold.select(is_zero, Const(1, int32), Const(0, int32)),
+             fold.select(is_zero, Const(1.0, src.dtype), src))
+    bodies = _ZEROS_AND_PRODUCT(tuple(substitute(e, m) for e in slots), axis=fresh,
+                                where=substitute(red.condition, m))
+    check_compute_body(f"{op.name}_factors", axis, list(bodies))
+    factors = ComputeOp(f"{op.name}_factors", axis, list(bodies), tag="product_factors")
+    return factors.output(0), factors.output(1)
+
+
+def _zeros_and_product(acc: tuple[Expr, Expr], new: tuple[Expr, Expr]
+                       ) -> tuple[Expr, Expr]:
+    return (fold.binary(Op.ADD, acc[0], new[0]), fold.binary(Op.MUL, acc[1], new[1]))
+
+
+_ZEROS_AND_PRODUCT = te.comm_reducer(
+    _zeros_and_product, lambda count, value: (te.const(0, count), te.const(1, value)),
+    name="zeros_and_product")
 
 
 # --------------------------------------------------------------------------------------

@@ -94,9 +94,10 @@ def _select_reduction(a: Args, out: Any) -> int:
 
 
 def _product_reduction(a: Args, out: Any) -> int:
-    # the count of zero factors and the product of the nonzero ones (two passes over x),
-    # then one pass dx = head * (product of the others); a single factor's is a copy
-    return _size(a["x"]) * (3 if _reduced_points(a) > 1 else 1)
+    # the count of zero factors and the product of the nonzero ones (one pass over x,
+    # two accumulators), then one pass dx = head * (product of the others); a single
+    # factor's is a copy
+    return _size(a["x"]) * (2 if _reduced_points(a) > 1 else 1)
 
 
 def _normalize(a: Args, out: Any) -> int:
