@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 from .. import te
 from ..arith import Analyzer, Bounds, Interval, dom_of, normalize_dom
