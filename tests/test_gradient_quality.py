@@ -503,3 +503,64 @@ def test_any_reduction_over_a_single_point_is_the_point_itself() -> None:
         (g,) = tex.differentiate(loss, [x])
         assert iteration_count(g, given=[red]) == 6, format_program(g)
         check_grad(loss, [x])
+
+
+def _numpy_conv_grads(xv, wv, hv, stride, pad, dil):
+    """dX (a scatter of every output's taps) and dW of conv2d, in float64."""
+    n, c, H, W = xv.shape
+    o, _, kh, kw = wv.shape
+    oh, ow = hv.shape[2:]
+    (sh, sw), (ph, pw), (dh, dw) = stride, pad, dil
+    dx = np.zeros((n, c, H + 2 * ph, W + 2 * pw))
+    dwt = np.zeros(wv.shape)
+    xp = np.pad(xv, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    for i in range(kh):
+        for j in range(kw):
+            rows = slice(i * dh, i * dh + sh * (oh - 1) + 1, sh)
+            cols = slice(j * dw, j * dw + sw * (ow - 1) + 1, sw)
+            dx[:, :, rows, cols] += np.einsum("nohw,oc->nchw", hv, wv[:, :, i, j])
+            dwt[:, :, i, j] = np.einsum("nohw,nchw->oc", hv, xp[:, :, rows, cols])
+    return dx[:, :, ph:ph + H, pw:pw + W], dwt
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_random_strided_dilated_window_gradients_compile_exactly(seed: int) -> None:
+    """Random kernel (1-4), stride (1-4), dilation (1-3) and padding per dimension: the
+    phase-split conv gradients equal NumPy's scatter both interpreted and compiled, and
+    the pools' compiled gradients equal the interpreter's."""
+    rng = np.random.default_rng(seed)
+    kh, kw = (int(v) for v in rng.integers(1, 5, 2))
+    stride = tuple(int(v) for v in rng.integers(1, 5, 2))
+    dil = tuple(int(v) for v in rng.integers(1, 4, 2))
+    pad = tuple(int(v) for v in rng.integers(0, 3, 2))
+    H = int(rng.integers((kh - 1) * dil[0] + 1, 14))
+    W = int(rng.integers((kw - 1) * dil[1] + 1, 14))
+    x = tex.placeholder((2, 3, H, W), "float64", name="X")
+    w = tex.placeholder((2, 3, kh, kw), "float64", name="W")
+    y = topi.nn.conv2d(x, w, stride, pad, dil)
+    h = tex.placeholder(y.shape, "float64", name="H")
+    dx, dw = tex.differentiate(y, [x, w], h)
+    xv, wv, hv = (rng.standard_normal(t.shape) for t in (x, w, h))
+    want = _numpy_conv_grads(xv, wv, hv, stride, pad, dil)
+    got_i = evaluate([dx, dw], {x: xv, w: wv, h: hv})
+    f = tex.build(tex.schedule.auto_schedule([dx, dw]), [x, w, h, dx, dw])
+    got_c = [np.empty(t.shape) for t in (dx, dw)]
+    f(xv, wv, hv, *got_c)
+    for a, b, c in zip(want, got_i, got_c):
+        np.testing.assert_allclose(b, a, rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(c, a, rtol=1e-10, atol=1e-10)
+    # pools over the same windows: compiled against the interpreter
+    if pad[0] * 2 <= kh and pad[1] * 2 <= kw:
+        for kind in ("max", "avg"):
+            try:
+                p = topi.nn.pool2d(x, (kh, kw), stride, dil, pad * 2, kind)
+            except ValueError:
+                continue
+            hp = tex.placeholder(p.shape, "float64", name="HP")
+            (g,) = tex.differentiate(p, [x], hp)
+            hpv = rng.standard_normal(hp.shape)
+            ref = evaluate(g, {x: xv, hp: hpv})
+            fp = tex.build(tex.schedule.auto_schedule([g]), [x, hp, g])
+            out = np.empty(g.shape)
+            fp(xv, hpv, out)
+            np.testing.assert_allclose(out, ref, rtol=1e-10, atol=1e-10)
