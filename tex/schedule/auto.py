@@ -48,7 +48,7 @@ from ..ir.visit import collect_vars, post_order
 from ..target import CPUInfo, cpu_info, parse_cuda_target, target_kind
 from .axes import Fuse
 from .inline import Inliner
-from .pad import pad_guarded_reads
+from .pad import PadCache, pad_guarded_reads
 from .phase import split_phases
 from .schedule import Schedule, Stage, create_schedule
 
@@ -210,6 +210,7 @@ class AutoScheduler:
     # -- driver --------------------------------------------------------------------------
     def run(self) -> None:
         self.inline()
+        pads: PadCache = {}  # one padded copy per tensor, shared by the stages that read it
         for st in list(self.s.stages):
             if st.attach_type == "root" and isinstance(st.op, ComputeOp) and \
                     st.op.reduce_axis and self.scatter_of(st.op) is None:
@@ -218,7 +219,7 @@ class AutoScheduler:
                 # window-bound guards: read zero-padded copies instead (scheduled below as
                 # element-wise stages)
                 target = st if phases is None else self.s[phases]
-                pad_guarded_reads(self.s, target, self.vector_var(target))
+                pad_guarded_reads(self.s, target, self.vector_var(target), pads)
         for st in list(self.s.stages):
             if st.attach_type != "root" or not isinstance(st.op, ComputeOp):
                 continue

@@ -25,14 +25,18 @@ from ..ir.visit import collect_vars, post_order
 from .inline import Inliner
 from .schedule import Schedule, Stage
 
-__all__ = ["pad_guarded_reads"]
+__all__ = ["PadCache", "pad_guarded_reads"]
 
 # a padded copy may be at most this much larger than the tensor it copies
 _MAX_GROWTH = 2.0
 
 
-def pad_guarded_reads(s: Schedule, stage: Stage, lane_var: Var | None = None
-                      ) -> list[Tensor]:
+# padded copies already made, per (tensor, phase stride): (copy, pads before, pads after)
+PadCache = dict[tuple[Tensor, int], list[tuple[Tensor, tuple[int, ...], tuple[int, ...]]]]
+
+
+def pad_guarded_reads(s: Schedule, stage: Stage, lane_var: Var | None = None,
+                      shared: PadCache | None = None) -> list[Tensor]:
     """Rewrite ``stage`` (a sum of products under a guard) to read zero-padded copies of
     the reads whose bounds the guard checks, dropping those checks; returns the copies'
     tensors (new stages, before ``stage``, to be scheduled), or ``[]`` when nothing
@@ -40,7 +44,12 @@ def pad_guarded_reads(s: Schedule, stage: Stage, lane_var: Var | None = None
 
     With ``lane_var`` (the variable the stage will be vectorized along), only reads with a
     check that varies along it are padded: a check that does not is a branch around the
-    vector loop, cheaper than the work a padded read adds where it skipped points."""
+    vector loop, cheaper than the work a padded read adds where it skipped points.
+
+    With ``shared`` (one dict for the calls on one schedule), a copy made for an earlier
+    stage is read again where its pads cover this stage's (the stride phases of one
+    gradient all read the head: one padded copy, not one per phase); new copies are
+    added to it."""
     op = stage.op
     if op.num_outputs != 1 or stage.relations or not isinstance(op, ComputeOp):
         return []
@@ -59,6 +68,8 @@ def pad_guarded_reads(s: Schedule, stage: Stage, lane_var: Var | None = None
     dropped: set[int] = set()
     replace: dict[Expr, Expr] = {}
     created: list[tuple[Tensor, tuple[int, ...], tuple[int, ...]]] = []
+    made: list[tuple[tuple[Tensor, int], tuple[Tensor, tuple[int, ...], tuple[int, ...]]]] = []
+    reused: set[Tensor] = set()
     for f in _factors(src):
         if not isinstance(f, TensorRead) or f in replace or not f.tensor.shape:
             continue
@@ -75,8 +86,18 @@ def pad_guarded_reads(s: Schedule, stage: Stage, lane_var: Var | None = None
             continue
         shifted = [fold.binary(Op.ADD, e, b) if b else e for e, b in zip(f.indices, before)]
         m = _phase_stride(shifted[-1], norm)
-        padded = _pad_tensor(f.tensor, before, after, m)
-        created.append((padded, before, after))
+        covering = [(c, b, a) for c, b, a in (shared or {}).get((f.tensor, m), [])
+                    if all(x >= y for x, y in zip(b, before)) and
+                    all(x >= y for x, y in zip(a, after))]
+        if covering:  # read the copy made for another stage, at its offsets
+            padded, before, _ = covering[0]
+            reused.add(padded)
+            shifted = [fold.binary(Op.ADD, e, b) if b else e
+                       for e, b in zip(f.indices, before)]
+        else:
+            padded = _pad_tensor(f.tensor, before, after, m)
+            created.append((padded, before, after))
+            made.append(((f.tensor, m), (padded, before, after)))
         if m > 1:  # the copy keeps the phases of its last axis apart: [.., phase, x // m]
             last = shifted[-1]
             shifted = [*shifted[:-1],
@@ -91,8 +112,9 @@ def pad_guarded_reads(s: Schedule, stage: Stage, lane_var: Var | None = None
     # every other read must stay in bounds without the dropped conjuncts: over the whole
     # domain, or by a conjunct that is kept
     kept = [k for i, k in enumerate(keys) if i not in dropped and k is not None]
+    copies = {p for p, _, _ in created} | reused
     for node in post_order(new_src):
-        if isinstance(node, TensorRead) and node.tensor not in {p for p, _, _ in created} \
+        if isinstance(node, TensorRead) and node.tensor not in copies \
                 and not _in_bounds(node, ranged, norm, kept):
             return []
     cond = fold.conjoin(rest)
@@ -100,6 +122,9 @@ def pad_guarded_reads(s: Schedule, stage: Stage, lane_var: Var | None = None
     for padded, _, _ in created:
         pst = Stage(padded.op, s)
         s.insert_stage(pst, stage)
+    if shared is not None:
+        for key, entry in made:
+            shared.setdefault(key, []).append(entry)
     s.replace_op(stage, ComputeOp(op.name, op.axis, [new_body], op.tag, op.attrs))
     return [p for p, _, _ in created]
 
