@@ -594,7 +594,9 @@ def building_block(out: Tensor, inp: Tensor, head: Tensor
 
 
 def _unravel(axes: Sequence[IterVar], flat: Expr) -> dict[Var, Expr]:
-    """The point of ``axes`` at row-major position ``flat`` (``_flat_index`` inverted)."""
+    """The point of ``axes`` at row-major position ``flat`` (``_flat_index`` inverted).
+    Unlike ``topi.utils.unravel``, the first digit is reduced too: the point stays provably
+    in range even at the "none selected" index, so its scatter needs no range guard."""
     out: dict[Var, Expr] = {}
     stride = 1
     for iv in reversed(axes):
