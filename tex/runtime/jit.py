@@ -262,7 +262,8 @@ def jit_compile(compiled: CompiledModule, key: str | None = None) -> Kernel:
             if context is not None:
                 context.close()
     if key is not None and len(objects) == 1:
-        DISK.put(key, _sections(compiled, objects[0], externals))
+        # popped: the engine's hook keeps the list (not the object code) alive
+        DISK.put(key, _sections(compiled, objects.pop(), externals))
     return Kernel(compiled.name, address, compiled, engine)
 
 
