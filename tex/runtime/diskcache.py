@@ -10,12 +10,13 @@ Directory: ``TEX_CACHE_DIR`` (read at import); unset: ``$XDG_CACHE_HOME/tex``, e
 entries total more than the bound, the least recently used goes: a hit touches its file's
 mtime, and the oldest mtime is evicted first.
 
-The key: the in-process key (``tex.runtime.jit.cache_key``: the lowered function, target,
-options, host CPU name and features) plus the LLVM version, llvmlite's version,
-``FORMAT_VERSION`` and a fingerprint of tex's own source files (a changed code generator
-must never load code an older one compiled). The file is named by the SHA-256 of all of
-them and its header repeats them all; a load compares every field, so a name collision
-never loads wrong code.
+The key: the in-process key (``tex.runtime.jit.cache_key``: a SHA-256 of the lowered
+function, target, options, host CPU name and features) plus the host triple, the LLVM
+version, llvmlite's version, ``FORMAT_VERSION`` and a fingerprint of tex's own source files
+(a changed code generator must never load code an older one compiled; entries of older
+sources stay until evicted). The file is named by the SHA-256 of all of them and its
+header repeats them all; a load compares every field, so a name collision never loads
+wrong code.
 
 File format: ``MAGIC``, a 4-byte little-endian header length, the header (JSON: format,
 the key fields, the sections' names and lengths, the SHA-256 of the payload), the payload
@@ -47,6 +48,7 @@ import llvmlite
 import llvmlite.binding as llvm
 
 from .. import debug
+from ..codegen.host import host_target
 
 __all__ = ["DiskCache", "DISK", "DEFAULT_LIMIT_MB", "FORMAT_VERSION", "MAGIC",
            "default_directory", "disk_cache_stats", "source_fingerprint"]
@@ -135,7 +137,7 @@ class DiskCache:
     @staticmethod
     def key_fields(key: str) -> dict[str, str]:
         """Everything an entry for the in-process key ``key`` depends on."""
-        return {"key": key, "format": str(FORMAT_VERSION),
+        return {"key": key, "format": str(FORMAT_VERSION), "triple": host_target().triple,
                 "llvm": ".".join(map(str, llvm.llvm_version_info)),
                 "llvmlite": llvmlite.__version__, "tex": source_fingerprint()}
 
