@@ -212,3 +212,16 @@ def test_clear_cache_disk(disk: DiskCache) -> None:
     assert disk.entries() == []
     _check(_elementwise(7.5), 7.5)
     assert disk.stats["writes"] == 3
+
+
+def test_size_bound_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tex.runtime import diskcache
+
+    monkeypatch.delenv("TEX_CACHE_SIZE", raising=False)
+    assert diskcache._limit_from_env() == diskcache.DEFAULT_LIMIT_MB << 20 == 512 << 20
+    monkeypatch.setenv("TEX_CACHE_SIZE", " 8 ")
+    assert diskcache._limit_from_env() == 8 << 20
+    for value in ("-1", "lots"):
+        monkeypatch.setenv("TEX_CACHE_SIZE", value)
+        with pytest.warns(RuntimeWarning, match="TEX_CACHE_SIZE"):
+            assert diskcache._limit_from_env() == 512 << 20
