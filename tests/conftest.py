@@ -1,15 +1,24 @@
 """Shared fixtures: seeded RNG, golden-file comparison, GPU skip."""
 from __future__ import annotations
 
+import atexit
 import difflib
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
+
+# The disk compile cache of the whole session (and of the subprocesses tests start, which
+# inherit the environment) lives in a temporary directory, never the user's: set before any
+# test module imports tex (tex.runtime.diskcache reads TEX_CACHE_DIR at import).
+_CACHE_DIR = tempfile.mkdtemp(prefix="tex-test-cache-")
+os.environ["TEX_CACHE_DIR"] = _CACHE_DIR
+atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
 
 
 def _has_gpu() -> bool:

@@ -26,6 +26,7 @@ import pytest
 import tex
 from tex import topi
 from tex.ir.printer import format_program
+from tex.runtime.diskcache import DISK
 from tex.runtime.jit import clear_cache
 from tex.schedule import auto_schedule
 
@@ -82,7 +83,8 @@ def _run_with_seeds() -> dict[str, dict]:
     """Run this file as a script under each hash seed (concurrently); seed -> its report."""
     procs = {}
     for seed in SEEDS:
-        env = dict(os.environ, PYTHONHASHSEED=seed,
+        # TEX_CACHE_DIR=none: each process compiles (a disk hit would hide a difference)
+        env = dict(os.environ, PYTHONHASHSEED=seed, TEX_CACHE_DIR="none",
                    PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
         procs[seed] = subprocess.Popen([sys.executable, __file__], env=env, cwd=ROOT,
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -121,7 +123,9 @@ def test_same_texts_across_processes_and_hash_seeds(reports: dict[str, dict]) ->
     assert differ == [], f"texts differ between PYTHONHASHSEED={SEEDS[0]} and {SEEDS[1]}"
 
 
-def test_same_texts_when_built_again_in_this_process(reports: dict[str, dict]) -> None:
+def test_same_texts_when_built_again_in_this_process(reports: dict[str, dict],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(DISK, "directory", None)  # compile again, not load from disk
     first = program_texts()
     _check_content(first)
     clear_cache()

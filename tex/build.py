@@ -12,7 +12,9 @@ compiled to PTX through LLVM's NVPTX backend (``tex.codegen.ptx``) and run by th
 driver (``tex.runtime.cuda``, loaded on the first call).
 
 Building is cached in-process (``tex.runtime.jit``): the same lowered function with the
-same options returns at once, sharing machine code with the first build.
+same options returns at once, sharing machine code with the first build. Below that, the
+disk cache (``tex.runtime.diskcache``) holds the object code other processes compiled:
+a hit skips legalization and all LLVM work (lowering still runs: it makes the key).
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ from .ir.visit import placeholders_of
 from .lower.bounds_check import check_program, strip_checks
 from .lower.legalize import legalize
 from .lower.stmt import LoweredFunc
-from .runtime.jit import CACHE, Kernel, cache_key, jit_compile
+from .runtime.jit import CACHE, Kernel, cache_key, jit_compile, load_cached
 from .runtime.module import BuiltFunction
 from .runtime.openmp import load_openmp, parallel_allowed
 from .target import parse_cuda_target, target_kind
@@ -120,9 +122,12 @@ def build_lowered(func: LoweredFunc, target: str = "llvm",
         key = cache_key(func, target, opts)
         kernel = CACHE.get(key)
         if kernel is None:
-            legal = legalize(func, target)
-            debug.dump("legalize", legal)
-            kernel = CACHE.put(key, jit_compile(compile_llvm(legal, opts)))
+            kernel = load_cached(key)  # another process compiled it: no LLVM work
+            if kernel is None:
+                legal = legalize(func, target)
+                debug.dump("legalize", legal)
+                kernel = jit_compile(compile_llvm(legal, opts), key)
+            kernel = CACHE.put(key, kernel)
         return kernel
 
     # the serial variant, for a call in a forked child (compiled there, on first need)

@@ -1,8 +1,10 @@
-"""Running compiled code: the JIT and its cache (``jit.py``), OpenMP (``openmp.py``) and the
-callable built function with its argument checks (``module.py``)."""
+"""Running compiled code: the JIT and its in-process cache (``jit.py``), the disk cache
+(``diskcache.py``), OpenMP (``openmp.py``) and the callable built function with its
+argument checks (``module.py``)."""
+from .diskcache import disk_cache_stats
 from .jit import CACHE, Kernel, cache_key, clear_cache, jit_compile
 from .module import BuiltFunction
 from .openmp import load_openmp
 
-__all__ = ["BuiltFunction", "CACHE", "Kernel", "cache_key", "clear_cache", "jit_compile",
-           "load_openmp"]
+__all__ = ["BuiltFunction", "CACHE", "Kernel", "cache_key", "clear_cache", "disk_cache_stats",
+           "jit_compile", "load_openmp"]

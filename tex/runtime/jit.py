@@ -28,6 +28,15 @@ kernel without compiling; the least recently used entry is dropped when full (fu
 already built from it keep working and keep it alive). ``clear_cache()`` empties it,
 ``CACHE.resize(n)`` changes the bound.
 
+The disk cache (``tex.runtime.diskcache``) sits below it: ``jit_compile(compiled, key)``
+captures the object code MCJIT emits (its object-cache hook: no second code generation)
+and stores it with the entry's name, error-record flag, bounds checks, declared externals
+and the two IR texts (zlib-compressed; the assembly is regenerated on demand, as for a
+fresh build). ``load_cached(key)`` makes the same ``Kernel`` from such an entry: the
+support module is registered and every declared external checked first, then a new engine
+over an empty module takes the object file. A damaged entry is deleted and reported as a
+miss; ``clear_cache(disk=True)`` empties the disk cache too.
+
 Symbols: JIT code calls libm (``erf``, ``tanhf``, ``fmodf``...), libc (``malloc``) and
 libgomp, all resolved from the process. LLVM's backend may also call compiler-rt's half
 conversions (``__truncdfhf2`` for float64 -> float16 everywhere, ``__truncsfhf2`` and
@@ -39,8 +48,10 @@ declares must resolve, or ``jit_compile`` raises instead of crashing later.
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import warnings
+import zlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -49,9 +60,11 @@ import llvmlite.binding as llvm
 from .. import debug
 from ..codegen import CodegenOptions, CompiledModule, host_target
 from ..codegen.host import LLVM_LOCK
+from ..dtype import DTYPES
 from ..ir.expr import Const, Expr, Var
 from ..ir.tensor import Tensor
 from ..ir.visit import post_order
+from ..lower.bounds_check import BoundsReportOp
 from ..lower.stmt import (
     Allocate,
     BufferParam,
@@ -62,9 +75,10 @@ from ..lower.stmt import (
     Store,
     walk_stmts,
 )
+from .diskcache import DISK
 
-__all__ = ["Kernel", "jit_compile", "cache_key", "CompileCache", "CACHE", "CACHE_SIZE",
-           "DEFAULT_CACHE_SIZE", "clear_cache"]
+__all__ = ["Kernel", "jit_compile", "load_cached", "cache_key", "CompileCache", "CACHE",
+           "CACHE_SIZE", "DEFAULT_CACHE_SIZE", "clear_cache"]
 
 DEFAULT_CACHE_SIZE = 64
 
@@ -196,12 +210,18 @@ def _ensure_support() -> None:
         _support_engines.append(engine)
 
 
-def _check_symbols(mod: llvm.ModuleRef, name: str) -> None:
-    """Raise when an external function of ``mod`` cannot be resolved in this process."""
-    for fn in mod.functions:
-        if fn.is_declaration and not fn.name.startswith("llvm.") \
-                and not llvm.address_of_symbol(fn.name):
-            raise RuntimeError(f"cannot load '{name}': it calls '{fn.name}', which no "
+def _externals(mod: llvm.ModuleRef) -> list[str]:
+    """The external functions ``mod`` declares (intrinsics aside)."""
+    return [fn.name for fn in mod.functions
+            if fn.is_declaration and not fn.name.startswith("llvm.")]
+
+
+def _check_symbols(externals: list[str], name: str) -> None:
+    """Raise when an external function of module ``name`` cannot be resolved in this
+    process."""
+    for symbol in externals:
+        if not llvm.address_of_symbol(symbol):
+            raise RuntimeError(f"cannot load '{name}': it calls '{symbol}', which no "
                                "library loaded in this process provides")
 
 
@@ -215,17 +235,22 @@ class Kernel:
     engine: llvm.ExecutionEngine = field(repr=False)
 
 
-def jit_compile(compiled: CompiledModule) -> Kernel:
-    """Load an optimized module into a new MCJIT engine; the engine owns the module."""
+def jit_compile(compiled: CompiledModule, key: str | None = None) -> Kernel:
+    """Load an optimized module into a new MCJIT engine; the engine owns the module. With
+    ``key`` (a ``cache_key``), the object code is also stored in the disk cache."""
     _ensure_support()
+    objects: list[bytes] = []
     with LLVM_LOCK:
         if compiled.module is None:
             raise RuntimeError(f"module '{compiled.name}' was already given to an engine")
-        _check_symbols(compiled.module, compiled.name)
+        externals = _externals(compiled.module)
+        _check_symbols(externals, compiled.name)
         tm = host_target().target_machine(jit=True)
         module, context = compiled.module, compiled.context
         engine = llvm.create_mcjit_compiler(module, tm)
         compiled.module = compiled.context = None
+        if key is not None and DISK.enabled:
+            engine.set_object_cache(notify_func=lambda _mod, data: objects.append(data))
         try:
             engine.finalize_object()
             address = engine.get_function_address(compiled.name)
@@ -236,7 +261,63 @@ def jit_compile(compiled: CompiledModule) -> Kernel:
             module.close()
             if context is not None:
                 context.close()
+    if key is not None and len(objects) == 1:
+        # popped: the engine's hook keeps the list (not the object code) alive
+        DISK.put(key, _sections(compiled, objects.pop(), externals))
     return Kernel(compiled.name, address, compiled, engine)
+
+
+def _sections(compiled: CompiledModule, obj: bytes, externals: list[str]
+              ) -> dict[str, bytes]:
+    """A disk cache entry: the object code, what the loader needs, the source texts."""
+    checks = [[c.tensor_name, c.dim, c.extent, c.output(0).dtype.name]
+              for c in compiled.bounds_checks]
+    meta = {"name": compiled.name, "errors": compiled.errors, "notes": list(compiled.notes),
+            "checks": checks, "externals": externals}
+    return {"meta": json.dumps(meta).encode(), "object": obj,
+            "ll.raw": zlib.compress(compiled.llvm_ir.encode(), 1),
+            "ll": zlib.compress(compiled.llvm_ir_opt.encode(), 1)}
+
+
+def load_cached(key: str) -> Kernel | None:
+    """The kernel the disk cache holds for ``key``, loaded into a new engine; None when
+    there is none (a damaged entry is deleted: the caller compiles and stores anew)."""
+    sections = DISK.get(key)
+    if sections is None:
+        return None
+    try:
+        meta = json.loads(sections["meta"].decode())
+        name, externals = meta["name"], list(meta["externals"])
+        checks = tuple(BoundsReportOp(t, int(d), int(e), DTYPES[dt])
+                       for t, d, e, dt in meta["checks"])
+        compiled = CompiledModule(name, zlib.decompress(sections["ll.raw"]).decode(),
+                                  zlib.decompress(sections["ll"]).decode(), None,
+                                  bool(meta["errors"]), tuple(meta["notes"]), checks)
+        obj = sections["object"]
+    except (KeyError, ValueError, TypeError, UnicodeDecodeError, zlib.error):
+        DISK.discard(key)
+        return None
+    _ensure_support()
+    with LLVM_LOCK:
+        try:
+            _check_symbols(externals, name)
+        except RuntimeError:
+            return None  # a fresh build says why
+        context = llvm.create_context()
+        empty = llvm.parse_assembly("", context=context)
+        engine = llvm.create_mcjit_compiler(empty, host_target().target_machine(jit=True))
+        try:
+            engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+            engine.finalize_object()
+            address = engine.get_function_address(name)
+        finally:
+            engine.remove_module(empty)
+            empty.close()
+            context.close()
+    if not address:
+        DISK.discard(key)
+        return None
+    return Kernel(name, address, compiled, engine)
 
 
 def _structure(func: LoweredFunc) -> str:
@@ -353,6 +434,9 @@ class CompileCache:
 CACHE = CompileCache()
 
 
-def clear_cache() -> None:
-    """Forget every cached kernel (functions already built keep theirs)."""
+def clear_cache(disk: bool = False) -> None:
+    """Forget every cached kernel (functions already built keep theirs); ``disk=True``
+    also deletes the disk cache's entries (``tex.runtime.diskcache``)."""
     CACHE.clear()
+    if disk:
+        DISK.clear()
