@@ -167,6 +167,28 @@ def test_least_recently_used_entries_are_evicted(tmp_path: Path) -> None:
     assert len(cache.entries()) == 2
 
 
+def test_writes_do_not_rescan_the_directory_each_time(tmp_path: Path) -> None:
+    """The bound is kept from a running total: one scan on the first write, then one per
+    RESCAN_WRITES writes or when the total passes the bound (a scan per write made a
+    process's builds quadratic in the number of entries)."""
+    from tex.runtime.diskcache import RESCAN_WRITES
+    cache = DiskCache(tmp_path)
+    blob = {"x": b"y" * 100}
+    n = 2 * RESCAN_WRITES + 1
+    for i in range(n):
+        cache.put(f"k{i}", blob)
+    assert cache.stats["writes"] == n
+    assert cache.stats["scans"] == 3  # the first write, then every RESCAN_WRITES
+    size = cache.path("k0").stat().st_size
+    cache.limit = size * (n + 2)  # room for two more, then over
+    cache.put("more1", blob)
+    cache.put("more2", blob)
+    scans = cache.stats["scans"]
+    cache.put("more3", blob)  # past the bound: scan and evict the oldest
+    assert cache.stats["scans"] == scans + 1 and cache.stats["evicted"] >= 1
+    assert len(cache.entries()) <= n + 2
+
+
 def test_disabled_by_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for value in ("", "none", "None", "  "):
         monkeypatch.setenv("TEX_CACHE_DIR", value)

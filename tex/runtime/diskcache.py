@@ -6,9 +6,11 @@ texts) as named sections; this module owns the files, the key, the bound and the
 
 Directory: ``TEX_CACHE_DIR`` (read at import); unset: ``$XDG_CACHE_HOME/tex``, else
 ``~/.cache/tex``; empty or ``none``: no disk cache. Bound: ``TEX_CACHE_SIZE=<MB>``, default
-``DEFAULT_LIMIT_MB`` (512 MB; ``0`` disables the disk cache). After each write, while the
+``DEFAULT_LIMIT_MB`` (512 MB; ``0`` disables the disk cache). While the
 entries total more than the bound, the least recently used goes: a hit touches its file's
-mtime, and the oldest mtime is evicted first.
+mtime, and the oldest mtime is evicted first. The directory is scanned for this on the
+first write, then only when this process's writes since take the known total past the
+bound, or every ``RESCAN_WRITES`` writes (for other processes' entries).
 
 The key: the in-process key (``tex.runtime.jit.cache_key``: a SHA-256 of the lowered
 function, target, options, host CPU name and features) plus the host triple, the LLVM
@@ -59,6 +61,7 @@ DEFAULT_LIMIT_MB = 512
 SUFFIX = ".texc"
 TEMP_PREFIX = ".tmp-"
 STALE_TEMP_SECONDS = 3600.0
+RESCAN_WRITES = 64  # writes between two scans of the directory for the size bound
 _HEADER_LEN = struct.Struct("<I")
 _PACKAGE = Path(__file__).resolve().parents[1]
 
@@ -118,8 +121,14 @@ class DiskCache:
         self.directory = Path(directory) if directory is not None else None
         self.limit = limit  # bytes; 0: disabled
         self.writable = True  # False after a failed write (warned once)
-        self.stats = {"hits": 0, "misses": 0, "writes": 0, "corrupt": 0, "evicted": 0}
+        self.stats = {"hits": 0, "misses": 0, "writes": 0, "corrupt": 0, "evicted": 0,
+                      "scans": 0}
         self._lock = threading.Lock()
+        # the directory's total as of the last scan plus this process's writes since: a
+        # write rescans only when that passes the bound or every RESCAN_WRITES writes
+        # (other processes' writes), not every time (a scan per build is quadratic)
+        self._total: int | None = None
+        self._since_scan = 0
 
     @classmethod
     def from_env(cls) -> DiskCache:
@@ -239,7 +248,14 @@ class DiskCache:
                 except OSError:
                     pass
         self._count("writes")
-        self.evict()
+        with self._lock:
+            if self._total is not None:
+                self._total += len(data)
+                self._since_scan += 1
+            due = self._total is None or self._total > self.limit or \
+                self._since_scan >= RESCAN_WRITES
+        if due:
+            self.evict()
 
     def evict(self) -> None:
         """Delete the least recently used entries while they total more than the bound
@@ -273,8 +289,10 @@ class DiskCache:
             _unlink(path)
             total -= size
             evicted += 1
-        if evicted:
-            self._count("evicted", evicted)
+        with self._lock:
+            self._total, self._since_scan = total, 0
+            self.stats["scans"] += 1
+            self.stats["evicted"] += evicted
 
     def clear(self) -> None:
         """Delete every entry in the directory."""
