@@ -61,6 +61,25 @@ def env(name: str) -> str | None:
                             "tex.debug.ENVIRONMENT")
     return os.environ.get(name)
 
+
+def count_setting(name: str, value: str | None, default: int, unit: str = "") -> int:
+    """``value``, the environment variable ``name`` (read with ``env``), as a non-negative
+    integer; ``default`` when it is unset or empty, and when it is malformed (with a
+    ``RuntimeWarning`` naming the variable)."""
+    value = (value or "").strip()
+    if not value:
+        return default
+    try:
+        n = int(value)
+    except ValueError:
+        n = -1
+    if n < 0:
+        import warnings  # only on this path: debug.py sits below everything
+        warnings.warn(f"tex: {name}={value!r} is not a non-negative integer{unit}; using "
+                      f"{default}", RuntimeWarning, stacklevel=3)
+        return default
+    return n
+
 MAX_THREADS_PER_CORE = 4  # TEX_NUM_THREADS is clamped to this many threads per core
 
 

@@ -99,18 +99,8 @@ def default_directory() -> Path | None:
 
 def _limit_from_env() -> int:
     """``TEX_CACHE_SIZE`` (megabytes, a non-negative integer) in bytes."""
-    value = (debug.env("TEX_CACHE_SIZE") or "").strip()
-    if not value:
-        return DEFAULT_LIMIT_MB << 20
-    try:
-        mb = int(value)
-    except ValueError:
-        mb = -1
-    if mb < 0:
-        warnings.warn(f"tex: TEX_CACHE_SIZE={value!r} is not a non-negative integer (MB); "
-                      f"using {DEFAULT_LIMIT_MB} MB", RuntimeWarning, stacklevel=2)
-        return DEFAULT_LIMIT_MB << 20
-    return mb << 20
+    return debug.count_setting("TEX_CACHE_SIZE", debug.env("TEX_CACHE_SIZE"),
+                               DEFAULT_LIMIT_MB, " (MB)") << 20
 
 
 class DiskCache:

@@ -50,7 +50,6 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-import warnings
 import zlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -85,19 +84,8 @@ DEFAULT_CACHE_SIZE = 64
 
 def _cache_size_from_env() -> int:
     """``TEX_JIT_CACHE`` (a non-negative entry count), else ``DEFAULT_CACHE_SIZE``."""
-    value = (debug.env("TEX_JIT_CACHE") or "").strip()
-    if not value:
-        return DEFAULT_CACHE_SIZE
-    try:
-        size = int(value)
-    except ValueError:
-        size = -1
-    if size < 0:
-        warnings.warn(f"tex: TEX_JIT_CACHE={value!r} is not a non-negative integer; using "
-                      f"{DEFAULT_CACHE_SIZE} compile cache entries", RuntimeWarning,
-                      stacklevel=2)
-        return DEFAULT_CACHE_SIZE
-    return size
+    return debug.count_setting("TEX_JIT_CACHE", debug.env("TEX_JIT_CACHE"),
+                               DEFAULT_CACHE_SIZE)
 
 
 CACHE_SIZE = _cache_size_from_env()
