@@ -36,6 +36,7 @@ left by a killed writer are removed after an hour.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -163,10 +164,8 @@ class DiskCache:
             self.discard(key)
             self._count("misses")
             return None
-        try:
-            os.utime(path)  # the LRU clock
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):  # the LRU clock; best effort
+            os.utime(path)
         self._count("hits")
         return sections
 
@@ -200,10 +199,7 @@ class DiskCache:
         if not self.enabled:
             return
         self._count("corrupt")
-        try:
-            self.path(key).unlink()
-        except OSError:
-            pass
+        _unlink(str(self.path(key)))
 
     # -- writing ---------------------------------------------------------------------------
     def put(self, key: str, sections: dict[str, bytes]) -> None:
@@ -233,10 +229,7 @@ class DiskCache:
             return
         finally:
             if tmp is not None:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
+                _unlink(tmp)
         self._count("writes")
         with self._lock:
             if self._total is not None:
@@ -288,13 +281,11 @@ class DiskCache:
         """Delete every entry in the directory."""
         if self.directory is None:
             return
-        try:
+        with contextlib.suppress(OSError):  # no directory: nothing to clear
             with os.scandir(self.directory) as it:
                 for e in it:
                     if e.name.endswith(SUFFIX) and e.is_file(follow_symlinks=False):
                         _unlink(e.path)
-        except OSError:
-            pass
 
     def entries(self) -> list[Path]:
         """The entry files, oldest use first."""
@@ -306,10 +297,9 @@ class DiskCache:
 
 
 def _unlink(path: str) -> None:
-    try:
+    """Delete ``path`` if it is there (another process may have removed it first)."""
+    with contextlib.suppress(OSError):
         os.unlink(path)
-    except OSError:
-        pass
 
 
 DISK = DiskCache.from_env()
