@@ -31,7 +31,7 @@ from .body import BODY_BUILDERS, StageBody, body_kind
 from .bound import BoundInference, Region
 from .bounds_check import ReadChecker
 from .loops import Level, loops, wrap_guards
-from .relations import leaf_extents, root_values
+from .relations import check_shifted, leaf_extents, root_values
 from .stmt import ForKind, Nested, Stmt, make_buffer, run_nested
 from .storage import INT32_LIMIT, Names, Storage, i32, int64
 
@@ -132,6 +132,7 @@ class NestBuilder:
                    ) -> Nested[Stmt]:
         """The body of ``nest``: loop levels, guards placed, attached stages (which record
         in ``undo`` what they add to ``env``), then the body of the stage's kind."""
+        check_shifted(st)
         ext = leaf_extents(st, root_ext)
         levels, value = _leaf_levels(st, ext)
         guards = root_values(st, ext, value)

@@ -172,9 +172,10 @@ class AutoScheduler:
     def dot_tiles(self, ea: int, eb: int) -> tuple[tuple[int, int], float]:
         """The register tile ``ta x tb`` of a reduce-vector block over extents ``ea``, ``eb``:
         ``ta * tb`` accumulators plus ``ta + 1`` loaded vectors fit the registers; the
-        most accumulators per load wins, and a tile that leaves a remainder (guarded
-        partial tiles, measured 2-3x slower) counts half. Returns the tile and its score
-        (accumulators per loaded vector)."""
+        most accumulators per load wins; a tile that does not divide the extent is
+        discounted by the points it computes twice (its last tile is shifted inwards) and
+        a quarter more. Returns the
+        tile and its score (useful accumulators per loaded vector)."""
         best, score = (1, 1), 0.0
         for ta in range(1, min(ea, 8) + 1):
             for tb in range(1, min(eb, 8) + 1):
@@ -182,7 +183,9 @@ class AutoScheduler:
                     continue
                 value = ta * tb / (ta + tb)
                 if ea % ta or eb % tb:
-                    value /= 2
+                    # the last tiles are shifted inwards (the overlap computed twice) and
+                    # read unaligned: a dividing tile wins unless clearly worse
+                    value *= 0.75 * _tile_use(ea, ta) * _tile_use(eb, tb)
                 if value > score:
                     best, score = (ta, tb), value
         return best, score
@@ -290,7 +293,10 @@ class AutoScheduler:
         vred = self.reduce_vector_axis(op, reads, lanes)
         if single and vred is not None:
             self.reduce_vector(st, reads, vred, lanes)
-        elif last.dom.extent >= lanes and op.num_outputs == 1:
+        elif op.num_outputs == 1 and (last.dom.extent >= lanes or 2 * last.dom.extent >= lanes
+                                      and _work(op) >= _PARALLEL_MIN_WORK):
+            # (a short last axis, as a 7 x 7 image's rows: one narrower vector, when the
+            # stage is big enough for the vector tile's set-up to pay)
             self.spatial_vector(st, reads, lanes)
         else:
             self.parallel_outer(st, [a for a in st.leaf_iter_vars if a.kind != "reduce"])
@@ -421,7 +427,7 @@ class AutoScheduler:
         last = axes[-1]
         outer = axes[:-1]
         if last.dom.extent >= lanes:
-            lo, li = st.split(last, factor=lanes)
+            lo, li = st.split(last, factor=lanes, tail="shift")
             st.vectorize(li)
             outer = [*outer, lo]
         else:
@@ -439,20 +445,20 @@ class AutoScheduler:
                 if carriers and any(a.var not in r.uses for r in carriers)
                 and any(a.var in r.uses for r in reads)]
         i = cand[-1] if cand else None
-        bj = 2 * lanes if j.dom.extent >= 2 * lanes else lanes
+        bj = _vector_tile(j.dom.extent, lanes)
         # accumulators bi x (bj / lanes), plus bj / lanes loaded vectors and a broadcast,
         # must fit the vector registers
-        nvec = bj // lanes
+        nvec = -(-bj // lanes)
         bi = min(i.dom.extent, max(1, min(8, (self.regs - nvec - 2) // nvec))) \
             if i is not None else 1
         work = _work(op)
         local = self.s.cache_write(op.output(0), "local")
         st = self.s[op.output(0)]
-        jo, ji = st.split(j, factor=bj)
+        jo, ji = st.split(j, factor=bj, tail="shift")
         outer = [a for a in op.axis if a is not j and a is not i]
         attach = jo
         if i is not None:
-            io, ii = st.split(i, factor=bi)
+            io, ii = st.split(i, factor=bi, tail="shift")
             # one j panel at a time: its tiles of every i stream past a packed copy of the
             # j-side input (reduction x bj, contiguous: rows of the original may be 4 KiB
             # apart and thrash the L1's sets)
@@ -505,7 +511,7 @@ class AutoScheduler:
             cst = self.s[cache]
             last = cst.op.axis[-1]
             if last.dom.extent >= bj:
-                lo, li = cst.split(last, factor=bj)
+                lo, li = cst.split(last, factor=bj, tail="shift")
                 cst.vectorize(li)
 
     # reduce-vector: C[i, j] = sum_k A[i, k] B[j, k] -----------------------------------------
@@ -527,7 +533,7 @@ class AutoScheduler:
         outer = [a for a in spatial if a not in tiles]
         inner_o, inner_i = [], []
         for a in blocked:
-            ao, ai = st.split(a, factor=tiles[a])
+            ao, ai = st.split(a, factor=tiles[a], tail="shift")
             inner_o.append(ao)
             inner_i.append(ai)
         reduce_leaves = [a for a in st.leaf_iter_vars if a.kind == "reduce"]
@@ -642,6 +648,26 @@ def _ivar_of(local: Stage, ivar: Var) -> Var:
         if iv.var.name == ivar.name:
             return iv.var
     return ivar
+
+
+def _tile_use(n: int, t: int) -> float:
+    """The useful fraction of the points that tiles of ``t`` compute over an extent ``n``
+    (the last tile shifted inwards, its overlap with the one before computed twice)."""
+    return n / (-(-n // t) * t)
+
+
+def _vector_tile(n: int, lanes: int) -> int:
+    """The width of the vectorized tile along an output axis of extent ``n``: two vectors or
+    one (the whole axis when it is shorter than a vector). The cheapest in vector
+    instructions wins, counting half an instruction per tile for what each tile reloads
+    (its broadcast operand, the loop). Widths between multiples of ``lanes`` would leave a
+    narrower vector in every tile: a shifted whole vector costs no more."""
+    cand = [t for t in (2 * lanes, lanes) if t <= n] or [n]
+
+    def cost(t: int) -> float:
+        return -(-n // t) * (-(-t // lanes) + 0.5)
+
+    return min(cand, key=lambda t: (cost(t), -t))
 
 
 def _contiguous_count(reads: list[_Read], v: Var) -> int:

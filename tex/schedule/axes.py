@@ -20,12 +20,20 @@ THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadI
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Split:
-    """``parent = outer * factor + inner`` (``inner`` in ``[0, factor)``)."""
+    """``parent = outer * factor + inner`` (``inner`` in ``[0, factor)``).
+
+    ``tail`` says what the last ``outer`` iteration does when ``factor`` does not divide the
+    extent ``n``: ``"guard"`` runs only the points below ``n`` (a condition on every point,
+    TVM's behaviour); ``"shift"`` moves the last tile inwards to ``[n - factor, n)``
+    (``parent = min(outer * factor, n - factor) + inner``), so every tile is whole and
+    unguarded and the points where two tiles overlap are computed twice, to the same value
+    (Halide's ``ShiftInwards``; only for data-parallel axes, see ``Stage.split``)."""
 
     parent: IterVar
     outer: IterVar
     inner: IterVar
     factor: int
+    tail: str = "guard"
 
 
 @dataclass(frozen=True, slots=True, eq=False)

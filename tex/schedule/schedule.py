@@ -161,10 +161,24 @@ class Stage:
 
     # -- loop structure ---------------------------------------------------------------------
     def split(self, parent: IterVar, factor: int | None = None,
-              nparts: int | None = None) -> tuple[IterVar, IterVar]:
+              nparts: int | None = None, *, tail: str = "guard") -> tuple[IterVar, IterVar]:
         """Split ``parent`` into ``(outer, inner)`` with ``inner`` of extent ``factor``
-        (or ``outer`` of extent ``nparts``). Non-divisible extents are guarded."""
+        (or ``outer`` of extent ``nparts``).
+
+        When the factor does not divide the extent, ``tail="guard"`` (the default, as TVM)
+        guards the points of the last tile past the end; ``tail="shift"`` shifts the last
+        tile inwards so that it ends at the extent (whole tiles, no guard, the overlap
+        computed twice). ``"shift"`` needs a data-parallel axis of a stage whose tiles
+        compute their points from scratch: lowering refuses it when a reduction loop of
+        the stage encloses the outer loop (a point would be accumulated twice)."""
         parent = self.check_leaf(parent, "split")
+        if tail not in ("guard", "shift"):
+            raise ValueError(f"split of '{parent.name}' in stage '{self.name}': tail must be "
+                             f"'guard' or 'shift', got {tail!r}")
+        if tail == "shift" and parent.kind == "reduce":
+            raise ValueError(f"split of '{parent.name}' in stage '{self.name}': "
+                             "tail='shift' computes the overlap of the last two tiles twice, "
+                             "which a reduction axis would sum twice; use tail='guard'")
         if (factor is None) == (nparts is None):
             raise ValueError(f"split of '{parent.name}' in stage '{self.name}': give exactly "
                              "one of factor= and nparts=")
@@ -188,7 +202,7 @@ class Stage:
         kind = parent.kind
         outer = _new_iter_var(f"{parent.name}.outer", outer_ext, kind)
         inner = _new_iter_var(f"{parent.name}.inner", inner_ext, kind)
-        self.relations.append(Split(parent, outer, inner, inner_ext))
+        self.relations.append(Split(parent, outer, inner, inner_ext, tail))
         self._replace_leaf([parent], [outer, inner])
         return outer, inner
 
