@@ -59,11 +59,13 @@ def _run(s: tex.schedule.Schedule | None, grad: tex.Tensor, args: list[tex.Tenso
 
 
 def _gather_schedule(grad: tex.Tensor) -> tex.schedule.Schedule:
-    """A schedule that splits the scatter axis: lowering falls back to the gather nest."""
+    """A schedule that splits the scatter axis with the rows outside the chunks (not a row
+    partition): lowering falls back to the gather nest."""
     s = tex.create_schedule(grad.op)
     form = scatter_form(grad.op)
     assert form is not None
-    s[grad].split(form.axes[0], factor=2)
+    po, pi = s[grad].split(form.axes[0], factor=2)
+    s[grad].reorder(pi, po)
     return s
 
 
@@ -238,6 +240,30 @@ def test_split_scatter_axis_falls_back_to_gather(rng: np.random.Generator) -> No
     np.testing.assert_allclose(gathered, evaluate(grad, feed), **_tol("float32"))
     scattered = _run(tex.create_schedule(grad.op), grad, args, feed)
     np.testing.assert_array_equal(scattered, gathered)  # bit for bit
+
+
+@pytest.mark.parametrize("factor", [1, 3, 4, 12])
+@pytest.mark.parametrize("parallel", [False, True])
+def test_rows_split_into_chunks_scatter(factor: int, parallel: bool, rng: np.random.Generator
+                                        ) -> None:
+    """The scatter axis split into chunks of rows (outer loop first, serial or parallel):
+    each chunk fills its rows then keeps the indices that fall in them; the same bits as
+    the unsplit scatter and the gather, out-of-range (clipped) and repeated indices
+    included, whether or not the chunk divides the rows."""
+    grad, index, head, _ = _take_grad((10, 6), 9, axis=0)
+    args = [index, head, grad]
+    feed = _feed(rng, index, head, 10)
+    s = tex.create_schedule(grad.op)
+    po, pi = s[grad].split(grad.op.axis[0], factor=factor)
+    if parallel:
+        s[grad].parallel(po)
+    text = str(tex.lower(s, args))
+    assert "let p" in text
+    # (one chunk of all the rows needs no check)
+    assert bool(re.search(r"if \(p (>=|==) p\.outer", text)) == (factor < 10)
+    got = _run(s, grad, args, feed)
+    np.testing.assert_array_equal(got, _run(tex.create_schedule(grad.op), grad, args, feed))
+    np.testing.assert_array_equal(got, _run(_gather_schedule(grad), grad, args, feed))
 
 
 def test_annotated_or_attached_scatter_axis_falls_back(rng: np.random.Generator) -> None:
@@ -467,3 +493,22 @@ def test_flat_take_binds_both_scatter_axes() -> None:
     text = str(tex.lower([grad]))
     assert "let p = max(min(I[i], 19), 0) // 5" in text
     assert "let q = max(min(I[i], 19), 0) % 5" in text
+
+
+@pytest.mark.parametrize("cores", [2, 3])
+def test_auto_schedule_partitions_rows_of_a_big_scatter(cores: int, rng: np.random.Generator
+                                                        ) -> None:
+    """A gradient of ``take`` with many rows: each thread zero-fills a contiguous chunk of
+    rows and adds the indices that fall in it (no fill inside a loop over column blocks);
+    the same bits as the serial scatter, for chunks that divide the rows or not."""
+    from tex.target import CPUInfo
+    grad, index, head, _ = _take_grad((200, 16), 2100, axis=0)
+    args = [index, head, grad]
+    s = tex.schedule.auto_schedule(grad, CPUInfo("test", vector_bits=256, cores=cores))
+    text = str(tex.lower(s, args))
+    assert f"parallel for (p.outer, 0, {cores})" in text
+    fill = text.index("= 0.0")
+    assert "p.inner" in text[:fill] and "let p" in text[fill:]  # the fill, then the scatter
+    feed = _feed(rng, index, head, 200)
+    np.testing.assert_array_equal(_run(s, grad, args, feed),
+                                  _run(tex.create_schedule(grad.op), grad, args, feed))

@@ -14,9 +14,12 @@
   rest of the condition, and adds into ``C[p, q]``: outputs + free x reduction points
   instead of outputs x reduction points. Each element receives the gather's terms in the
   gather's order: the same bits, deterministic, no atomics (leading parallel or
-  thread-bound free loops enclose both parts; each iteration owns its elements). Chosen
-  for a root stage whose scatter axes are plain serial loops (not split, fused, annotated
-  or bound, and no stage computed at its loops); otherwise the reduction nest runs. Affine
+  thread-bound free loops enclose both parts; each iteration owns its elements). A scatter
+  axis split once into chunks of rows (the chunk loop serial or parallel, outside the rows)
+  partitions the rows instead: each chunk zero-fills its rows, contiguous, then scans all
+  the indices and keeps those in its rows. Chosen for a root stage whose scatter axes are
+  plain serial loops or such chunks (not fused, annotated or bound otherwise, and no stage
+  computed at its loops); otherwise the reduction nest runs. Affine
   invertible index maps never get here (the autodiff's integer solver already turns them
   into exact gathers); data-dependent ones (``take``, ``argsel``) do. A vectorized loop the
   index depends on runs serially: its lanes would scatter.
@@ -29,11 +32,11 @@ from dataclasses import dataclass
 
 from ..arith import bounds
 from ..ir import fold
-from ..ir.expr import CommReducer, Const, Expr, Reduce, Select, TensorRead, Var
+from ..ir.expr import CommReducer, Const, Expr, IterVar, Reduce, Select, TensorRead, Var
 from ..ir.scatter import ScatterForm, scatter_form_of
 from ..ir.tensor import Tensor
 from ..ir.visit import post_order, substitute
-from ..schedule import Stage
+from ..schedule import Split, Stage
 from .bounds_check import ReadChecker
 from .loops import Level, assemble, copy_level, store_all, wrap_guards, wrap_lets
 from .stmt import Allocate, ForKind, IfThenElse, Stmt, Store, make_buffer, seq
@@ -101,13 +104,38 @@ def _scatter_plan(st: Stage, body: Sequence[Expr], levels: Sequence[Level]
     if form is None:
         return None
     by_iv = {lv.iv: lv for lv in levels}
+    chunked = _row_chunks(st, form, levels)
     for iv in form.axes:
+        if iv in chunked:
+            continue
         lv = by_iv.get(iv)
-        # a scatter axis must still be a plain loop of its own: split, fused,
-        # annotated or bound to a thread index, it no longer is one value per point
+        # a scatter axis must still be a plain loop of its own (or split once into chunks,
+        # see ``_row_chunks``): fused, annotated or bound to a thread index, it no longer is
+        # one value per point
         if lv is None or lv.kind is not ForKind.SERIAL or lv.tag or lv.guards:
             return None
     return form
+
+
+def _row_chunks(st: Stage, form: ScatterForm, levels: Sequence[Level]
+                ) -> dict[IterVar, tuple[Level, Level, int]]:
+    """The scatter axes split once into chunks of rows, each with its outer level (the
+    chunk: a serial or parallel loop), its inner level (the rows of a chunk: a plain serial
+    loop, guarded only by the split) and the chunk size. A chunk's iteration initializes
+    its rows, then runs the whole scatter keeping only the indices that fall in them: the
+    rows are partitioned across the chunks, each element still gets its terms in order."""
+    by_iv = {lv.iv: lv for lv in levels}
+    out: dict[IterVar, tuple[Level, Level, int]] = {}
+    for rel in st.relations:
+        if not (isinstance(rel, Split) and rel.parent in form.axes and rel.tail == "guard"):
+            continue
+        lo, li = by_iv.get(rel.outer), by_iv.get(rel.inner)
+        if lo is None or li is None or lo.kind not in (ForKind.SERIAL, ForKind.PARALLEL) or \
+                lo.tag or li.kind is not ForKind.SERIAL or li.tag or lo.guards or \
+                levels.index(lo) > levels.index(li):
+            continue
+        out[rel.parent] = (lo, li, rel.factor)
+    return out
 
 
 def elementwise(b: StageBody) -> Stmt:
@@ -311,7 +339,20 @@ def scatter(b: StageBody) -> Stmt:
     init_value = b.read(red.init[0] if red.init else combiner.identity[0])
     init: Stmt = wrap_guards(b.own_guards, Store(buf, b.store_index(t), init_value))
 
-    scatter_axes = set(form.axes)
+    chunks = _row_chunks(st, form, b.levels)
+    if chunks:
+        # a chunk of rows keeps the indices that fall in it (checked once per index)
+        for k, iv in enumerate(form.axes):
+            if iv not in chunks or chunks[iv][0].extent == 1:
+                continue  # (one chunk of all the rows: no loop, nothing to check)
+            outer, _, size = chunks[iv]
+            var, value, guard = lets[k]
+            first = outer.var * size
+            if first.dtype is not var.dtype:
+                first = fold.cast(var.dtype, first)
+            inside = (var >= first) & (var < first + size)
+            lets[k] = (var, value, inside if guard is None else guard & inside)
+    scatter_axes = set(form.axes) | {inner.iv for _, inner, _ in chunks.values()}
     rest = [lv for lv in b.levels if lv.iv not in scatter_axes]
     n_shared = 0
     while n_shared < len(rest) and rest[n_shared].iv.kind != "reduce" and \

@@ -312,8 +312,10 @@ class AutoScheduler:
     def scatter(self, st: Stage, form: ScatterForm, lanes: int) -> None:
         """Leave the scatter axes alone (lowering computes them from the indices); order
         the free axes inside the reduction loops when the reads are contiguous along the
-        last one (vectorized when the indices do not depend on it), outside otherwise; run
-        the outer free axes in parallel (each thread owns its elements: no atomics)."""
+        last one (vectorized when the indices do not depend on it), outside otherwise. In
+        parallel, each thread owns its elements (no atomics): a chunk of the rows when
+        there are enough of them (``tex.lower.body``'s row chunks: the zero fill stays
+        contiguous), else the outer free axes."""
         op = st.op
         free = list(form.free_axes)
         reduce = list(op.reduce_axis)
@@ -335,6 +337,14 @@ class AutoScheduler:
         work = math.prod(a.dom.extent for a in free) * \
             math.prod(r.dom.extent for r in reduce) * max(1, _cost(form.reduce.source[0]))
         want = self.cores >= 2 and work >= _PARALLEL_MIN_WORK
+        rows = form.axes[0]
+        if want and rows.dom.extent >= 8 * self.cores:
+            # partition the rows: each thread zero-fills its rows in one contiguous pass,
+            # then scans every index and adds those in its rows (in order: the same bits)
+            po, pi = st.split(rows, nparts=self.cores)
+            st.reorder(po, pi, *form.axes[1:], *reduce, *outer, *inner)
+            st.parallel(po)
+            return
         if want and free_inner and math.prod(a.dom.extent for a in outer) < 4 * self.cores \
                 and inner[0] is last and last.dom.extent >= 2:
             # too few outer points to share: columns of the last free axis in chunks
