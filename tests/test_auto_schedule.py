@@ -145,7 +145,7 @@ def test_conv_gradients_read_zero_padded_copies_not_guards(stride, pad, ksize) -
     assert updates and not any("select(" in ln or "if (" in ln for ln in updates)
     s = _run([ddata], [kernel, H], [arrays[1], arrays[2]])
     # a strided data gradient comes from differentiate as one dense sum per stride phase
-    # (tex.autodiff.phases), each scheduled as a stride-1 convolution reading padded copies
+    # (tex.arith.phases), each scheduled as a stride-1 convolution reading padded copies
     phases = [st for st in s.stages if "_phase" in st.op.name and st.op.reduce_axis]
     assert len(phases) == (4 if stride > 1 else 0)
     # the phases all read one padded copy of the head (its widest margins), not one each

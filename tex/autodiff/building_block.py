@@ -38,6 +38,7 @@ from collections.abc import Sequence
 
 from .. import te
 from ..arith import Analyzer, Bounds, Interval, dom_of, normalize_dom
+from ..arith.phases import Phase, split_phases
 from ..arith.solve import box_of, solve_domain
 from ..dtype import boolean, int32
 from ..ir import fold
@@ -73,7 +74,6 @@ from .builders import (
 from .cost import iteration_count
 from .derivative import partials
 from .jacobian import generic_jacobian, literal_jacobian
-from .phases import Phase, split_phases
 
 __all__ = ["DiffBuildingBlock", "Jacobian", "building_block"]
 

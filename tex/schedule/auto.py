@@ -49,7 +49,7 @@ from ..target import CPUInfo, cpu_info, parse_cuda_target, target_kind
 from .axes import Fuse
 from .inline import Inliner
 from .pad import PadCache, pad_guarded_reads
-from .phase import split_phases
+from .phase import polyphase, split_phases
 from .schedule import Schedule, Stage, create_schedule
 
 __all__ = ["auto_schedule"]
@@ -210,6 +210,17 @@ class AutoScheduler:
             found.append(_Read(node.tensor, uses, last))
         return found
 
+    def affine_reads(self, op: ComputeOp) -> set[Tensor]:
+        """The tensors every read of which in ``op``'s (inlined) body has affine indices."""
+        ok: dict[Tensor, bool] = {}
+        for node in post_order(*self.expanded(op)):
+            if isinstance(node, TensorRead) and node.indices:
+                forms = [self.analyzer.try_linear(i) for i in node.indices]
+                lin = all(f is not None and all(isinstance(a, Var) for a in f.terms)
+                          for f in forms)
+                ok[node.tensor] = ok.get(node.tensor, True) and lin
+        return {t for t, good in ok.items() if good}
+
     # -- driver --------------------------------------------------------------------------
     def run(self) -> None:
         self.inline()
@@ -217,12 +228,16 @@ class AutoScheduler:
         for st in list(self.s.stages):
             if st.attach_type == "root" and isinstance(st.op, ComputeOp) and \
                     st.op.reduce_axis and self.scatter_of(st.op) is None:
-                # a strided convolution's data gradient: one dense reduction per phase
-                phases = split_phases(self.s, st)
+                # a strided sum (a transposed convolution): one dense sum per stride phase;
+                # else a strided convolution's data gradient per phase of its vector axis
+                phases = polyphase(self.s, st)
+                if phases is None:
+                    last = split_phases(self.s, st)
+                    phases = None if last is None else [last]
                 # window-bound guards: read zero-padded copies instead (scheduled below as
                 # element-wise stages)
-                target = st if phases is None else self.s[phases]
-                pad_guarded_reads(self.s, target, self.vector_var(target), pads)
+                for target in [st] if phases is None else [self.s[t] for t in phases]:
+                    pad_guarded_reads(self.s, target, self.vector_var(target), pads)
         for st in list(self.s.stages):
             if st.attach_type != "root" or not isinstance(st.op, ComputeOp):
                 continue
@@ -509,9 +524,12 @@ class AutoScheduler:
             by_tensor.setdefault(r.tensor, []).append(r)
         rvars = {r.var for r in local.op.reduce_axis}
         jvar = local.op.axis[-1].var
+        affine = self.affine_reads(local.op)
         for t, rs in by_tensor.items():
             if t not in local.op.input_tensors:
                 continue  # read through an inlined producer: copying would not help
+            if t not in affine:
+                continue  # a clamped or data-placed index: the copy would be the whole tensor
             if any(_ivar_of(local, ivar) in r.uses for r in rs):
                 continue
             if not all(jvar in r.uses and r.uses & rvars for r in rs):

@@ -27,12 +27,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..arith import Analyzer, Interval
-from ..arith.solve import box_of
 from ..dtype import boolean
 from ..ir import fold
 from ..ir.expr import Binary, Const, Expr, IterVar, Op, Range, Var
 from ..ir.visit import collect_vars, post_order, substitute
+from . import Analyzer, Interval
+from .solve import box_of
 
 __all__ = ["Phase", "split_phases"]
 
@@ -108,10 +108,13 @@ class PhaseSplit:
         return out
 
 
-def moduli_of(exprs: Sequence[Expr], axes: Sequence[IterVar]) -> list[int]:
+def moduli_of(exprs: Sequence[Expr], axes: Sequence[IterVar],
+              taps: Sequence[IterVar] = ()) -> list[int]:
     """Per axis, the lcm of the constant divisors ``m > 1`` of the floor divisions and
-    remainders whose dividend is affine in that axis alone (1 where there are none)."""
+    remainders whose dividend is affine in that axis alone, or in that axis and the
+    variables of ``taps`` (1 where there are none)."""
     index = {iv.var: i for i, iv in enumerate(axes)}
+    tap_vars = {iv.var for iv in taps}
     out = [1] * len(axes)
     seen: set[int] = set()
     for e in exprs:
@@ -122,7 +125,7 @@ def moduli_of(exprs: Sequence[Expr], axes: Sequence[IterVar]) -> list[int]:
             seen.add(id(n))
             if not (isinstance(n.b, Const) and isinstance(n.b.value, int) and n.b.value > 1):
                 continue
-            vs = collect_vars(n.a)
+            vs = [v for v in collect_vars(n.a) if v not in tap_vars]
             if len(vs) != 1 or vs[0] not in index:
                 continue
             i = index[vs[0]]
@@ -131,24 +134,30 @@ def moduli_of(exprs: Sequence[Expr], axes: Sequence[IterVar]) -> list[int]:
 
 
 def split_phases(axes: Sequence[IterVar], reduce: Sequence[IterVar], value: Expr,
-                 cond: Expr) -> PhaseSplit | None:
+                 cond: Expr, taps: bool = False) -> PhaseSplit | None:
     """The phases of ``sum(value, axis=reduce, where=cond)`` over ``axes`` (see the module
-    doc), or None when no axis is strided (or the split would be too large)."""
-    moduli = moduli_of([value, cond], axes)
+    doc), or None when no axis is strided (or the split would be too large).
+
+    ``taps``: the strided divisions may also hold reduction axes (a transposed convolution
+    written as a gather, ``X[(y + pad - ky) // s]`` where ``(y + pad - ky) % s == 0``);
+    within a phase, a tap axis whose remainder the conditions then fix is stepped by the
+    stride (``ky = s*k + q`` for the one ``q`` left), so the phase sums its taps only."""
+    moduli = moduli_of([value, cond], axes, reduce if taps else ())
     moduli = [m if m <= MAX_MODULUS and m < iv.dom.extent else 1
               for m, iv in zip(moduli, axes)]
     if all(m == 1 for m in moduli) or math.prod(moduli) > MAX_PHASES:
         return None
     phases: list[Phase] = []
     for residues in itertools.product(*(range(m) for m in moduli)):
-        ph = _phase(axes, reduce, value, cond, moduli, residues)
+        ph = _phase(axes, reduce, value, cond, moduli, residues, taps)
         if ph is not None:
             phases.append(ph)
     return PhaseSplit(tuple(axes), tuple(moduli), tuple(phases))
 
 
 def _phase(axes: Sequence[IterVar], reduce: Sequence[IterVar], value: Expr, cond: Expr,
-           moduli: Sequence[int], residues: Sequence[int]) -> Phase | None:
+           moduli: Sequence[int], residues: Sequence[int], taps: bool = False
+           ) -> Phase | None:
     """One residue class, its reduction axes and rows tightened; None when empty."""
     t_vars = [Var(f"{iv.var.name}_t" if m > 1 else iv.var.name, iv.var.dtype, kind="axis")
               for iv, m in zip(axes, moduli)]
@@ -163,6 +172,11 @@ def _phase(axes: Sequence[IterVar], reduce: Sequence[IterVar], value: Expr, cond
         t_dom[t] = Interval(tlo, thi)
         sub[iv.var] = t if m == 1 else fold.binary(
             Op.ADD, fold.binary(Op.MUL, t, Const(m, t.dtype)), Const(r, t.dtype))
+    if taps:
+        stepped = _step_taps(reduce, value, cond, sub, t_dom)
+        if stepped is None:
+            return None
+        reduce, value, cond = stepped
     r_dom = {iv.var: Interval(iv.dom.min, iv.dom.min + iv.dom.extent - 1) for iv in reduce}
     an = Analyzer({**t_dom, **r_dom})
     p_cond = an.rewrite(substitute(cond, sub))
@@ -198,3 +212,44 @@ def _phase(axes: Sequence[IterVar], reduce: Sequence[IterVar], value: Expr, cond
         return None
     return Phase(tuple(residues), tuple(g_box[t].lo for t in t_vars), grid, tuple(red),
                  an.rewrite(substitute(value, full)), new_cond)
+
+
+def _step_taps(reduce: Sequence[IterVar], value: Expr, cond: Expr, sub: dict[Var, Expr],
+               t_dom: dict[Var, Interval]
+               ) -> tuple[list[IterVar], Expr, Expr] | None:
+    """The reduction axes of one phase (``sub``: its axes' substitution) with each tap axis
+    that a strided division holds stepped by the divisor, ``k = m*k2 + q``, when the phase's
+    conditions leave exactly one ``q``; the value and condition rewritten over them. None
+    when no tap of some such axis is left (the phase is empty)."""
+    r_dom = {r.var: Interval(r.dom.min, r.dom.min + r.dom.extent - 1) for r in reduce}
+    an = Analyzer({**t_dom, **r_dom})  # (m*t + r + a - k) % m is (r + a - k) % m
+    moduli = moduli_of([an.rewrite(substitute(value, sub)), an.rewrite(substitute(cond, sub))],
+                       reduce)
+    out: list[IterVar] = []
+    for iv, m in zip(reduce, moduli):
+        lo, n = iv.dom.min, iv.dom.extent
+        if m == 1 or m > MAX_MODULUS:
+            out.append(iv)
+            continue
+        live: list[int] = []
+        for q in range(min(m, n)):
+            k2 = Var(iv.var.name, iv.var.dtype, kind="reduce")
+            step = {iv.var: fold.binary(Op.ADD, fold.binary(Op.MUL, k2, Const(m, k2.dtype)),
+                                        Const(lo + q, k2.dtype))}
+            dom = {**t_dom, **r_dom, k2: Interval(0, max(0, (n - q - 1) // m))}
+            dom.pop(iv.var)
+            c = Analyzer(dom).rewrite(substitute(substitute(cond, step), sub))
+            if not (isinstance(c, Const) and not c.value):
+                live.append(q)
+        if not live:
+            return None
+        if len(live) > 1:
+            out.append(iv)  # several residues of the tap hit this phase: left as it is
+            continue
+        q = live[0]
+        k2 = IterVar(Var(iv.var.name, iv.var.dtype, kind="reduce"), Range(0, (n - q - 1) // m + 1))
+        step = {iv.var: fold.binary(Op.ADD, fold.binary(Op.MUL, k2.var, Const(m, k2.var.dtype)),
+                                    Const(lo + q, k2.var.dtype))}
+        value, cond = substitute(value, step), substitute(cond, step)
+        out.append(k2)
+    return out, value, cond
