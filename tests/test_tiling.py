@@ -146,3 +146,18 @@ def test_auto_elementwise_and_dense_gradients_odd_sizes(n: int, rng: np.random.G
     s = tex.schedule.auto_schedule([Y, dX, dW])
     assert not _guards_in_vector_loops(tex.lower(s, [X, W, H, Y, dX, dW]))
     _check(s, [X, W, H, Y, dX, dW], [Y, dX, dW], rng)
+
+
+# -- the vector axis through a reshape ------------------------------------------------------
+
+def test_statistics_through_a_reshape_are_vectorized(rng: np.random.Generator) -> None:
+    """A group norm's statistic sums a reshaped input: its indices divide a flat offset
+    (``(j*1024 + l*32 + m) % 32``), which on the axes' domains is the contiguous ``m``: the
+    reduction is vectorized along it (rfactor into vector partial sums), not left serial."""
+    x = tex.placeholder((2, 8, 4, 16), name="x")
+    xr = topi.reshape(x, (2, 2, 4, 4, 16))
+    m = topi.sum(xr, axis=(2, 3, 4), keepdims=True)
+    s = tex.schedule.auto_schedule([m])
+    text = str(tex.lower(s, [x, m]))
+    assert ".rf" in text and "vectorized" in text
+    _check(s, [x, m], [m], rng)

@@ -40,6 +40,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..arith import Interval
 from ..arith.rules import Analyzer
 from ..ir.expr import Binary, Expr, IterVar, Op, Reduce, TensorRead, Unary, Var
 from ..ir.scatter import ScatterForm, scatter_form_of
@@ -198,13 +199,18 @@ class AutoScheduler:
 
     def reads(self, op: ComputeOp) -> list[_Read]:
         found: list[_Read] = []
+        # indices through a reshape divide a flat offset: (j*1024 + l*32 + m) % 32 is m on
+        # the axes' domains, which decides the contiguous axis (a group norm's statistics)
+        an = Analyzer({iv.var: Interval(iv.dom.min, iv.dom.min + iv.dom.extent - 1)
+                       for iv in (*op.axis, *op.reduce_axis)})
         for node in post_order(*self.expanded(op)):
             if not isinstance(node, TensorRead) or not node.indices:
                 continue
-            uses = frozenset(collect_vars(*node.indices))
+            indices = [an.rewrite(i) if _divides(i) else i for i in node.indices]
+            uses = frozenset(collect_vars(*indices))
             last: dict[Var, int | None] = {}
-            lin = self.analyzer.try_linear(node.indices[-1])
-            for v in collect_vars(node.indices[-1]):
+            lin = self.analyzer.try_linear(indices[-1])
+            for v in collect_vars(indices[-1]):
                 c = lin.terms.get(v) if lin is not None else None
                 last[v] = c if c is not None and c != 0 else None
             found.append(_Read(node.tensor, uses, last))
@@ -676,6 +682,12 @@ def _ivar_of(local: Stage, ivar: Var) -> Var:
         if iv.var.name == ivar.name:
             return iv.var
     return ivar
+
+
+def _divides(e: Expr) -> bool:
+    """Whether the index ``e`` holds an integer division or remainder."""
+    return any(isinstance(n, Binary) and n.op in (Op.FLOORDIV, Op.FLOORMOD)
+               for n in post_order(e))
 
 
 def _tile_use(n: int, t: int) -> float:
