@@ -161,3 +161,35 @@ def test_statistics_through_a_reshape_are_vectorized(rng: np.random.Generator) -
     text = str(tex.lower(s, [x, m]))
     assert ".rf" in text and "vectorized" in text
     _check(s, [x, m], [m], rng)
+
+
+@pytest.mark.parametrize("n", [197, 1000, 13])
+def test_reduction_remainders_are_narrower_vectors(n: int, rng: np.random.Generator) -> None:
+    """A row reduction split by the vector width keeps a remainder (no shift: the overlap
+    would be summed twice): the peeled last chunk runs as a narrower vector loop over just
+    its points, not a full vector blending under the split's guard."""
+    A = tex.placeholder((6, n), name="A")
+    S = topi.nn.softmax(A)
+    s = tex.schedule.auto_schedule([S])
+    func = tex.lower(s, [A, S])
+    for st in walk_stmts(func.body):
+        if isinstance(st, For) and st.kind is ForKind.VECTORIZED:
+            assert f"< {n})" not in str(st) and f"< {n}," not in str(st), str(st)
+    _check(s, [A, S], [S], rng)
+
+
+def test_vector_loop_guard_on_two_variables_keeps_its_iterations(rng: np.random.Generator
+                                                                 ) -> None:
+    """A guarded update in a vectorized loop whose condition also holds another loop's
+    variable: the loop shrinks to where the condition can hold for some value of it (j < 6
+    here), and keeps the condition where it may still fail."""
+    A = tex.placeholder((8, 8), name="A")
+    k = tex.reduce_axis((0, 8), name="k")
+    C = tex.compute((8,), lambda j: tex.sum(A[k, j], axis=k, where=tex.all(k + j > 2, k + j < 6)),
+                    name="C")
+    s = tex.create_schedule(C.op)
+    s[C].reorder(k, C.op.axis[0])
+    s[C].vectorize(C.op.axis[0])
+    text = str(tex.lower(s, [A, C]))
+    assert "vectorized for (j, 0, 6)" in text and "select(" in text
+    _check(s, [A, C], [C], rng)

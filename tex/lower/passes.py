@@ -1,8 +1,9 @@
 """The loop passes run on a lowered function, in the order of ``PASSES`` (each dumpable with
 ``TEX_DUMP=lower.<name>``): simplification of indices and conditions with ``tex.arith`` on
 the loop domains, hoisting of bounds checks out of the loops they do not depend on, loop
-partitioning, removal of conditions proven and of empty statements, removal of guards
-already checked by an enclosing one.
+partitioning and the tightening of the vectorized loops it leaves guarded, removal of
+conditions proven and of empty statements, removal of guards already checked by an
+enclosing one.
 """
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ from .stmt import (
 from .storage import i32
 
 __all__ = ["PASSES", "hoist_checks", "loop_domains", "partition_loops", "remove_no_op",
+           "tighten_vector_loops",
            "remove_redundant_guards", "simplify_pass"]
 
 
@@ -134,6 +136,33 @@ def _true_range(cond: Expr, var: Var, an: Analyzer
     return (lo, hi, rest_parts) if found else None
 
 
+def _possible_range(cond: Expr, var: Var, an: Analyzer) -> tuple[int | None, int | None]:
+    """``[lo, hi)`` (None: unbounded) outside which the affine comparisons in ``var`` among
+    the conjuncts of ``cond`` fail whatever the other variables are (within their loop
+    domains): the hull of where ``cond`` can hold."""
+    lo: int | None = None
+    hi: int | None = None
+    for c in chain_operands(cond, Op.AND):
+        if not (isinstance(c, Compare) and c.op in AS_LE and c.a.dtype.is_int):
+            continue
+        sign, slack = AS_LE[c.op]
+        lf = an.linear(an.rewrite(c.a - c.b if sign > 0 else c.b - c.a))
+        a = lf.terms.get(var, 0)
+        rest = type(lf)({t: k for t, k in lf.terms.items() if t is not var}, lf.const, lf.dtype)
+        r_lo = an.linear_bounds(rest).lo
+        if a == 0 or r_lo is None or any(
+                isinstance(n, Var) and n is var for t in rest.terms for n in post_order(t)):
+            continue
+        bound = slack - r_lo  # a * var <= bound at best
+        if a > 0:
+            top = bound // a + 1
+            hi = top if hi is None else min(hi, top)
+        else:
+            bottom = -(bound // -a)
+            lo = bottom if lo is None else max(lo, bottom)
+    return lo, hi
+
+
 def partition_loops(func: LoweredFunc) -> LoweredFunc:
     """Peel the iterations of a serial loop where guards inside it may fail:
     ``for (o, 0, 13) { if (i + o*8 < 100) s }`` -> ``for (o, 0, 12) { s }`` then
@@ -201,6 +230,51 @@ def partition_loops(func: LoweredFunc) -> LoweredFunc:
                                         s.thread_tag)) if hi < hi0 else None
                 return seq(head, middle, tail)
         return with_stmt_children(s, (yield from each_nested(visit, stmt_children(s))))
+
+    return LoweredFunc(func.name, func.params, run_nested(visit(func.body)), func.attrs)
+
+
+def tighten_vector_loops(func: LoweredFunc) -> LoweredFunc:
+    """A vectorized loop whose whole body is guarded by comparisons on its variable runs
+    over just the range where they hold: ``vectorized for (v, 0, 8) { if (v + 24*8 < 197)
+    s }`` (a split remainder ``partition_loops`` peeled) -> ``vectorized for (v, 0, 5) s``,
+    a narrower vector instead of masked loads and stores on every access."""
+    an = Analyzer(loop_domains(func.body))
+
+    def visit(s: Stmt) -> Nested[Stmt]:
+        s = with_stmt_children(s, (yield from each_nested(visit, stmt_children(s))))
+        if not (isinstance(s, For) and s.kind is ForKind.VECTORIZED and
+                isinstance(s.min, Const) and isinstance(s.extent, Const)):
+            return s
+        guard = s.body if isinstance(s.body, IfThenElse) and s.body.else_case is None \
+            else None
+        sel = _blend(s.body)  # acc = select(c, acc + x, acc): a guarded update
+        cond = guard.cond if guard is not None else sel.cond if sel is not None else None
+        if cond is None:
+            return s
+        lo0 = int(s.min.value)
+        hi0 = lo0 + int(s.extent.value)
+        p_lo, p_hi = _possible_range(cond, s.var, an)
+        lo = lo0 if p_lo is None else max(lo0, p_lo)
+        hi = hi0 if p_hi is None else min(hi0, p_hi)
+        if lo >= hi or (lo, hi) == (lo0, hi0):
+            return s  # (never true: left to the guard; or nothing to tighten)
+        # on [lo, hi) the comparisons may still fail for some values of the other
+        # variables: they stay, unless they hold on all of it
+        sure = _true_range(cond, s.var, an)
+        kept: list[Expr] | None = None
+        if sure is not None and (sure[0] is None or sure[0] <= lo) and \
+                (sure[1] is None or sure[1] >= hi):
+            kept = sure[2]
+        if guard is not None:
+            body = guard if kept is None else guard.then_case if not kept else \
+                IfThenElse(fold.conjoin(kept), guard.then_case)
+        else:
+            assert isinstance(s.body, Store) and sel is not None
+            body = s.body if kept is None else Store(
+                s.body.buffer, s.body.index,
+                sel.a if not kept else Select(fold.conjoin(kept), sel.a, sel.b))
+        return For(s.var, i32(lo), i32(hi - lo), s.kind, body, s.thread_tag)
 
     return LoweredFunc(func.name, func.params, run_nested(visit(func.body)), func.attrs)
 
@@ -394,6 +468,7 @@ PASSES: tuple[tuple[str, Callable[[LoweredFunc], LoweredFunc]], ...] = (
     ("simplify", simplify_pass),
     ("hoist_checks", hoist_checks),
     ("partition_loops", partition_loops),
+    ("tighten_vector_loops", tighten_vector_loops),
     ("remove_no_op", remove_no_op),
     ("remove_redundant_guards", remove_redundant_guards),
 )
