@@ -101,38 +101,55 @@ def remove_no_op(func: LoweredFunc) -> LoweredFunc:
                        func.attrs)
 
 
+def _comparisons(cond: Expr, var: Var, an: Analyzer
+                 ) -> list[tuple[Expr, tuple[int, int, int | None, int | None] | None]]:
+    """Each conjunct of ``cond`` (right to left, as the guards were read), with, when it is
+    an affine comparison in ``var``, ``(a, slack, lo, hi)``: it reads ``a*var + rest <=
+    slack`` with ``rest`` in ``[lo, hi]`` over the loop domains (None: unbounded)."""
+    out: list[tuple[Expr, tuple[int, int, int | None, int | None] | None]] = []
+    for c in chain_operands(cond, Op.AND)[::-1]:
+        if not (isinstance(c, Compare) and c.op in AS_LE and c.a.dtype.is_int):
+            out.append((c, None))
+            continue
+        sign, slack = AS_LE[c.op]
+        lf = an.linear(an.rewrite(c.a - c.b if sign > 0 else c.b - c.a))
+        a = lf.terms.get(var, 0)
+        rest = type(lf)({t: k for t, k in lf.terms.items() if t is not var}, lf.const, lf.dtype)
+        if a == 0 or any(isinstance(n, Var) and n is var
+                         for t in rest.terms for n in post_order(t)):
+            out.append((c, None))
+            continue
+        b = an.linear_bounds(rest)
+        out.append((c, (a, slack, b.lo, b.hi)))
+    return out
+
+
+def _narrow(lo: int | None, hi: int | None, a: int, bound: int
+            ) -> tuple[int | None, int | None]:
+    """``[lo, hi)`` intersected with the integers where ``a * var <= bound``."""
+    if a > 0:
+        top = bound // a + 1
+        return lo, top if hi is None else min(hi, top)
+    bottom = -(bound // -a)
+    return (bottom if lo is None else max(lo, bottom)), hi
+
+
 def _true_range(cond: Expr, var: Var, an: Analyzer
                 ) -> tuple[int | None, int | None, list[Expr]] | None:
     """``[lo, hi)`` (None: unbounded) of ``var`` on which the conjuncts of ``cond`` that are
     affine comparisons in ``var`` hold whatever the other variables are (within their loop
     domains), and the conjuncts that are left; None if no conjunct is such a comparison."""
-    parts = chain_operands(cond, Op.AND)[::-1]  # right to left, as the guards were read
     lo: int | None = None
     hi: int | None = None
     found = False
     rest_parts: list[Expr] = []
-    for c in parts:
-        if not (isinstance(c, Compare) and c.op in AS_LE and c.a.dtype.is_int):
-            rest_parts.append(c)
-            continue
-        # every comparison as f <= c0
-        sign, slack = AS_LE[c.op]
-        lf = an.linear(an.rewrite(c.a - c.b if sign > 0 else c.b - c.a))
-        a = lf.terms.get(var, 0)
-        rest = type(lf)({t: k for t, k in lf.terms.items() if t is not var}, lf.const, lf.dtype)
-        r_hi = an.linear_bounds(rest).hi
-        if a == 0 or r_hi is None or any(
-                isinstance(n, Var) and n is var for t in rest.terms for n in post_order(t)):
+    for c, form in _comparisons(cond, var, an):
+        if form is None or form[3] is None:
             rest_parts.append(c)
             continue
         found = True
-        bound = slack - r_hi  # a * var <= bound
-        if a > 0:
-            top = bound // a + 1
-            hi = top if hi is None else min(hi, top)
-        else:
-            bottom = -(bound // -a)
-            lo = bottom if lo is None else max(lo, bottom)
+        a, slack, _, r_hi = form
+        lo, hi = _narrow(lo, hi, a, slack - r_hi)  # the worst case of the rest
     return (lo, hi, rest_parts) if found else None
 
 
@@ -142,24 +159,10 @@ def _possible_range(cond: Expr, var: Var, an: Analyzer) -> tuple[int | None, int
     domains): the hull of where ``cond`` can hold."""
     lo: int | None = None
     hi: int | None = None
-    for c in chain_operands(cond, Op.AND):
-        if not (isinstance(c, Compare) and c.op in AS_LE and c.a.dtype.is_int):
-            continue
-        sign, slack = AS_LE[c.op]
-        lf = an.linear(an.rewrite(c.a - c.b if sign > 0 else c.b - c.a))
-        a = lf.terms.get(var, 0)
-        rest = type(lf)({t: k for t, k in lf.terms.items() if t is not var}, lf.const, lf.dtype)
-        r_lo = an.linear_bounds(rest).lo
-        if a == 0 or r_lo is None or any(
-                isinstance(n, Var) and n is var for t in rest.terms for n in post_order(t)):
-            continue
-        bound = slack - r_lo  # a * var <= bound at best
-        if a > 0:
-            top = bound // a + 1
-            hi = top if hi is None else min(hi, top)
-        else:
-            bottom = -(bound // -a)
-            lo = bottom if lo is None else max(lo, bottom)
+    for _, form in _comparisons(cond, var, an):
+        if form is not None and form[2] is not None:
+            a, slack, r_lo, _ = form
+            lo, hi = _narrow(lo, hi, a, slack - r_lo)  # the best case of the rest
     return lo, hi
 
 
