@@ -765,3 +765,28 @@ def test_cpu_info_is_the_host_as_llvm_sees_it() -> None:
     assert info.fma == ("+fma" in host.features.split(","))
     with pytest.raises(ValueError, match="no CPU"):
         cpu_info("cuda")
+
+
+def test_lane_invariant_load_under_a_mask_is_one_scalar_load() -> None:
+    """``if (A[i] > 0) B[i] = A[i] + C[k]`` vectorized over ``i``: ``C[k]`` is the same for
+    every lane, read once (when some lane is on), not gathered from eight equal addresses;
+    with no lane on it is not read at all (``k`` past the end here)."""
+    n = 13
+    A, B = make_buffer("A", n, float32), make_buffer("B", n, float32)
+    C = make_buffer("C", 2, float32)
+    i = Var("i", int32, "axis")
+    k = Var("k", int32, "axis")
+    # k = 0 and 1 read C; k = 2 reads far out of bounds, with no lane on by then
+    body = loop(k, 3, loop(i, n, IfThenElse(
+        fold.compare(Op.GT, A[i] - fold.cast(float32, k), 0.0),
+        Store(B, i, B[i] + C[fold.binary(Op.MIN, k, 1) + k // 2 * FAR]),
+    ), ForKind.VECTORIZED))
+    f = build_lowered(func("uniform", [A, C], [B], body))
+    raw = f.get_source("ll.raw")
+    assert "llvm.masked.gather" not in raw and "llvm.vector.reduce.or" in raw
+    a = np.linspace(-0.5, 1.5, n).astype(np.float32)
+    c = np.array([10.0, 100.0], np.float32)
+    b = np.zeros(n, np.float32)
+    f(a, c, b)
+    want = np.where(a > 0, 10, 0) + np.where(a > 1, 100, 0)
+    np.testing.assert_array_equal(b, want.astype(np.float32))

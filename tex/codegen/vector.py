@@ -4,7 +4,8 @@ A ``For`` VECTORIZED (constant extent) becomes LLVM vector code, ``w = min(exten
 lanes at a time (``lanes`` = twice the host vector register width in 32-bit elements: 16
 with AVX2), a serial loop over full chunks and one narrower vector for the rest. The loop
 variable is ``<base, base+1, ...>``; expressions become vectors where they depend on it
-(others stay scalar and are broadcast where combined); a load/store whose index has lane
+(others stay scalar and are broadcast where combined); a lane-invariant load under a lane
+mask is one scalar load, made when any lane is active; a load/store whose index has lane
 stride 1 is one unaligned vector access (``align`` = element size), loads with strides 2
 to 4 or indices ``lane // k`` read a span and shuffle it, other indices gather/scatter
 (``llvm.masked.gather``/``scatter``); an ``IfThenElse`` on a vector condition runs its
@@ -392,6 +393,9 @@ class VectorEmitter(FunctionEmitter):
             return "gather", self.b.add(self.b.mul(i64, constant(i64.type, n)), steps)
         if n == 0 or (not lanes_of(ix) and self.mask is None and not vector_value):
             return super().access(buf, index, ix, vector_value, load)
+        if load and not lanes_of(ix):
+            # one element for every lane, under a mask: read once if any lane is on
+            return "uniform", self.to_i64(ix, d)
         assert self.vvar is not None
         if lanes_of(ix) and lane_stride(index, self.vvar, self.lets) == 1:
             return "contiguous", self.lane0_index(ix, d)
@@ -439,6 +443,18 @@ class VectorEmitter(FunctionEmitter):
             return super().load_from(buf, how, p)
         d = buf.dtype
         b = self.b
+        if how == "uniform":  # (a scalar, broadcast where combined; 0 with no lane on)
+            assert self.mask is not None
+            anyf = self.m.intrinsic("llvm.vector.reduce.or", I1, [self.mask.type],
+                                    [self.mask.type])
+            entry = b.block
+            with b.if_then(b.call(anyf, [self.mask])):
+                v = b.load(p, typ=storage_type(d), align=d.itemsize, name=local_name(buf.name))
+                loaded = b.block
+            out = b.phi(storage_type(d), name=local_name(buf.name))
+            out.add_incoming(v, loaded)
+            out.add_incoming(ir.Constant(storage_type(d), 0.0 if d.is_float else 0), entry)
+            return b.icmp_unsigned("!=", out, ir.Constant(out.type, 0)) if d.is_bool else out
         vt = ir.VectorType(storage_type(d), self.lanes)
         zero = constant(vt, 0.0 if d.is_float else 0)
         align = ir.Constant(I32, d.itemsize)
