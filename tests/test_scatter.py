@@ -512,3 +512,22 @@ def test_auto_schedule_partitions_rows_of_a_big_scatter(cores: int, rng: np.rand
     feed = _feed(rng, index, head, 200)
     np.testing.assert_array_equal(_run(s, grad, args, feed),
                                   _run(tex.create_schedule(grad.op), grad, args, feed))
+
+
+def test_scatter_into_inner_axes_keeps_rows_whole(rng: np.random.Generator) -> None:
+    """An overlapping max pool's gradient scatters into the image axes, the inner ones: its
+    rows are not chunked (the zero fill would stride across channels); the threads share
+    the leading free axis instead, and the result is the gather's."""
+    from tex.target import CPUInfo
+    X = tex.placeholder((8, 16, 32, 32), name="X")
+    P = topi.nn.pool2d(X, (3, 3), (2, 2), (1, 1), (1, 1, 1, 1), "max")
+    H = tex.placeholder(P.shape, name="H")
+    (dX,) = tex.differentiate(P, [X], H)
+    s = tex.schedule.auto_schedule(dX, CPUInfo("test", vector_bits=256, cores=2))
+    text = str(tex.lower(s, [X, H, dX]))
+    assert "parallel for (p, 0, 8)" in text and ".outer" not in text
+    x = rng.standard_normal(X.shape).astype("float32")
+    h = rng.standard_normal(H.shape).astype("float32")
+    got = np.full(dX.shape, np.nan, "float32")
+    tex.build(s, [X, H, dX])(x, h, got)
+    np.testing.assert_allclose(got, evaluate(dX, {X: x, H: h}), rtol=1e-5, atol=1e-5)

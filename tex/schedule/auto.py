@@ -335,8 +335,8 @@ class AutoScheduler:
         the free axes inside the reduction loops when the reads are contiguous along the
         last one (vectorized when the indices do not depend on it), outside otherwise. In
         parallel, each thread owns its elements (no atomics): a chunk of the rows when
-        there are enough of them (``tex.lower.body``'s row chunks: the zero fill stays
-        contiguous), else the outer free axes."""
+        the first output axis is scattered and long enough (``tex.lower.body``'s row
+        chunks: the zero fill stays contiguous), else the outer free axes."""
         op = st.op
         free = list(form.free_axes)
         reduce = list(op.reduce_axis)
@@ -359,7 +359,7 @@ class AutoScheduler:
             math.prod(r.dom.extent for r in reduce) * max(1, _cost(form.reduce.source[0]))
         want = self.cores >= 2 and work >= _PARALLEL_MIN_WORK
         rows = form.axes[0]
-        if want and rows.dom.extent >= 8 * self.cores:
+        if want and rows is op.axis[0] and rows.dom.extent >= 8 * self.cores:
             # partition the rows: each thread zero-fills its rows in one contiguous pass,
             # then scans every index and adds those in its rows (in order: the same bits)
             po, pi = st.split(rows, nparts=self.cores)
