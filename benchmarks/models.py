@@ -15,7 +15,10 @@ Per layer and per thread count (``--threads``, default 1 2):
 
 Before anything is timed, every variant's forward, loss and gradients are checked against
 PyTorch eager in float64 (``model_layers.with_reference``; ``run.Reference``'s tolerances);
-a failure is reported in the table and the JSON, and the exit status is 1. Timing is
+a failure is reported in the table and the JSON, and the exit status is 1. An array that
+fails elementwise passes when at most 1e-4 of its elements differ and its norm-relative
+error is at most 1e-3 (``kink_tolerant_close``: float32 on the other side of a ReLU/max
+kink); such passes are listed under the tables and in the JSON (``kinks``). Timing is
 ``run.py``'s: every variant runs in each repetition (interleaved), medians of ``--repeat``,
 repetitions around which two-thread scaling collapsed are dropped and rerun.
 
@@ -54,6 +57,7 @@ import os
 import statistics
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -71,17 +75,47 @@ from workloads import Workload, write_results
 DEFAULT_OUTPUT = HERE / "results" / "models.json"
 IMPLS = ("tex", "torch", "torch_compile", "jax")
 
+# the checks' allowance for float32 taking the other side of a kink (kink_tolerant_close)
+KINK_FRACTION, KINK_NORM = 1e-4, 1e-3
+
 # issue 23's targets
 MAX_FB_OVER_TORCH = 1.0
 MAX_FB_OVER_FWD = 3.0
 MAX_COLD_MEDIAN_S, MAX_COLD_S, MAX_WARM_S = 1.0, 2.0, 0.1
 
 
-def _reference(w: Workload, arrays: dict[str, np.ndarray]) -> run.Reference:
+def kink_tolerant_close(notes: dict[str, str]) -> Callable[[str, Any, np.ndarray], None]:
+    """``run._close``, except that an array whose elements agree but for at most
+    ``KINK_FRACTION`` of them, with a norm-relative error of at most ``KINK_NORM``, passes
+    with a note in ``notes``. Why: a float32 program and the float64 reference can take
+    different sides of a ReLU or max at a pre-activation within rounding of the kink (batch
+    norm puts many there), and the gradient then differs in that point's whole receptive
+    field; PyTorch's own float32 run shows the same. A wrong gradient is off almost
+    everywhere."""
+    def close(name: str, got: Any, want: np.ndarray) -> None:
+        try:
+            run._close(name, got, want)
+        except AssertionError:
+            want = np.asarray(want, np.float64)
+            g = np.asarray(frameworks.to_numpy(got), np.float64).reshape(want.shape)
+            scale = max(1.0, float(np.max(np.abs(want))) if want.size else 1.0)
+            bad = ~np.isclose(g, want, rtol=run.RTOL, atol=run.ATOL * scale)
+            rel = float(np.linalg.norm(g - want) / max(float(np.linalg.norm(want)), 1e-30))
+            if bad.mean() > KINK_FRACTION or rel > KINK_NORM:
+                raise
+            notes[name] = (f"{int(bad.sum())} of {bad.size} elements off (max abs diff "
+                           f"{float(np.max(np.abs(g - want)[bad])):.3g}), norm-relative "
+                           f"error {rel:.1e}")
+    return close
+
+
+def _reference(w: Workload, arrays: dict[str, np.ndarray],
+               notes: dict[str, str]) -> run.Reference:
     """PyTorch eager in float64 on the same data."""
     wide = {k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in arrays.items()}
     fwd = w.numpy_forward(wide)
-    return run.Reference(fwd, float(np.sum(fwd * wide["H"])), w.numpy_grad(wide))
+    return run.Reference(fwd, float(np.sum(fwd * wide["H"])), w.numpy_grad(wide),
+                         close=kink_tolerant_close(notes))
 
 
 def warm_compile(layer: Layer, small: bool) -> dict[str, Any]:
@@ -143,10 +177,12 @@ def bench_model(name: str, settings: run.Settings, threads: list[int]) -> dict[s
     layer = LAYERS[name]
     w = with_reference(layer.build(settings.small), layer.torch_fn)
     arrays = layer.arrays(w, seed=0)
-    ref = _reference(w, arrays)
+    notes: dict[str, str] = {}
+    ref = _reference(w, arrays, notes)
     row: dict[str, Any] = {"name": name, "shapes": {t.name: list(t.shape) for t in w.inputs},
                            "wrt": [t.name for t in w.wrt], "forward_flops": w.forward_flops,
-                           "gradient_flops": w.gradient_flops, "threads": {}}
+                           "gradient_flops": w.gradient_flops, "threads": {},
+                           "kinks": notes}
     for n in threads:
         sub = bench_threads(name, layer, w, arrays, ref, n, settings)
         row["threads"][str(n)] = sub
@@ -330,6 +366,10 @@ def main(argv: list[str] | None = None) -> int:
         print(text)
     else:
         print(checks(rows, args.threads))
+    kinks = [f"{r['name']}: {k}: {v}" for r in rows for k, v in r.get("kinks", {}).items()]
+    if kinks:
+        print("\npassed with elements on the other side of a kink (float32 against the "
+              "float64 reference):\n" + "\n".join(kinks))
     write_results(args.output, "models", {
         "quick": args.quick, "repeat": args.repeat, "min_time": args.min_time,
         "threads": args.threads, "torch": frameworks.version_of(torch),

@@ -188,16 +188,18 @@ class Reference:
     forward: np.ndarray
     loss: float
     grads: list[np.ndarray]
+    # close(name, got, want) raises AssertionError when they differ
+    close: Callable[[str, Any, np.ndarray], None] = _close
 
     def check_forward(self, label: str, got: Any) -> None:
-        _close(f"{label} forward", got, self.forward)
+        self.close(f"{label} forward", got, self.forward)
 
     def check_grad(self, label: str, w: Workload, loss: Any, grads: Sequence[Any]) -> None:
-        _close(f"{label} loss", loss, np.asarray(self.loss))
+        self.close(f"{label} loss", loss, np.asarray(self.loss))
         if len(grads) != len(self.grads):
             raise AssertionError(f"{label}: {len(grads)} gradients, expected {len(self.grads)}")
         for t, g, r in zip(w.wrt, grads, self.grads):
-            _close(f"{label} d{t.name}", g, r)
+            self.close(f"{label} d{t.name}", g, r)
 
 
 # --------------------------------------------------------------------------------------
