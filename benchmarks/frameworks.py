@@ -69,14 +69,17 @@ def to_numpy(x: Any) -> np.ndarray:
 # --------------------------------------------------------------------------------------
 
 
-def torch_impl(w: Any, arrays: dict[str, np.ndarray], compile: bool = False) -> Impl:
+def torch_impl(w: Any, arrays: dict[str, np.ndarray], compile: bool = False,
+               build: Callable[[Any, dict], Any] | None = None) -> Impl:
     """PyTorch on ``w``: eager, or both functions through ``torch.compile`` (default
     inductor backend). Compilation happens on the first call of ``fwd``/``grad``; call
-    ``torch._dynamo.reset()`` before building a new workload's compiled functions."""
+    ``torch._dynamo.reset()`` before building a new workload's compiled functions.
+    ``build(w, tensors)`` is the forward (default ``schedules.TORCH[w.name]``)."""
     import torch
-    from schedules import TORCH
 
-    build = TORCH[w.name]
+    if build is None:
+        from schedules import TORCH
+        build = TORCH[w.name]
     in_names = [t.name for t in w.inputs]
     wrt = [t.name for t in w.wrt]
     tensors = {k: torch.from_numpy(v) for k, v in arrays.items()}
@@ -176,13 +179,15 @@ JAX: dict[str, Callable[[dict], Any]] = {
 }
 
 
-def jax_impl(w: Any, arrays: dict[str, np.ndarray]) -> Impl:
+def jax_impl(w: Any, arrays: dict[str, np.ndarray],
+             fn: Callable[[dict], Any] | None = None) -> Impl:
     """``jax.jit`` of the forward and of ``jax.value_and_grad(loss, argnums=wrt)``; the
-    data is put on the (CPU) device once. Compilation happens on the first call."""
+    data is put on the (CPU) device once. Compilation happens on the first call.
+    ``fn(arrays_by_name)`` is the forward (default ``JAX[w.name]``)."""
     import jax
     import jax.numpy as jnp
 
-    f = JAX[w.name]
+    f = fn if fn is not None else JAX[w.name]
     in_names = [t.name for t in w.inputs]
     argnums = tuple(in_names.index(t.name) for t in w.wrt)
     ins = [jax.device_put(arrays[n]) for n in in_names]

@@ -188,16 +188,18 @@ class Reference:
     forward: np.ndarray
     loss: float
     grads: list[np.ndarray]
+    # close(name, got, want) raises AssertionError when they differ
+    close: Callable[[str, Any, np.ndarray], None] = _close
 
     def check_forward(self, label: str, got: Any) -> None:
-        _close(f"{label} forward", got, self.forward)
+        self.close(f"{label} forward", got, self.forward)
 
     def check_grad(self, label: str, w: Workload, loss: Any, grads: Sequence[Any]) -> None:
-        _close(f"{label} loss", loss, np.asarray(self.loss))
+        self.close(f"{label} loss", loss, np.asarray(self.loss))
         if len(grads) != len(self.grads):
             raise AssertionError(f"{label}: {len(grads)} gradients, expected {len(self.grads)}")
         for t, g, r in zip(w.wrt, grads, self.grads):
-            _close(f"{label} d{t.name}", g, r)
+            self.close(f"{label} d{t.name}", g, r)
 
 
 # --------------------------------------------------------------------------------------
@@ -224,11 +226,9 @@ def _clear_caches() -> None:
         clear_cache()
 
 
-def cold_compile(w: Workload) -> tuple[dict[str, Any], list[tex.Tensor]]:
-    """Time differentiate + auto_schedule + build (gradient, then forward) on a fresh
-    workload with the JIT cache cleared; returns the times and the gradients."""
-    _clear_caches()
-    kernels = len(jit.CACHE)
+def compile_gradient(w: Workload) -> tuple[dict[str, float], list[tex.Tensor]]:
+    """Time differentiate + auto_schedule + build of the gradient function (the loss and
+    every gradient); returns the times and the gradients."""
     t0 = time.perf_counter()
     grads = list(tex.differentiate(w.loss, w.wrt))
     t1 = time.perf_counter()
@@ -237,13 +237,23 @@ def cold_compile(w: Workload) -> tuple[dict[str, Any], list[tex.Tensor]]:
     t2 = time.perf_counter()
     tex.build(sch, [*w.placeholders, *outs], name=f"{w.name}_grad")
     t3 = time.perf_counter()
+    return {"differentiate_s": t1 - t0, "auto_schedule_s": t2 - t1, "build_s": t3 - t2,
+            "total_s": t3 - t0}, grads
+
+
+def cold_compile(w: Workload) -> tuple[dict[str, Any], list[tex.Tensor]]:
+    """Time differentiate + auto_schedule + build (gradient, then forward) on a fresh
+    workload with the JIT cache cleared; returns the times and the gradients."""
+    _clear_caches()
+    kernels = len(jit.CACHE)
+    times, grads = compile_gradient(w)
     cold = len(jit.CACHE) > kernels
+    t3 = time.perf_counter()
     fsch = auto_schedule([w.forward], target="llvm")
     t4 = time.perf_counter()
     tex.build(fsch, [*w.inputs, w.forward], name=f"{w.name}_fwd")
     t5 = time.perf_counter()
-    return {"differentiate_s": t1 - t0, "auto_schedule_s": t2 - t1, "build_s": t3 - t2,
-            "total_s": t3 - t0, "jit_cache_miss": cold,
+    return {**times, "jit_cache_miss": cold,
             "forward": {"auto_schedule_s": t4 - t3, "build_s": t5 - t4,
                         "total_s": t5 - t3}}, grads
 
@@ -320,9 +330,12 @@ def _error(exc: BaseException) -> str:
 
 
 def framework_variants(impl: str, w: Workload, arrays: dict[str, np.ndarray],
-                       ref: Reference, row: dict[str, Any], settings: Settings) -> list[Variant]:
+                       ref: Reference, row: dict[str, Any], settings: Settings,
+                       torch_build: Callable[[Any, dict], Any] | None = None,
+                       jax_fn: Callable[[dict], Any] | None = None) -> list[Variant]:
     """Build ``impl`` (torch, torch_compile or jax) on ``w``, run it once (compiling it),
-    check it; on failure record it in ``row`` and return nothing."""
+    check it; on failure record it in ``row`` and return nothing. ``torch_build`` and
+    ``jax_fn`` give the forward when ``w`` is not one of ``schedules.TORCH``/``JAX``."""
     label = LABELS[impl]
     graphs = None
     try:
@@ -330,9 +343,10 @@ def framework_variants(impl: str, w: Workload, arrays: dict[str, np.ndarray],
             settings.torch._dynamo.reset()  # WORKLOADS.md: else the recompile limit is hit
             graphs = frameworks.torch_compiled_graphs()
         if impl == "jax":
-            it = frameworks.jax_impl(w, arrays)
+            it = frameworks.jax_impl(w, arrays, fn=jax_fn)
         else:
-            it = frameworks.torch_impl(w, arrays, compile=impl == "torch_compile")
+            it = frameworks.torch_impl(w, arrays, compile=impl == "torch_compile",
+                                       build=torch_build)
         t0 = time.perf_counter()
         y = it.fwd()
         t1 = time.perf_counter()

@@ -142,3 +142,30 @@ def test_bounds_check_quick(tmp_path: Path) -> None:
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     checks = {r["workload"]: r["checks"] for r in json.loads(out.read_text())["workloads"]}
     assert checks == {"embedding": 1, "take": 0, "maxpool2d": 0, "unpool": 1}
+
+
+def test_models_quick(tmp_path: Path) -> None:
+    """benchmarks/models.py --quick builds two model layers (an LSTM step and an embedding
+    bag) at tiny shapes on one thread, tex and PyTorch eager, and checks them against
+    PyTorch in float64; the cold build fills the disk cache and the warm one loads it."""
+    import json
+
+    pytest = __import__("pytest")
+    pytest.importorskip("torch")
+    out = tmp_path / "models.json"
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/models.py", "--quick", "--only", "lstm", "embedding_bag",
+         "--threads", "1", "--output", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    assert "| lstm | 1 | tex_fwd tex_grad torch_fwd torch_grad | ok |" in proc.stdout
+    result = json.loads(out.read_text())
+    rows = {r["name"]: r for r in result["workloads"]}
+    assert set(rows) == {"lstm", "embedding_bag"}
+    for name, r in rows.items():
+        sub = r["threads"]["1"]
+        assert r["check"] == "ok" and not sub.get("errors"), (name, r)
+        assert {"tex_fwd", "tex_grad", "torch_fwd", "torch_grad"} <= set(sub["checked"])
+        compile_ = sub["compile"]
+        assert compile_["jit_cache_miss"] and compile_["api_rebuild_cached"], name
+        assert compile_["warm"]["disk_hits"] == 1, name
