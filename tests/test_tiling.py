@@ -193,3 +193,39 @@ def test_vector_loop_guard_on_two_variables_keeps_its_iterations(rng: np.random.
     text = str(tex.lower(s, [A, C]))
     assert "vectorized for (j, 0, 6)" in text and "select(" in text
     _check(s, [A, C], [C], rng)
+
+
+# -- relayout: transposed copies where no axis is contiguous --------------------------------
+
+def _conv_gradient(xshape: tuple[int, ...], kshape: tuple[int, ...], wrt: str
+                   ) -> tuple[tex.Tensor, tex.Tensor, tex.Tensor, tex.Tensor]:
+    """(X, K, head, the gradient of a padded 3x3 convolution w.r.t. ``wrt``)."""
+    X = tex.placeholder(xshape, name="X")
+    K = tex.placeholder(kshape, name="K")
+    Y = topi.nn.conv2d(X, K, 1, 1)
+    H = tex.placeholder(Y.shape, name="H")
+    (grad,) = tex.differentiate(Y, [X if wrt == "X" else K], H)
+    return X, K, H, grad
+
+
+def test_weight_gradient_on_a_small_image_is_computed_transposed(rng: np.random.Generator
+                                                                 ) -> None:
+    """dW of a 3x3 convolution over 5x5 images: no axis to vectorize in place (the kernel's
+    3, the image's 5, channels 25 floats apart); it is computed with an output-channel axis
+    innermost over a transposed copy, then copied back (``schedule.relayout``)."""
+    X, K, H, dK = _conv_gradient((2, 32, 5, 5), (32, 32, 3, 3), "K")
+    s = tex.schedule.auto_schedule([dK])
+    func = tex.lower(s, [X, H, dK])
+    text = str(func)
+    assert ".T[" in text and "vectorized" in text
+    _check(s, [X, H, dK], [dK], rng)
+
+
+def test_data_gradient_reads_a_transposed_kernel(rng: np.random.Generator) -> None:
+    """dX of a 96-channel convolution blocks over input channels, which the kernel holds in
+    its second dimension: a row of the tile steps over whole output-channel planes; the
+    kernel is read from a copy with that dimension first."""
+    X, K, H, dX = _conv_gradient((1, 96, 6, 6), (96, 96, 3, 3), "X")
+    s = tex.schedule.auto_schedule([dX])
+    assert "K.T[" in str(tex.lower(s, [K, H, dX]))
+    _check(s, [K, H, dX], [dX], rng)

@@ -51,12 +51,17 @@ from .axes import Fuse
 from .inline import Inliner
 from .pad import PadCache, pad_guarded_reads
 from .phase import polyphase, split_phases
+from .relayout import transpose_reused_operand, transpose_vector_axis
 from .schedule import Schedule, Stage, create_schedule
 
 __all__ = ["auto_schedule"]
 
 # work (iterations x body cost) below which a parallel region costs more than it saves
 _PARALLEL_MIN_WORK = 1 << 15
+# reductions with no axis to vectorize in place worth transposed copies of their inputs
+_RELAYOUT_MIN_WORK = 1 << 20
+# inputs read across pages by the rows of a register tile worth a transposed copy
+_RELAYOUT_MIN_SIZE = 1 << 16
 # full reductions shorter than this stay one serial (vectorized) loop
 _TWO_LEVEL_MIN = 1 << 14
 # expensive ops: roughly their cost in multiply-adds when vectorized
@@ -319,8 +324,22 @@ class AutoScheduler:
             # (a short last axis, as a 7 x 7 image's rows: one narrower vector, when the
             # stage is big enough for the vector tile's set-up to pay)
             self.spatial_vector(st, reads, lanes)
+        elif single and _work(op) >= _RELAYOUT_MIN_WORK and \
+                self.relayout(st, lanes):
+            return
         else:
             self.parallel_outer(st, [a for a in st.leaf_iter_vars if a.kind != "reduce"])
+
+    def relayout(self, st: Stage, lanes: int) -> bool:
+        """No axis to vectorize in place (a weight gradient over a small image): compute
+        the reduction with a long output axis innermost, over transposed copies of the
+        inputs that read it along a strided dimension (``relayout.py``)."""
+        new = transpose_vector_axis(self.s, st, self.expanded(st.op)[0], lanes)
+        if new is None:
+            return False
+        for stage in new:
+            self.schedule_stage(stage)
+        return True
 
     # scatter: A[p, q] = sum(H[i, q], i, where=p == I[i]) -----------------------------------
     def scatter_of(self, op: ComputeOp) -> ScatterForm | None:
@@ -475,7 +494,9 @@ class AutoScheduler:
         cand = [a for a in spatial[:-1]
                 if carriers and any(a.var not in r.uses for r in carriers)
                 and any(a.var in r.uses for r in reads)]
-        i = cand[-1] if cand else None
+        # the innermost such axis, unless it is too short to fill the register tile
+        long = [a for a in cand if a.dom.extent >= 4]
+        i = long[-1] if long else cand[-1] if cand else None
         bj = _vector_tile(j.dom.extent, lanes)
         # accumulators bi x (bj / lanes), plus bj / lanes loaded vectors and a broadcast,
         # must fit the vector registers
@@ -483,6 +504,13 @@ class AutoScheduler:
         bi = min(i.dom.extent, max(1, min(8, (self.regs - nvec - 2) // nvec))) \
             if i is not None else 1
         work = _work(op)
+        if i is not None and op.reduce_axis and isinstance(op.body[0], Reduce):
+            copies = transpose_reused_operand(self.s, st, self.expanded(op)[0], i.var,
+                                              [r.var for r in op.reduce_axis],
+                                              _RELAYOUT_MIN_SIZE)
+            for copy in copies:
+                self.elementwise(copy, lanes)
+            op = st.op
         local = self.s.cache_write(op.output(0), "local")
         st = self.s[op.output(0)]
         jo, ji = st.split(j, factor=bj, tail="shift")

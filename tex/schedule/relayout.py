@@ -1,0 +1,182 @@
+"""Relayout: a reduction computed with a chosen output axis innermost, over transposed copies
+of the inputs that read it along a strided dimension.
+
+A convolution's weight gradient on a small image, ``dW[p, q, r, s] = sum(H[n, p, h, w] *
+X[n, q, h + r, w + s])``, has no axis to vectorize in place: its last axes ``r, s`` are the
+kernel's (3), its contiguous reduction axis ``w`` is the image's width (7), and its long
+axes ``p, q`` are 49 floats apart in the inputs. ``transpose_vector_axis`` computes it as
+
+    X.T[n, h, w, q] = X[n, q, h, w]                  (one pass over X)
+    dW.T[p, r, s, q] = sum(H[n, p, h, w] * X.T[n, h + r, w + s, q])
+    dW[p, q, r, s] = dW.T[p, r, s, q]                (one pass over dW)
+
+where ``q`` is contiguous in every read that uses it: the middle stage is an ordinary
+spatial-vector reduction (``auto.py``), the copies are element-wise.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from ..arith import Analyzer
+from ..ir.expr import Expr, IterVar, Range, Reduce, TensorRead, Var
+from ..ir.tensor import ComputeOp, Tensor
+from ..ir.visit import collect_vars, post_order, rewrite, substitute
+from .schedule import Schedule, Stage
+
+__all__ = ["transpose_reused_operand", "transpose_vector_axis"]
+
+
+def transpose_vector_axis(s: Schedule, stage: Stage, body: Expr, lanes: int
+                          ) -> list[Stage] | None:
+    """Rewrite root ``stage`` (its reduction ``body``, inlined producers expanded) so that
+    an output axis of at least ``lanes`` points that is not its last is computed innermost
+    (see the module doc). Returns the new stages to schedule, producers first (the
+    transposed copies, the permuted reduction, then ``stage`` itself, now the copy back),
+    or None when no axis qualifies."""
+    op = stage.op
+    if op.num_outputs != 1 or stage.relations or not isinstance(body, Reduce) or \
+            len(op.axis) < 2:
+        return None
+    an = Analyzer()
+    best: tuple[int, int, IterVar, dict[Tensor, int]] | None = None
+    for pos, a in enumerate(op.axis[:-1]):
+        if a.dom.extent < lanes:
+            continue
+        moves = _moves(body, a.var, an)
+        if moves is None:
+            continue
+        size = sum(math.prod(int(n) for n in t.shape) for t in moves)
+        key = (size, -pos)
+        if best is None or key < best[:2]:
+            best = (size, -pos, a, moves)
+    if best is None:
+        return None
+    _, _, a, moves = best
+    return _rewrite(s, stage, body, a, moves)
+
+
+def _moves(body: Expr, v: Var, an: Analyzer) -> dict[Tensor, int] | None:
+    """For each tensor read with ``v`` in a dimension that is not its last, that dimension
+    (``v`` must be there with coefficient 1, alone of the dimensions); None when some read
+    does not allow it, or when nothing would be contiguous along ``v`` afterwards."""
+    moves: dict[Tensor, int] = {}
+    contiguous = 0
+    for node in post_order(body):
+        if not isinstance(node, TensorRead) or not node.indices:
+            continue
+        dims = [d for d, i in enumerate(node.indices) if v in collect_vars(i)]
+        if not dims:
+            continue
+        if len(dims) > 1:
+            return None
+        d = dims[0]
+        lin = an.try_linear(node.indices[d])
+        if lin is None or lin.terms.get(v) != 1:
+            return None
+        contiguous += 1
+        if d == len(node.indices) - 1:
+            continue
+        if moves.get(node.tensor, d) != d:
+            return None  # read along two different dimensions
+        moves[node.tensor] = d
+    return moves if moves and contiguous else None
+
+
+def _rewrite(s: Schedule, stage: Stage, body: Expr, a: IterVar, moves: dict[Tensor, int]
+             ) -> list[Stage]:
+    op = stage.op
+    new: list[Stage] = []
+    copies: dict[Tensor, Tensor] = {}
+    for t, d in moves.items():
+        axes = [IterVar(Var(f"ax{k}", kind="axis"), Range(0, int(n)))
+                for k, n in enumerate(t.shape)]
+        order = [x for k, x in enumerate(axes) if k != d] + [axes[d]]
+        copy = ComputeOp(f"{t.name}.T", order, [TensorRead(t, [x.var for x in axes])],
+                         tag="relayout")
+        copies[t] = copy.output(0)
+        st = Stage(copy, s)
+        s.insert_stage(st, stage)
+        new.append(st)
+
+    def reread(e: Expr) -> Expr | None:
+        if isinstance(e, TensorRead) and e.tensor in copies:
+            d = moves[e.tensor]
+            idx = list(e.indices)
+            return TensorRead(copies[e.tensor], [*idx[:d], *idx[d + 1:], idx[d]])
+        return None
+
+    # the reduction with ``a`` last, on fresh axes
+    fresh = [IterVar(Var(iv.var.name, iv.var.dtype, "axis"), iv.dom) for iv in op.axis]
+    mapping: dict[Expr, Expr] = {old.var: f.var for old, f in zip(op.axis, fresh)}
+    pos = list(op.axis).index(a)
+    order = [f for k, f in enumerate(fresh) if k != pos] + [fresh[pos]]
+    moved = ComputeOp(f"{op.name}.T", order, [substitute(rewrite(body, reread), mapping)],
+                      op.tag, op.attrs)
+    st = Stage(moved, s)
+    s.insert_stage(st, stage)
+    new.append(st)
+    # the stage itself copies the result back into its layout
+    idx: Sequence[Expr] = [iv.var for k, iv in enumerate(op.axis) if k != pos] + [a.var]
+    s.replace_op(stage, ComputeOp(op.name, op.axis, [TensorRead(moved.output(0), list(idx))],
+                                  tag="relayout"))
+    stage.all_iter_vars = list(op.axis)
+    stage.leaf_iter_vars = list(op.axis)
+    new.append(stage)
+    return new
+
+
+def transpose_reused_operand(s: Schedule, stage: Stage, body: Expr, i: Var,
+                             reduce: Sequence[Var], min_size: int) -> list[Stage]:
+    """Before ``stage`` (a root reduction, ``body`` expanded) is blocked over the output
+    axis ``i`` (its unrolled rows), give each input of at least ``min_size`` elements that
+    is read with ``i`` in one dimension, not its last, and reduction variables in earlier
+    ones a copy with that dimension first: ``W[c, q, ry, rx]`` read across ``c`` for 8
+    rows ``q`` jumps a whole ``q`` plane per step (a page, for a 512-channel kernel);
+    ``W.T[q, c, ry, rx]`` streams the 8 rows (a convolution's data gradient reads its
+    kernel so). Returns the copies' stages (to schedule; none when nothing was
+    rewritten)."""
+    rvars = set(reduce)
+    moves: dict[Tensor, int] = {}
+    an = Analyzer()
+    for node in post_order(body):
+        if not isinstance(node, TensorRead) or len(node.indices) < 2 or \
+                math.prod(int(n) for n in node.tensor.shape) < min_size:
+            continue
+        dims = [d for d, x in enumerate(node.indices) if i in collect_vars(x)]
+        if len(dims) != 1:
+            continue
+        d = dims[0]
+        lin = an.try_linear(node.indices[d])
+        # (along the last dimension, a tile's rows share a cache line at every step)
+        if d == len(node.indices) - 1 or lin is None or lin.terms.get(i) != 1 or \
+                not any(rvars & set(collect_vars(x)) for x in node.indices[:d]):
+            continue
+        if moves.get(node.tensor, d) != d:
+            return []
+        moves[node.tensor] = d
+    if not moves:
+        return []
+    copies: dict[Tensor, Tensor] = {}
+    new: list[Stage] = []
+    for t, d in moves.items():
+        axes = [IterVar(Var(f"ax{k}", kind="axis"), Range(0, int(n)))
+                for k, n in enumerate(t.shape)]
+        order = [axes[d]] + [x for k, x in enumerate(axes) if k != d]
+        copy = ComputeOp(f"{t.name}.T", order, [TensorRead(t, [x.var for x in axes])],
+                         tag="relayout")
+        copies[t] = copy.output(0)
+        new.append(Stage(copy, s))
+        s.insert_stage(new[-1], stage)
+
+    def reread(e: Expr) -> Expr | None:
+        if isinstance(e, TensorRead) and e.tensor in copies:
+            d = moves[e.tensor]
+            idx = list(e.indices)
+            return TensorRead(copies[e.tensor], [idx[d], *idx[:d], *idx[d + 1:]])
+        return None
+
+    op = stage.op
+    s.replace_op(stage, ComputeOp(op.name, op.axis, [rewrite(body, reread)], op.tag,
+                                  op.attrs))
+    return new
