@@ -240,7 +240,8 @@ def jit_compile(compiled: CompiledModule, key: str | None = None) -> Kernel:
         if key is not None and DISK.enabled:
             engine.set_object_cache(notify_func=lambda _mod, data: objects.append(data))
         try:
-            engine.finalize_object()
+            with debug.timed("llvm.codegen"):
+                engine.finalize_object()
             address = engine.get_function_address(compiled.name)
         finally:
             # the machine code is emitted and stays with the engine: the IR module and its
@@ -251,7 +252,8 @@ def jit_compile(compiled: CompiledModule, key: str | None = None) -> Kernel:
                 context.close()
     if key is not None and len(objects) == 1:
         # popped: the engine's hook keeps the list (not the object code) alive
-        DISK.put(key, _sections(compiled, objects.pop(), externals))
+        with debug.timed("build.disk_store"):
+            DISK.put(key, _sections(compiled, objects.pop(), externals))
     return Kernel(compiled.name, address, compiled, engine)
 
 
