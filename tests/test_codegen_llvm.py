@@ -765,3 +765,59 @@ def test_cpu_info_is_the_host_as_llvm_sees_it() -> None:
     assert info.fma == ("+fma" in host.features.split(","))
     with pytest.raises(ValueError, match="no CPU"):
         cpu_info("cuda")
+
+
+# --------------------------------------------------------------------------------------
+# Smaller IR: constants folded as built
+# --------------------------------------------------------------------------------------
+
+def test_folding_builder_folds_integer_constants_exactly() -> None:
+    import llvmlite.ir as ir
+
+    from tex.codegen.builder import FoldingBuilder, int_values
+
+    fn = ir.Function(ir.Module(), ir.FunctionType(ir.VoidType(), [ir.IntType(32)]), "f")
+    b = FoldingBuilder(fn.append_basic_block("entry"))
+    i8, i32, i1 = ir.IntType(8), ir.IntType(32), ir.IntType(1)
+    x = fn.args[0]
+    k = lambda t, v: ir.Constant(t, v)  # noqa: E731
+    assert int_values(b.add(k(i32, 2**31 - 1), k(i32, 1))) == [-2**31]  # wraps
+    assert int_values(b.sub(k(i8, -128), k(i8, 1))) == [127]
+    assert int_values(b.mul(k(i32, 0), k(i32, 48))) == [0]
+    assert int_values(b.zext(k(i8, -1), i32)) == [255]
+    assert int_values(b.sext(k(i8, -1), i32)) == [-1]
+    assert int_values(b.trunc(k(i32, 300), i8)) == [44]
+    assert int_values(b.icmp_unsigned("<", k(i8, -1), k(i8, 1))) == [0]  # 255 < 1
+    assert int_values(b.icmp_signed("<", k(i8, -1), k(i8, 1))) == [-1]  # true
+    assert str(b.xor(k(i1, True), k(i1, True))) == "i1 false"
+    assert int_values(b.zext(k(i1, True), i8)) == [1]
+    assert int_values(b.sext(k(i1, True), i8)) == [-1]
+    v = ir.VectorType(i32, 4)
+    iota = ir.Constant(v, [k(i32, j) for j in range(4)])
+    lanes = b.add(ir.Constant(v, None), iota)
+    assert int_values(lanes) == [0, 1, 2, 3]
+    assert int_values(b.extract_element(b.mul(lanes, iota), k(i32, 3))) == [9]
+    assert b.add(x, k(i32, 0)) is x and b.mul(k(i32, 1), x) is x
+    assert b.select(k(i1, False), x, k(i32, 7)).constant == 7
+    assert not b.block.instructions  # nothing above needed an instruction
+    y = b.add(x, k(i32, 1))  # a variable operand: an instruction
+    assert isinstance(y, ir.Instruction) and b.block.instructions == [y]
+    f = ir.Constant(ir.FloatType(), 1.0)
+    assert isinstance(b.fadd(f, f), ir.Instruction)  # float arithmetic is LLVM's
+
+
+def test_unrolled_constant_indices_reach_llvm_folded() -> None:
+    A, B = make_buffer("A", 4 * 8, float32), make_buffer("B", 4 * 8, float32)
+    i, j = Var("i", int32, "axis"), Var("j", int32, "axis")
+    body = loop(i, 4, loop(j, 8, Store(B, i * 8 + j, A[i * 8 + j] + 1.0), ForKind.VECTORIZED),
+                ForKind.UNROLLED)
+    f = build_lowered(func("folded", [A], [B], body))
+    raw = f.get_source("ll.raw")
+    # no integer instruction of two constants, no lane extracted from a constant vector
+    assert not re.search(r"= (add|sub|mul|sext) (nsw )?i\d+ -?\d+, -?\d+", raw)
+    assert not re.search(r"= (add|mul) <\d+ x i32> <", raw)
+    assert "extractelement <8 x i32> <" not in raw
+    a = RNG.standard_normal(32).astype(np.float32)
+    b = np.zeros(32, np.float32)
+    f(a, b)
+    np.testing.assert_array_equal(b, a + np.float32(1.0))
