@@ -768,7 +768,7 @@ def test_cpu_info_is_the_host_as_llvm_sees_it() -> None:
 
 
 # --------------------------------------------------------------------------------------
-# Smaller IR: constants folded as built
+# Smaller IR: constants folded as built, identical outlined code emitted once
 # --------------------------------------------------------------------------------------
 
 def test_folding_builder_folds_integer_constants_exactly() -> None:
@@ -821,3 +821,80 @@ def test_unrolled_constant_indices_reach_llvm_folded() -> None:
     b = np.zeros(32, np.float32)
     f(a, b)
     np.testing.assert_array_equal(b, a + np.float32(1.0))
+
+
+def _copies(kind: ForKind, outer: int | None = None) -> tuple[LoweredFunc, list[Tensor]]:
+    """Y1 = X1 * 2, Y2 = X2 * 2 (alike: one function), Y3 = X1 * 3 and Y4 = Z * 2 on a
+    longer Z (each its own); ``outer``: all inside a serial loop of that extent, the
+    first two loops reading its variable (then their ranges differ: not alike)."""
+    n = 64
+    x1, x2, y1, y2, y3 = (make_buffer(nm, n, float32) for nm in ("X1", "X2", "Y1", "Y2", "Y3"))
+    z, y4 = make_buffer("Z", 2 * n, float32), make_buffer("Y4", 2 * n, float32)
+    o = Var("o", int32, "axis")
+
+    def copy(src: Tensor, dst: Tensor, k: float, m: int, shift: Expr | None = None) -> For:
+        i = Var("i", int32, "axis")
+        value = src[i] * k if shift is None else src[i] * k + Cast(float32, shift)
+        return loop(i, m, Store(dst, i, value), kind)
+
+    loops = [copy(x1, y1, 2.0, n), copy(x2, y2, 2.0, n), copy(x1, y3, 3.0, n),
+             copy(z, y4, 2.0, 2 * n)]
+    if outer is not None:
+        o2 = Var("o2", int32, "axis")
+        loops[0] = loop(o, outer, copy(x1, y1, 2.0, n, o))
+        loops[1] = loop(o2, outer + 1, copy(x2, y2, 2.0, n, o2))
+    return func(f"copies_{kind.name}_{outer}", [x1, x2, z], [y1, y2, y3, y4], seq(*loops)), \
+        [y1, y2, y3, y4]
+
+
+@pytest.mark.parametrize("outer", [None, 3])
+def test_identical_parallel_loops_share_one_function(outer: int | None) -> None:
+    lowered, outs = _copies(ForKind.PARALLEL, outer)
+    f = build_lowered(lowered)
+    raw = f.get_source("ll.raw")
+    bodies = re.findall(r'define internal void @"[^"]*\.par\d+\.body"', raw)
+    assert len(bodies) == (3 if outer is None else 4)
+    x1, x2, z = (RNG.standard_normal(s).astype(np.float32) for s in (64, 64, 128))
+    y = [np.zeros(o.shape, np.float32) for o in outs]
+    f(x1, x2, z, *y)
+    shift = np.float32(outer - 1 if outer else 0)
+    np.testing.assert_array_equal(y[0], x1 * np.float32(2) + shift)
+    np.testing.assert_array_equal(y[1], x2 * np.float32(2) + np.float32(outer or 0))
+    np.testing.assert_array_equal(y[2], x1 * np.float32(3))
+    np.testing.assert_array_equal(y[3], z * np.float32(2))
+
+
+def test_identical_outlined_nests_share_one_function() -> None:
+    from tex.codegen.parallel import OUTLINE_MIN_NESTS
+
+    n, count = 8, OUTLINE_MIN_NESTS + 2
+    src = make_buffer("S", n, float32)
+    dsts = [make_buffer(f"D{k}", n, float32) for k in range(count)]
+    loops = []
+    for k, d in enumerate(dsts):
+        i = Var("i", int32, "axis")
+        loops.append(loop(i, n, Store(d, i, src[i] * (2.0 if k % 2 else 3.0))))
+    f = build_lowered(func("many_nests", [src], dsts, seq(*loops)))
+    assert len(re.findall(r'define internal void @"[^"]*\.nest\d+"', f.get_source("ll.raw"))) == 2
+    s = RNG.standard_normal(n).astype(np.float32)
+    out = [np.zeros(n, np.float32) for _ in dsts]
+    f(s, *out)
+    for k, o in enumerate(out):
+        np.testing.assert_array_equal(o, s * np.float32(2.0 if k % 2 else 3.0))
+
+
+def test_parallel_loops_with_different_bounds_checks_keep_their_own() -> None:
+    A, B = tex.placeholder((5, 16), name="A"), tex.placeholder((5, 16), name="B")
+    I, J = (tex.placeholder((8,), "int32", name=nm) for nm in ("I", "J"))
+    Y = tex.compute((8, 16), lambda i, j: A[I[i], j] * 2.0, name="Y")
+    Z = tex.compute((8, 16), lambda i, j: B[J[i], j] * 2.0, name="Z")
+    s = tex.create_schedule([Y.op, Z.op])
+    s[Y].parallel(Y.op.axis[0])
+    s[Z].parallel(Z.op.axis[0])
+    f = tex.build(s, [A, B, I, J, Y, Z])
+    a, b = (RNG.standard_normal((5, 16)).astype(np.float32) for _ in range(2))
+    good, bad = np.arange(8, dtype=np.int32) % 5, np.full(8, 7, np.int32)
+    y, z = np.zeros((8, 16), np.float32), np.zeros((8, 16), np.float32)
+    with pytest.raises(tex.testing.OutOfBoundsError, match="dimension 0 of 'B'"):
+        f(a, b, good, bad, y, z)
+    np.testing.assert_array_equal(y, a[good] * np.float32(2))
