@@ -12,7 +12,8 @@ for the whole run) and sympy's memo, then times, under ``tex.debug.timings()``:
 * the forward: ``auto_schedule([forward])`` and its ``tex.build``.
 
 The table gives, per program, the median over ``--repeat`` repetitions of the gradient's
-total and of each phase (``lower`` with its passes, ``legalize``, ``llvm.emit``: building
+total (wall clock, and the process's CPU time: steadier when other processes share the
+machine) and of each phase (``lower`` with its passes, ``legalize``, ``llvm.emit``: building
 the LLVM IR in Python, ``llvm.print``: its text, ``llvm.parse``, ``llvm.opt``: LLVM's
 optimization pipeline, ``llvm.codegen``: machine code), then the forward's total, and the
 number of lines of the gradient's unoptimized LLVM IR.
@@ -155,18 +156,18 @@ def compile_once(build: Callable[..., Workload], small: bool) -> dict[str, Any]:
     _forget_compiled()
     gc.collect()
     with debug.timings() as t:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         grads = list(tex.differentiate(w.loss, w.wrt))
         outs = [w.loss, *grads]
         f = tex.build(auto_schedule(outs, target="llvm"), [*w.placeholders, *outs],
                       name=f"{w.name}_grad")
-        grad_s = time.perf_counter() - start
+        grad_s, cpu_s = time.perf_counter() - start, time.process_time() - cpu
     with debug.timings():
         start = time.perf_counter()
         tex.build(auto_schedule([w.forward], target="llvm"), [*w.inputs, w.forward],
                   name=f"{w.name}_fwd")
         fwd_s = time.perf_counter() - start
-    return {"grad_s": grad_s, "phases": _phases(t, grad_s), "fwd_s": fwd_s,
+    return {"grad_s": grad_s, "cpu_s": cpu_s, "phases": _phases(t, grad_s), "fwd_s": fwd_s,
             "ir_lines": f.get_source("ll.raw").count("\n")}
 
 
@@ -175,7 +176,7 @@ def measure(name: str, repeat: int, small: bool) -> dict[str, Any]:
     runs = [compile_once(PROGRAMS[name], small) for _ in range(repeat)]
     med = statistics.median
     return {"name": name, "grad_s": med(r["grad_s"] for r in runs),
-            "grad_s_all": [r["grad_s"] for r in runs],
+            "grad_s_all": [r["grad_s"] for r in runs], "cpu_s": med(r["cpu_s"] for r in runs),
             "phases": {p: med(r["phases"][p] for r in runs) for p in runs[0]["phases"]},
             "fwd_s": med(r["fwd_s"] for r in runs), "ir_lines": runs[0]["ir_lines"]}
 
@@ -183,10 +184,11 @@ def measure(name: str, repeat: int, small: bool) -> dict[str, Any]:
 def table(rows: list[dict[str, Any]]) -> str:
     """The rows as a Markdown table, and a closing line with the median and the maximum."""
     phases = [*PHASES, "other"]
-    head = ["program", "grad s", *phases, "fwd s", "IR lines"]
+    head = ["program", "grad s", "CPU s", *phases, "fwd s", "IR lines"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [r["name"], f"{r['grad_s']:.2f}", *(f"{r['phases'][p]:.2f}" for p in phases),
+        cells = [r["name"], f"{r['grad_s']:.2f}", f"{r['cpu_s']:.2f}",
+                 *(f"{r['phases'][p]:.2f}" for p in phases),
                  f"{r['fwd_s']:.2f}", str(r["ir_lines"])]
         lines.append("| " + " | ".join(cells) + " |")
     totals = [r["grad_s"] for r in rows]

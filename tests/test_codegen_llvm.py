@@ -898,3 +898,12 @@ def test_parallel_loops_with_different_bounds_checks_keep_their_own() -> None:
     with pytest.raises(tex.testing.OutOfBoundsError, match="dimension 0 of 'B'"):
         f(a, b, good, bad, y, z)
     np.testing.assert_array_equal(y, a[good] * np.float32(2))
+
+
+def test_parallel_body_is_never_inlined_into_its_wrapper() -> None:
+    # inlined, LLVM optimized the body twice (alone, then inside the wrapper)
+    f = build_lowered(_blocked(ForKind.PARALLEL, name="outlined_body"))
+    (body,) = [line for line in f.get_source("ll.raw").splitlines()
+               if line.startswith('define internal void @"outlined_body.par1.body"(')]
+    assert body.endswith("noinline nounwind")
+    assert "@outlined_body.par1.body(" in f.get_source("ll")  # still a function after O3

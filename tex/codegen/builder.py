@@ -44,28 +44,24 @@ def int_values(v: ir.Value) -> list[int] | None:
     if not isinstance(v, ir.Constant):
         return None
     t = v.type
-    elem = t.element if isinstance(t, ir.VectorType) else t
+    vector = isinstance(t, ir.VectorType)
+    elem = t.element if vector else t
     if not isinstance(elem, ir.IntType):
         return None
     c = v.constant
-    if isinstance(t, ir.VectorType):
-        if c is None:  # zeroinitializer
-            return [0] * t.count
-        if not isinstance(c, (list, tuple)):
+    if c is None:  # zeroinitializer
+        return [0] * (t.count if vector else 1)
+    if not vector:
+        return [_wrap(int(c), elem.width)] if isinstance(c, int) else None
+    if not isinstance(c, (list, tuple)):
+        return None
+    out: list[int] = []
+    for e in c:
+        x = e.constant if isinstance(e, ir.Constant) else e
+        if not isinstance(x, int):  # undef lanes
             return None
-        out: list[int] = []
-        for e in c:
-            lane = int_values(e) if isinstance(e, ir.Constant) else \
-                [e] if isinstance(e, int) else None
-            if lane is None:
-                return None
-            out.append(_wrap(lane[0], elem.width))
-        return out
-    if c is None:
-        return [0]
-    if isinstance(c, bool) or isinstance(c, int):
-        return [_wrap(int(c), elem.width)]
-    return None
+        out.append(_wrap(x, elem.width))
+    return out
 
 
 def _scalar(t: ir.IntType, value: int) -> ir.Constant:
