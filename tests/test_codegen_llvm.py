@@ -885,13 +885,13 @@ def test_identical_outlined_nests_share_one_function() -> None:
 
 def test_parallel_loops_with_different_bounds_checks_keep_their_own() -> None:
     A, B = tex.placeholder((5, 16), name="A"), tex.placeholder((5, 16), name="B")
-    I, J = (tex.placeholder((8,), "int32", name=nm) for nm in ("I", "J"))
-    Y = tex.compute((8, 16), lambda i, j: A[I[i], j] * 2.0, name="Y")
-    Z = tex.compute((8, 16), lambda i, j: B[J[i], j] * 2.0, name="Z")
+    rows_y, rows_z = (tex.placeholder((8,), "int32", name=nm) for nm in ("I", "J"))
+    Y = tex.compute((8, 16), lambda i, j: A[rows_y[i], j] * 2.0, name="Y")
+    Z = tex.compute((8, 16), lambda i, j: B[rows_z[i], j] * 2.0, name="Z")
     s = tex.create_schedule([Y.op, Z.op])
     s[Y].parallel(Y.op.axis[0])
     s[Z].parallel(Z.op.axis[0])
-    f = tex.build(s, [A, B, I, J, Y, Z])
+    f = tex.build(s, [A, B, rows_y, rows_z, Y, Z])
     a, b = (RNG.standard_normal((5, 16)).astype(np.float32) for _ in range(2))
     good, bad = np.arange(8, dtype=np.int32) % 5, np.full(8, 7, np.int32)
     y, z = np.zeros((8, 16), np.float32), np.zeros((8, 16), np.float32)
