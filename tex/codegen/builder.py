@@ -82,6 +82,22 @@ def _is(values: list[int] | None, k: int) -> bool:
     return values is not None and all(x == k for x in values)
 
 
+def _folding(method: str, op: Callable[[int, int], int], unit: int | None = None,
+             commutes: bool = True) -> Callable[..., ir.Value]:
+    """The ``IRBuilder`` binary-op method ``method`` folding ``op`` on constants (and ``x op
+    unit`` to ``x``) before building the instruction."""
+
+    def build(self: FoldingBuilder, lhs: ir.Value, rhs: ir.Value, name: str = "",
+              flags: tuple = ()) -> ir.Value:
+        v = self._fold_arith(op, lhs, rhs, unit, commutes)
+        if v is not None:
+            return v
+        return getattr(ir.IRBuilder, method)(self, lhs, rhs, name, flags)  # type: ignore
+
+    build.__name__ = method
+    return build
+
+
 class FoldingBuilder(ir.IRBuilder):
     """``IRBuilder`` folding integer instructions on constants (see the module docstring);
     every other instruction is built as usual."""
@@ -95,53 +111,25 @@ class FoldingBuilder(ir.IRBuilder):
             return None
         return _make(lhs.type, [op(x, y) for x, y in zip(a, b)])
 
-    def add(self, lhs: ir.Value, rhs: ir.Value, name: str = "", flags: tuple = ()
-            ) -> ir.Value:
-        folded = self._fold2(operator.add, lhs, rhs)
-        if folded is not None:
+    def _fold_arith(self, op: Callable[[int, int], int], lhs: ir.Value, rhs: ir.Value,
+                    unit: int | None, commutes: bool) -> ir.Value | None:
+        """``op`` folded on constants, or the other operand where one is ``unit`` (on the
+        right; on either side for a commutative ``op``); None: an instruction is needed."""
+        folded = self._fold2(op, lhs, rhs)
+        if folded is not None or unit is None or lhs.type != rhs.type:
             return folded
-        if lhs.type == rhs.type:
-            if _is(int_values(rhs), 0):
-                return lhs
-            if _is(int_values(lhs), 0):
-                return rhs
-        return super().add(lhs, rhs, name, flags)
-
-    def sub(self, lhs: ir.Value, rhs: ir.Value, name: str = "", flags: tuple = ()
-            ) -> ir.Value:
-        folded = self._fold2(operator.sub, lhs, rhs)
-        if folded is not None:
-            return folded
-        if lhs.type == rhs.type and _is(int_values(rhs), 0):
+        if _is(int_values(rhs), unit):
             return lhs
-        return super().sub(lhs, rhs, name, flags)
+        if commutes and _is(int_values(lhs), unit):
+            return rhs
+        return None
 
-    def mul(self, lhs: ir.Value, rhs: ir.Value, name: str = "", flags: tuple = ()
-            ) -> ir.Value:
-        folded = self._fold2(operator.mul, lhs, rhs)
-        if folded is not None:
-            return folded
-        if lhs.type == rhs.type:
-            if _is(int_values(rhs), 1):
-                return lhs
-            if _is(int_values(lhs), 1):
-                return rhs
-        return super().mul(lhs, rhs, name, flags)
-
-    def and_(self, lhs: ir.Value, rhs: ir.Value, name: str = "", flags: tuple = ()
-             ) -> ir.Value:
-        folded = self._fold2(operator.and_, lhs, rhs)
-        return folded if folded is not None else super().and_(lhs, rhs, name, flags)
-
-    def or_(self, lhs: ir.Value, rhs: ir.Value, name: str = "", flags: tuple = ()
-            ) -> ir.Value:
-        folded = self._fold2(operator.or_, lhs, rhs)
-        return folded if folded is not None else super().or_(lhs, rhs, name, flags)
-
-    def xor(self, lhs: ir.Value, rhs: ir.Value, name: str = "", flags: tuple = ()
-            ) -> ir.Value:
-        folded = self._fold2(operator.xor, lhs, rhs)
-        return folded if folded is not None else super().xor(lhs, rhs, name, flags)
+    add = _folding("add", operator.add, 0, commutes=True)
+    sub = _folding("sub", operator.sub, 0, commutes=False)
+    mul = _folding("mul", operator.mul, 1, commutes=True)
+    and_ = _folding("and_", operator.and_)
+    or_ = _folding("or_", operator.or_)
+    xor = _folding("xor", operator.xor)
 
     def _fold_cast(self, value: ir.Value, typ: ir.Type, signed: bool) -> ir.Constant | None:
         vals = int_values(value)
