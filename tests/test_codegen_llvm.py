@@ -790,3 +790,145 @@ def test_lane_invariant_load_under_a_mask_is_one_scalar_load() -> None:
     f(a, c, b)
     want = np.where(a > 0, 10, 0) + np.where(a > 1, 100, 0)
     np.testing.assert_array_equal(b, want.astype(np.float32))
+
+
+# --------------------------------------------------------------------------------------
+# Smaller IR: constants folded as built, identical outlined code emitted once
+# --------------------------------------------------------------------------------------
+
+def test_folding_builder_folds_integer_constants_exactly() -> None:
+    import llvmlite.ir as ir
+
+    from tex.codegen.builder import FoldingBuilder, int_values
+
+    fn = ir.Function(ir.Module(), ir.FunctionType(ir.VoidType(), [ir.IntType(32)]), "f")
+    b = FoldingBuilder(fn.append_basic_block("entry"))
+    i8, i32, i1 = ir.IntType(8), ir.IntType(32), ir.IntType(1)
+    x = fn.args[0]
+    k = lambda t, v: ir.Constant(t, v)  # noqa: E731
+    assert int_values(b.add(k(i32, 2**31 - 1), k(i32, 1))) == [-2**31]  # wraps
+    assert int_values(b.sub(k(i8, -128), k(i8, 1))) == [127]
+    assert int_values(b.mul(k(i32, 0), k(i32, 48))) == [0]
+    assert int_values(b.zext(k(i8, -1), i32)) == [255]
+    assert int_values(b.sext(k(i8, -1), i32)) == [-1]
+    assert int_values(b.trunc(k(i32, 300), i8)) == [44]
+    assert int_values(b.icmp_unsigned("<", k(i8, -1), k(i8, 1))) == [0]  # 255 < 1
+    assert int_values(b.icmp_signed("<", k(i8, -1), k(i8, 1))) == [-1]  # true
+    assert str(b.xor(k(i1, True), k(i1, True))) == "i1 false"
+    assert int_values(b.zext(k(i1, True), i8)) == [1]
+    assert int_values(b.sext(k(i1, True), i8)) == [-1]
+    v = ir.VectorType(i32, 4)
+    iota = ir.Constant(v, [k(i32, j) for j in range(4)])
+    lanes = b.add(ir.Constant(v, None), iota)
+    assert int_values(lanes) == [0, 1, 2, 3]
+    assert int_values(b.extract_element(b.mul(lanes, iota), k(i32, 3))) == [9]
+    assert b.add(x, k(i32, 0)) is x and b.mul(k(i32, 1), x) is x
+    assert b.select(k(i1, False), x, k(i32, 7)).constant == 7
+    assert not b.block.instructions  # nothing above needed an instruction
+    y = b.add(x, k(i32, 1))  # a variable operand: an instruction
+    assert isinstance(y, ir.Instruction) and b.block.instructions == [y]
+    f = ir.Constant(ir.FloatType(), 1.0)
+    assert isinstance(b.fadd(f, f), ir.Instruction)  # float arithmetic is LLVM's
+
+
+def test_unrolled_constant_indices_reach_llvm_folded() -> None:
+    A, B = make_buffer("A", 4 * 8, float32), make_buffer("B", 4 * 8, float32)
+    i, j = Var("i", int32, "axis"), Var("j", int32, "axis")
+    body = loop(i, 4, loop(j, 8, Store(B, i * 8 + j, A[i * 8 + j] + 1.0), ForKind.VECTORIZED),
+                ForKind.UNROLLED)
+    f = build_lowered(func("folded", [A], [B], body))
+    raw = f.get_source("ll.raw")
+    # no integer instruction of two constants, no lane extracted from a constant vector
+    assert not re.search(r"= (add|sub|mul|sext) (nsw )?i\d+ -?\d+, -?\d+", raw)
+    assert not re.search(r"= (add|mul) <\d+ x i32> <", raw)
+    assert "extractelement <8 x i32> <" not in raw
+    a = RNG.standard_normal(32).astype(np.float32)
+    b = np.zeros(32, np.float32)
+    f(a, b)
+    np.testing.assert_array_equal(b, a + np.float32(1.0))
+
+
+def _copies(kind: ForKind, outer: int | None = None) -> tuple[LoweredFunc, list[Tensor]]:
+    """Y1 = X1 * 2, Y2 = X2 * 2 (alike: one function), Y3 = X1 * 3 and Y4 = Z * 2 on a
+    longer Z (each its own); ``outer``: all inside a serial loop of that extent, the
+    first two loops reading its variable (then their ranges differ: not alike)."""
+    n = 64
+    x1, x2, y1, y2, y3 = (make_buffer(nm, n, float32) for nm in ("X1", "X2", "Y1", "Y2", "Y3"))
+    z, y4 = make_buffer("Z", 2 * n, float32), make_buffer("Y4", 2 * n, float32)
+    o = Var("o", int32, "axis")
+
+    def copy(src: Tensor, dst: Tensor, k: float, m: int, shift: Expr | None = None) -> For:
+        i = Var("i", int32, "axis")
+        value = src[i] * k if shift is None else src[i] * k + Cast(float32, shift)
+        return loop(i, m, Store(dst, i, value), kind)
+
+    loops = [copy(x1, y1, 2.0, n), copy(x2, y2, 2.0, n), copy(x1, y3, 3.0, n),
+             copy(z, y4, 2.0, 2 * n)]
+    if outer is not None:
+        o2 = Var("o2", int32, "axis")
+        loops[0] = loop(o, outer, copy(x1, y1, 2.0, n, o))
+        loops[1] = loop(o2, outer + 1, copy(x2, y2, 2.0, n, o2))
+    return func(f"copies_{kind.name}_{outer}", [x1, x2, z], [y1, y2, y3, y4], seq(*loops)), \
+        [y1, y2, y3, y4]
+
+
+@pytest.mark.parametrize("outer", [None, 3])
+def test_identical_parallel_loops_share_one_function(outer: int | None) -> None:
+    lowered, outs = _copies(ForKind.PARALLEL, outer)
+    f = build_lowered(lowered)
+    raw = f.get_source("ll.raw")
+    bodies = re.findall(r'define internal void @"[^"]*\.par\d+\.body"', raw)
+    assert len(bodies) == (3 if outer is None else 4)
+    x1, x2, z = (RNG.standard_normal(s).astype(np.float32) for s in (64, 64, 128))
+    y = [np.zeros(o.shape, np.float32) for o in outs]
+    f(x1, x2, z, *y)
+    shift = np.float32(outer - 1 if outer else 0)
+    np.testing.assert_array_equal(y[0], x1 * np.float32(2) + shift)
+    np.testing.assert_array_equal(y[1], x2 * np.float32(2) + np.float32(outer or 0))
+    np.testing.assert_array_equal(y[2], x1 * np.float32(3))
+    np.testing.assert_array_equal(y[3], z * np.float32(2))
+
+
+def test_identical_outlined_nests_share_one_function() -> None:
+    from tex.codegen.parallel import OUTLINE_MIN_NESTS
+
+    n, count = 8, OUTLINE_MIN_NESTS + 2
+    src = make_buffer("S", n, float32)
+    dsts = [make_buffer(f"D{k}", n, float32) for k in range(count)]
+    loops = []
+    for k, d in enumerate(dsts):
+        i = Var("i", int32, "axis")
+        loops.append(loop(i, n, Store(d, i, src[i] * (2.0 if k % 2 else 3.0))))
+    f = build_lowered(func("many_nests", [src], dsts, seq(*loops)))
+    assert len(re.findall(r'define internal void @"[^"]*\.nest\d+"', f.get_source("ll.raw"))) == 2
+    s = RNG.standard_normal(n).astype(np.float32)
+    out = [np.zeros(n, np.float32) for _ in dsts]
+    f(s, *out)
+    for k, o in enumerate(out):
+        np.testing.assert_array_equal(o, s * np.float32(2.0 if k % 2 else 3.0))
+
+
+def test_parallel_loops_with_different_bounds_checks_keep_their_own() -> None:
+    A, B = tex.placeholder((5, 16), name="A"), tex.placeholder((5, 16), name="B")
+    rows_y, rows_z = (tex.placeholder((8,), "int32", name=nm) for nm in ("I", "J"))
+    Y = tex.compute((8, 16), lambda i, j: A[rows_y[i], j] * 2.0, name="Y")
+    Z = tex.compute((8, 16), lambda i, j: B[rows_z[i], j] * 2.0, name="Z")
+    s = tex.create_schedule([Y.op, Z.op])
+    s[Y].parallel(Y.op.axis[0])
+    s[Z].parallel(Z.op.axis[0])
+    f = tex.build(s, [A, B, rows_y, rows_z, Y, Z])
+    a, b = (RNG.standard_normal((5, 16)).astype(np.float32) for _ in range(2))
+    good, bad = np.arange(8, dtype=np.int32) % 5, np.full(8, 7, np.int32)
+    y, z = np.zeros((8, 16), np.float32), np.zeros((8, 16), np.float32)
+    with pytest.raises(tex.testing.OutOfBoundsError, match="dimension 0 of 'B'"):
+        f(a, b, good, bad, y, z)
+    np.testing.assert_array_equal(y, a[good] * np.float32(2))
+
+
+def test_parallel_body_is_never_inlined_into_its_wrapper() -> None:
+    # inlined, LLVM optimized the body twice (alone, then inside the wrapper)
+    f = build_lowered(_blocked(ForKind.PARALLEL, name="outlined_body"))
+    (body,) = [line for line in f.get_source("ll.raw").splitlines()
+               if line.startswith('define internal void @"outlined_body.par1.body"(')]
+    assert body.endswith("noinline nounwind")
+    assert "@outlined_body.par1.body(" in f.get_source("ll")  # still a function after O3

@@ -1,6 +1,7 @@
 """tex.debug: configuration overrides and dumps."""
 import tex
 from tex import debug
+from tex.topi import sum as topi_sum
 
 
 def test_config_override_is_scoped(capsys):
@@ -23,3 +24,48 @@ def test_dump_all_and_dir(tmp_path):
 def test_internal_error_says_bug():
     err = debug.InternalError("broken invariant", ir="x + 1")
     assert "bug in tex" in str(err) and "x + 1" in str(err)
+
+
+def test_timings_table_names_every_compile_phase():
+    A = tex.placeholder((16,), name="A")
+    B = tex.compute((16,), lambda i: A[i] * 2.0, name="B")
+    tex.runtime.clear_cache()
+    with debug.timings() as t:
+        g = tex.differentiate(topi_sum(B), [A])
+        tex.build([B, *g], name="timed_build")
+    names = [name for name, _, _ in t.rows]
+    for phase in ("differentiate", "auto_schedule", "build", "lower", "lower.simplify",
+                  "legalize", "llvm.emit", "llvm.opt"):
+        assert phase in names, phase
+    # codegen runs unless the disk cache already held the kernel
+    assert "llvm.codegen" in names or "build.disk_load" in names
+    depth = {name: d for name, d, _ in t.rows}
+    assert depth["build"] == 0 and depth["lower"] == 1 and depth["lower.simplify"] == 2
+    assert all(s >= 0 for _, _, s in t.rows)
+    assert t.seconds("build") >= t.seconds("llvm.opt") > 0
+    assert t.totals()["lower"] == t.seconds("lower")
+    text = t.table()
+    assert text.splitlines()[0].startswith("phase") and "\n    lower.simplify " in text
+
+
+def test_timed_prints_at_debug_1_and_is_silent_otherwise(capsys):
+    with debug.timed("quiet"):
+        pass
+    assert capsys.readouterr().err == ""
+    with debug.config(debug=1):
+        with debug.timed("outer"):
+            with debug.timed("inner"):
+                pass
+    err = capsys.readouterr().err
+    assert err.startswith("tex: compile time\nphase")
+    assert "\nouter " in err and "\n  inner " in err
+
+
+def test_timed_as_decorator_records_each_call():
+    @debug.timed("twice")
+    def f(x):
+        return x + 1
+
+    with debug.timings() as t:
+        assert f(1) == 2 and f(2) == 3
+    assert [name for name, _, _ in t.rows] == ["twice", "twice"]

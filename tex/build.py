@@ -119,12 +119,15 @@ def build_lowered(func: LoweredFunc, target: str = "llvm",
                              openmp=openmp, bounds_check=bounds_check)
 
     def compiled(opts: CodegenOptions) -> Kernel:
-        key = cache_key(func, target, opts)
+        with debug.timed("build.cache_key"):
+            key = cache_key(func, target, opts)
         kernel = CACHE.get(key)
         if kernel is None:
-            kernel = load_cached(key)  # another process compiled it: no LLVM work
+            with debug.timed("build.disk_load"):
+                kernel = load_cached(key)  # another process compiled it: no LLVM work
             if kernel is None:
-                legal = legalize(func, target)
+                with debug.timed("legalize"):
+                    legal = legalize(func, target)
                 debug.dump("legalize", legal)
                 kernel = jit_compile(compile_llvm(legal, opts), key)
             kernel = CACHE.put(key, kernel)
@@ -209,8 +212,9 @@ def build(sch: Any, args: Sequence[Tensor | Var] | None = None, target: str = "l
                         "e.g. tex.build(s, [A, B, C])")
     if kind == "cuda":  # lower checks args (a list of tensors and vars, or one of them)
         return build_lowered(lower(sch, args, name=name), target, fastmath, bounds_check)
-    func = lower(sch, args, name=name)
-    return build_lowered(func, target, fastmath, bounds_check)
+    with debug.timed("build"):
+        func = lower(sch, args, name=name)
+        return build_lowered(func, target, fastmath, bounds_check)
 
 
 class _CallableModule(types.ModuleType):

@@ -2,7 +2,10 @@
 
 Environment variables (read once, at import):
 
-- ``TEX_DEBUG=<level>``: 0 silent (default); 1 pass names and times; 2 also dumps every pass.
+- ``TEX_DEBUG=<level>``: 0 silent (default); 1 prints a table of the seconds each compile
+  phase took (differentiate, auto_schedule, lower and its passes, legalize, LLVM IR
+  emission, LLVM optimization, machine code) to stderr after each outermost phase; 2 also
+  dumps every pass.
 - ``TEX_DUMP=<pass,pass|all>`` (``TEX_DUMP=1`` means all): print the IR after these passes.
 - ``TEX_DUMP_DIR=<dir>``: write dumps to files in this directory instead of stderr.
 - ``TEX_NUM_THREADS=<n>``: threads for parallel loops of built CPU functions, a positive
@@ -16,6 +19,11 @@ Every environment variable tex reads is listed in ``ENVIRONMENT`` and read throu
 ``env(name)``, here; a module that needs one (the JIT cache size, the CUDA binding and
 toolkit, Graphviz) parses its value where the meaning lives.
 
+``with tex.debug.timings() as t: ...`` collects the same table without printing it
+(``t.table()``, ``t.seconds("llvm.opt")``); phases are marked in the code with
+``with debug.timed("name"):`` (or ``@debug.timed("name")``), which costs a context-variable
+read when neither is on.
+
 Tests override the configuration with ``with tex.debug.config(dump="all"): ...``;
 the override is a ``contextvars`` value, so it never leaks between threads or tests.
 """
@@ -25,18 +33,21 @@ import contextlib
 import contextvars
 import os
 import sys
+import time
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 __all__ = ["Config", "config", "current", "dump", "should_dump", "InternalError",
-           "MAX_THREADS_PER_CORE", "max_threads", "OutOfBoundsError", "ENVIRONMENT", "env"]
+           "MAX_THREADS_PER_CORE", "max_threads", "OutOfBoundsError", "ENVIRONMENT", "env",
+           "Timings", "timings", "timed"]
 
 # every environment variable tex reads -> what it sets (read only through ``env``)
 ENVIRONMENT: dict[str, str] = {
-    "TEX_DEBUG": "0 silent (default); 1 pass names and times; 2 also dumps every pass",
+    "TEX_DEBUG": "0 silent (default); 1 a table of seconds per compile phase on stderr; "
+                 "2 also dumps every pass",
     "TEX_DUMP": "passes whose IR is printed (comma-separated, or all / 1)",
     "TEX_DUMP_DIR": "write the dumps to files in this directory instead of stderr",
     "TEX_NUM_THREADS": "threads for the parallel loops of built CPU functions",
@@ -230,3 +241,74 @@ def dump(pass_name: str, ir: object, *, force: bool = False) -> None:
             f.write(text)
     else:
         sys.stderr.write(text)
+
+
+@dataclass
+class Timings:
+    """Seconds per compile phase: one row per phase run, in the order the phases began,
+    with its nesting depth (``lower.simplify`` runs inside ``lower``)."""
+
+    rows: list[tuple[str, int, float]] = field(default_factory=list)  # (phase, depth, s)
+    _depth: int = field(default=0, repr=False)  # phases open now
+
+    def seconds(self, phase: str) -> float:
+        """The total seconds of every run of ``phase``."""
+        return sum(s for name, _, s in self.rows if name == phase)
+
+    def totals(self) -> dict[str, float]:
+        """Seconds per phase name (runs summed), in the order the phases first began."""
+        out: dict[str, float] = {}
+        for name, _, s in self.rows:
+            out[name] = out.get(name, 0.0) + s
+        return out
+
+    def table(self) -> str:
+        """The rows as text, nested phases indented under their parent."""
+        width = max((2 * d + len(n) for n, d, _ in self.rows), default=5)
+        lines = [f"{'phase':<{width}}  seconds"]
+        lines += [f"{'  ' * d + n:<{width}}  {s:7.3f}" for n, d, s in self.rows]
+        return "\n".join(lines)
+
+
+# the table phases are recorded in here (None: not collecting), per thread and task
+_TIMINGS: contextvars.ContextVar[Timings | None] = contextvars.ContextVar("tex_timings",
+                                                                          default=None)
+
+
+@contextlib.contextmanager
+def timings() -> Iterator[Timings]:
+    """Collect the seconds of every phase run inside the block: ``with timings() as t:``."""
+    record = Timings()
+    token = _TIMINGS.set(record)
+    try:
+        yield record
+    finally:
+        _TIMINGS.reset(token)
+
+
+@contextlib.contextmanager
+def timed(phase: str) -> Iterator[None]:
+    """Time the block (or, as a decorator, each call) as ``phase`` when timings are being
+    collected (``timings()``), or printed (``TEX_DEBUG=1``: the table of an outermost
+    phase goes to stderr when it ends)."""
+    record = _TIMINGS.get()
+    printing = record is None and _CONFIG.get().debug >= 1
+    if record is None and not printing:
+        yield
+        return
+    token = None
+    if record is None:
+        record = Timings()
+        token = _TIMINGS.set(record)
+    row = len(record.rows)
+    record.rows.append((phase, record._depth, 0.0))
+    record._depth += 1
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        record._depth -= 1
+        record.rows[row] = (phase, record._depth, time.perf_counter() - start)
+        if token is not None:
+            _TIMINGS.reset(token)
+            sys.stderr.write(f"tex: compile time\n{record.table()}\n")

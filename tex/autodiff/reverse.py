@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..debug import dump, should_dump
+from ..debug import dump, should_dump, timed
 from ..ir import fold
 from ..ir.expr import Binary, Cast, Const, Expr, Op, Reduce, Select, TensorRead
 from ..ir.printer import format_program
@@ -126,6 +126,7 @@ def _topo(output: Tensor, override: Override) -> list[Tensor]:
     return order
 
 
+@timed("differentiate")
 def differentiate(output: Tensor, inputs: Sequence[Tensor] | Tensor | None = None,
                   head: Tensor | None = None, fdiff: FDiff | None = None,
                   override: Override | None = None, strict: bool = False

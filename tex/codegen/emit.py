@@ -51,6 +51,7 @@ from ..lower.stmt import (
     run_nested,
 )
 from . import ops, tables
+from .builder import FoldingBuilder
 from .irtypes import (
     I8,
     I32,
@@ -82,7 +83,7 @@ class FunctionEmitter:
         self.fn = fn
         self.entry = fn.append_basic_block("entry")
         self.start = fn.append_basic_block("start")
-        self.b = ir.IRBuilder(self.start)
+        self.b: ir.IRBuilder = FoldingBuilder(self.start)  # constants folded as built
         self.in_parallel = in_parallel
         self.vars: dict[Var, ir.Value] = {}
         self.bufs: dict[Tensor, ir.Value] = {}

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import llvmlite.binding as llvm
 from llvmlite.binding.newpassmanagers import NewPassManager
 
-from ..debug import InternalError
+from ..debug import InternalError, timed
 from ..target import CPUInfo, with_caches
 
 __all__ = ["HostTarget", "LLVM_LOCK", "host_target", "host_cpu_info", "optimize",
@@ -82,15 +82,17 @@ def optimize(text: str, host: HostTarget | None = None,
     host = host or host_target()
     with LLVM_LOCK:
         try:
-            mod = llvm.parse_assembly(text, context=context)
-            mod.verify()
+            with timed("llvm.parse"):
+                mod = llvm.parse_assembly(text, context=context)
+                mod.verify()
         except RuntimeError as err:
             raise InternalError(f"generated LLVM IR does not verify: {err}", text) from None
         pto = llvm.create_pipeline_tuning_options(speed_level=3)
         pto.loop_vectorization = True
         pto.slp_vectorization = True
         pto.loop_unrolling = True
-        run_default_pipeline(mod, host.target_machine(), pto)
+        with timed("llvm.opt"):
+            run_default_pipeline(mod, host.target_machine(), pto)
         return mod
 
 

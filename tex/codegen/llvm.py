@@ -121,14 +121,17 @@ def compile_llvm(func: LoweredFunc, options: CodegenOptions | None = None) -> Co
         For loops bound to GPU threads.
     """
     options = options or CodegenOptions()
-    m = emit_module(func, options)
-    text, notes, errors, checks = str(m.ir), m.notes, m.errors, tuple(m.checks)
+    with debug.timed("llvm.emit"):
+        m = emit_module(func, options)
+    with debug.timed("llvm.print"):
+        text, notes, errors, checks = str(m.ir), m.notes, m.errors, tuple(m.checks)
     debug.dump("llvm", text)
     # a context per module: the global one would keep every module's uniqued constants and
     # metadata for good (10 to 15 KB per kernel)
     context = llvm.create_context()
     mod = optimize(text, context=context)
-    opt_text = str(mod)
+    with debug.timed("llvm.print"):
+        opt_text = str(mod)
     debug.dump("llvm.opt", opt_text)
     symbol = symbol_name(func.name)
     compiled = CompiledModule(symbol, text, opt_text, mod, errors, tuple(notes), checks,

@@ -24,10 +24,12 @@ import llvmlite.ir as ir
 from ..arith import Analyzer, Interval
 from ..dtype import DTYPES
 from ..ir.expr import Binary, Const, Expr, Op, Select, TensorRead, Var
+from ..ir.tensor import Tensor
 from ..ir.visit import post_order
 from ..lower.bounds_check import BoundsReportOp, is_report
 from ..lower.passes import loop_domains
-from ..lower.stmt import LoweredFunc, make_buffer, symbol_name
+from ..lower.stmt import LoweredFunc, Stmt, make_buffer, stmt_exprs, symbol_name, walk_stmts
+from ..lower.structure import structure
 from .irtypes import I1, I64, PTR, VOID, mangle, store_atomic
 
 __all__ = ["CodegenOptions", "ModuleEmitter", "ERRORS", "MAX_STACK_BYTES", "lazy_parts"]
@@ -92,6 +94,10 @@ class ModuleEmitter:
         self._hazard: dict[Expr, bool] = {}
         self._safe: dict[Expr, bool] = {}
         self._analyzer: Analyzer | None = None
+        self._domains: dict[Var, Interval] | None = None
+        # outlined functions by ``outline_key``, with the notes emitting them made: an
+        # identical parallel loop or nest calls the same function
+        self.outlined: dict[str, tuple[ir.Function, tuple[str, ...]]] = {}
 
     # -- declarations and helper functions ---------------------------------------------
     def declare(self, name: str, ret: ir.Type, args: Sequence[ir.Type]) -> ir.Function:
@@ -253,7 +259,22 @@ class ModuleEmitter:
     def domains(self) -> dict[Var, Interval]:
         """The ranges of the variables the function's indices use: its loop variables
         (a backend with hardware indices adds theirs)."""
-        return loop_domains(self.func.body)
+        if self._domains is None:
+            self._domains = loop_domains(self.func.body)
+        return self._domains
+
+    def outline_key(self, kind: str, s: Stmt, args: Sequence[Tensor | Var]) -> str | None:
+        """The key under which an outlined function running ``s`` with arguments ``args``
+        (its captured buffers and variables) is shared by every loop or nest of the same
+        ``kind`` that compiles to the same code: equal structure (``tex.lower.structure``:
+        dtypes, buffer shapes), variable ranges (the hazard analysis reads them). None for
+        code that reads a bounds report: each check reports its own number."""
+        for st in walk_stmts(s):
+            for e in stmt_exprs(st):
+                if any(isinstance(n, TensorRead) and is_report(n.tensor)
+                       for n in post_order(e)):
+                    return None
+        return f"{kind}\n{structure(s, args, self.domains())}"
 
     def in_bounds(self, read: TensorRead) -> bool:
         """Whether the flat index of ``read`` stays inside its buffer for every value of

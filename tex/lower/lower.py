@@ -78,15 +78,18 @@ def lower(sch: Schedule | Tensor | Sequence[Tensor], args: Sequence[Tensor | Var
         bounds at some point of its domain, unguarded; an argument computed at a parallel
         loop whose iterations would not write it exactly once.
     """
-    sch, arg_list = _checked_arguments(sch, args, name)
-    names = Names()
-    params, storage, scalars = _argument_storage(sch, arg_list, names)
-    func = LoweredFunc(name, tuple(params), _nests(sch, storage, names, scalars))
-    debug.dump("lower.schedule_ops", func)
-    for pass_name, fn in PASSES:
-        func = fn(func)
-        debug.dump(f"lower.{pass_name}", func)
-    return func
+    with debug.timed("lower"):
+        sch, arg_list = _checked_arguments(sch, args, name)
+        with debug.timed("lower.schedule_ops"):
+            names = Names()
+            params, storage, scalars = _argument_storage(sch, arg_list, names)
+            func = LoweredFunc(name, tuple(params), _nests(sch, storage, names, scalars))
+        debug.dump("lower.schedule_ops", func)
+        for pass_name, fn in PASSES:
+            with debug.timed(f"lower.{pass_name}"):
+                func = fn(func)
+            debug.dump(f"lower.{pass_name}", func)
+        return func
 
 
 def _checked_arguments(sch: Any, args: Any, name: Any) -> tuple[Schedule, list[Tensor | Var]]:

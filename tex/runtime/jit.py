@@ -18,15 +18,15 @@ native memory (1.5 KB of it a pass-instrumentation object llvmlite never frees; 
 ``tex.codegen.host.run_default_pipeline`` for the pipeline it used to leak too).
 
 The compile cache maps a structural key of the work (``cache_key``: the printed
-``LoweredFunc``, a canonical listing of every node with its dtype so that texts printing
-alike but typed differently differ, the target, ``fastmath``, the thread count and the
-host CPU name and features) to its ``Kernel``. It is an LRU guarded by a lock, bounded by
-entry count: ``CACHE_SIZE`` entries, 64 unless ``TEX_JIT_CACHE=<n>`` says otherwise (read
-at import; ``0`` disables caching), so the cache itself holds at most about 50 MB of small
-kernels (64 x 0.75 MB), more for large ones. Building the same thing twice returns the same
-kernel without compiling; the least recently used entry is dropped when full (functions
-already built from it keep working and keep it alive). ``clear_cache()`` empties it,
-``CACHE.resize(n)`` changes the bound.
+``LoweredFunc`` and its canonical listing, ``tex.lower.structure``, with every node's dtype
+so that texts printing alike but typed differently differ; the target, ``fastmath``, the
+thread count and the host CPU name and features) to its ``Kernel``. It is an LRU guarded
+by a lock, bounded by entry count: ``CACHE_SIZE`` entries, 64 unless ``TEX_JIT_CACHE=<n>``
+says otherwise (read at import; ``0`` disables caching), so the cache itself holds at most
+about 50 MB of small kernels (64 x 0.75 MB), more for large ones. Building the same thing
+twice returns the same kernel without compiling; the least recently used entry is dropped
+when full (functions already built from it keep working and keep it alive).
+``clear_cache()`` empties it, ``CACHE.resize(n)`` changes the bound.
 
 The disk cache (``tex.runtime.diskcache``) sits below it: ``jit_compile(compiled, key)``
 captures the object code MCJIT emits (its object-cache hook: no second code generation)
@@ -60,20 +60,9 @@ from .. import debug
 from ..codegen import CodegenOptions, CompiledModule, host_target
 from ..codegen.host import LLVM_LOCK
 from ..dtype import DTYPES
-from ..ir.expr import Const, Expr, Var
-from ..ir.tensor import Tensor
-from ..ir.visit import post_order
 from ..lower.bounds_check import BoundsReportOp
-from ..lower.stmt import (
-    Allocate,
-    BufferParam,
-    For,
-    IfThenElse,
-    LetStmt,
-    LoweredFunc,
-    Store,
-    walk_stmts,
-)
+from ..lower.stmt import BufferParam, LoweredFunc
+from ..lower.structure import structure
 from .diskcache import DISK
 
 __all__ = ["Kernel", "jit_compile", "load_cached", "cache_key", "CompileCache", "CACHE",
@@ -240,7 +229,8 @@ def jit_compile(compiled: CompiledModule, key: str | None = None) -> Kernel:
         if key is not None and DISK.enabled:
             engine.set_object_cache(notify_func=lambda _mod, data: objects.append(data))
         try:
-            engine.finalize_object()
+            with debug.timed("llvm.codegen"):
+                engine.finalize_object()
             address = engine.get_function_address(compiled.name)
         finally:
             # the machine code is emitted and stays with the engine: the IR module and its
@@ -251,7 +241,8 @@ def jit_compile(compiled: CompiledModule, key: str | None = None) -> Kernel:
                 context.close()
     if key is not None and len(objects) == 1:
         # popped: the engine's hook keeps the list (not the object code) alive
-        DISK.put(key, _sections(compiled, objects.pop(), externals))
+        with debug.timed("build.disk_store"):
+            DISK.put(key, _sections(compiled, objects.pop(), externals))
     return Kernel(compiled.name, address, compiled, engine)
 
 
@@ -308,64 +299,13 @@ def load_cached(key: str) -> Kernel | None:
     return Kernel(name, address, compiled, engine)
 
 
-def _structure(func: LoweredFunc) -> str:
-    """Every expression node with its dtype, variables numbered by identity."""
-    ids: dict[int, int] = {}
-    out: list[str] = []
-
-    def ref(obj: object) -> str:
-        k = ids.setdefault(id(obj), len(ids))
-        return f"%{k}"
-
-    def expr(e: Expr) -> None:
-        for node in post_order(e):
-            if id(node) in ids:
-                continue
-            kids = ",".join(ref(k) for k in node.children())
-            extra = ""
-            if isinstance(node, Var):
-                extra = node.name
-            elif isinstance(node, Const):
-                extra = repr(node.value)
-            elif hasattr(node, "tensor"):
-                extra = ref(node.tensor)  # type: ignore[attr-defined]
-            elif hasattr(node, "op"):
-                extra = node.op.value  # type: ignore[attr-defined]
-            out.append(f"{ref(node)}={type(node).__name__}:{node.dtype.name}:{extra}({kids})")
-
-    for p in func.params:
-        if isinstance(p, BufferParam):
-            out.append(f"param {ref(p.buffer)} {p.buffer.dtype.name}")
-        else:
-            expr(p.var)
-    for s in walk_stmts(func.body):
-        out.append(type(s).__name__)
-        if isinstance(s, For):
-            expr(s.var)
-            expr(s.min)
-            expr(s.extent)
-            out.append(f"{s.kind.name}{s.thread_tag}")
-        elif isinstance(s, Store):
-            out.append(ref(s.buffer))
-            expr(s.index)
-            expr(s.value)
-        elif isinstance(s, Allocate):
-            b: Tensor = s.buffer
-            out.append(f"{ref(b)}:{b.dtype.name}[{b.shape[0]}]{s.scope}")
-        elif isinstance(s, IfThenElse):
-            expr(s.cond)
-            out.append("else" if s.else_case is not None else "")
-        elif isinstance(s, LetStmt):
-            expr(s.var)
-            expr(s.value)
-    return "\n".join(out)
-
-
 def cache_key(func: LoweredFunc, target: str, options: CodegenOptions) -> str:
     """The structural key of building ``func`` (see the module docstring)."""
     host = host_target()
     h = hashlib.sha256()
-    for part in (str(func), _structure(func), target, repr(options), host.cpu, host.features):
+    params = [p.buffer if isinstance(p, BufferParam) else p.var for p in func.params]
+    for part in (str(func), structure(func.body, params), target, repr(options), host.cpu,
+                 host.features):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 from ..arith import Interval
 from ..arith.rules import Analyzer
+from ..debug import timed
 from ..ir.expr import Binary, Expr, IterVar, Op, Reduce, TensorRead, Unary, Var
 from ..ir.scatter import ScatterForm, scatter_form_of
 from ..ir.tensor import ComputeOp, Tensor
@@ -73,6 +74,7 @@ OP_COST: dict[Op, int] = {
 _INLINE_BUDGET = 24
 
 
+@timed("auto_schedule")
 def auto_schedule(outputs: Tensor | Sequence[Tensor],
                   target: str | CPUInfo = "llvm") -> Schedule:
     """A schedule computing ``outputs`` fast on ``target``: the host CPU for ``"llvm"``,

@@ -1,0 +1,224 @@
+"""Cold compile time per program and per phase: differentiate + auto_schedule + build.
+
+For every program (the nine WORKLOADS.md workloads, the five ``workloads.MODELS`` and two
+layers users hit first: a ResNet basic block and a BERT encoder layer, written here with
+topi), each repetition takes a fresh workload (new placeholders), forgets every compiled
+kernel (in-process and on disk: ``TEX_CACHE_DIR`` points at a fresh temporary directory
+for the whole run) and sympy's memo, then times, under ``tex.debug.timings()``:
+
+* the gradient program: ``differentiate(loss, wrt)``, ``auto_schedule([loss, *grads])`` and
+  ``tex.build`` of the loss and all gradients in one function (the issue-23 target:
+  <= 1 s median, <= 2 s max over the programs);
+* the forward: ``auto_schedule([forward])`` and its ``tex.build``.
+
+The table gives, per program, the median over ``--repeat`` repetitions of the gradient's
+total (wall clock, and the process's CPU time: steadier when other processes share the
+machine) and of each phase (``lower`` with its passes, ``legalize``, ``llvm.emit``: building
+the LLVM IR in Python, ``llvm.print``: its text, ``llvm.parse``, ``llvm.opt``: LLVM's
+optimization pipeline, ``llvm.codegen``: machine code), then the forward's total, and the
+number of lines of the gradient's unoptimized LLVM IR.
+
+    python benchmarks/compile_time.py                     # every program, 3 repetitions
+    python benchmarks/compile_time.py --only attention cnn --repeat 5
+    python benchmarks/compile_time.py --small             # tiny shapes (smoke run)
+
+JSON goes to ``benchmarks/results/compile_time.json``. Compile time depends on the load of
+the machine: compare runs made side by side.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+
+# the disk cache is read at import: point it at an empty directory before tex loads
+os.environ["TEX_CACHE_DIR"] = tempfile.mkdtemp(prefix="tex-compile-time-")
+
+from bench_env import HERE  # noqa: E402  (the threading environment and sys.path)
+
+# isort: split
+
+import argparse  # noqa: E402
+import gc  # noqa: E402
+import math  # noqa: E402
+import shutil  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import tex  # noqa: E402
+from tex import debug, topi  # noqa: E402
+from tex.ir.tensor import Tensor  # noqa: E402
+from tex.runtime import jit  # noqa: E402
+from tex.schedule import auto_schedule  # noqa: E402
+
+from workloads import MODELS, WORKLOADS, Workload, write_results  # noqa: E402
+
+DEFAULT_OUTPUT = HERE / "results" / "compile_time.json"
+# the phases in the table, in pipeline order (others are summed under "other")
+PHASES = ("differentiate", "auto_schedule", "lower", "legalize", "llvm.emit", "llvm.print",
+          "llvm.parse", "llvm.opt", "llvm.codegen")
+
+
+def _ph(shape: tuple[int, ...], name: str) -> Tensor:
+    return tex.placeholder(shape, name=name, dtype="float32")
+
+
+def _unchecked(_: Any) -> Any:
+    raise NotImplementedError("compile_time.py times builds; it has no NumPy reference")
+
+
+def _workload(name: str, inputs: list[Tensor], forward: Tensor) -> Workload:
+    """A ``Workload`` for timing builds only: the loss ``sum(forward * H)``, gradients
+    with respect to every input, no references or counts."""
+    head = _ph(forward.shape, "H")
+    return Workload(name, inputs, inputs, forward, topi.sum(forward * head), head, 0,
+                    _unchecked, _unchecked)
+
+
+def resnet_block(small: bool = False) -> Workload:
+    """ResNet basic block: relu(bn(conv(relu(bn(conv(x))))) + x), batch norm in training
+    form (the batch's statistics), 3x3 convolutions, x (8, 64, 56, 56)."""
+    n, c, hw = (2, 4, 6) if small else (8, 64, 56)
+    x = _ph((n, c, hw, hw), "x")
+    w1, g1, b1 = _ph((c, c, 3, 3), "w1"), _ph((c,), "g1"), _ph((c,), "b1")
+    w2, g2, b2 = _ph((c, c, 3, 3), "w2"), _ph((c,), "g2"), _ph((c,), "b2")
+
+    def bn(v: Tensor, g: Tensor, b: Tensor) -> Tensor:
+        mean = topi.mean(v, axis=(0, 2, 3), keepdims=True)
+        d = v - mean
+        var = topi.mean(d * d, axis=(0, 2, 3), keepdims=True)
+        return d * topi.rsqrt(var + 1e-5) * topi.reshape(g, (c, 1, 1)) \
+            + topi.reshape(b, (c, 1, 1))
+
+    h = topi.nn.relu(bn(topi.nn.conv2d(x, w1, 1, 1), g1, b1))
+    y = topi.nn.relu(bn(topi.nn.conv2d(h, w2, 1, 1), g2, b2) + x)
+    inputs = [x, w1, g1, b1, w2, g2, b2]
+    return _workload("resnet_block", inputs, y)
+
+
+def bert_layer(small: bool = False) -> Workload:
+    """BERT-base encoder layer: multi-head self-attention (heads split and merged by
+    reshape + transpose), residual and layer norm, GELU MLP 768 -> 3072 -> 768, residual
+    and layer norm; batch 8, sequence 128."""
+    b, t, dm, ff, heads = (2, 5, 16, 32, 2) if small else (8, 128, 768, 3072, 12)
+    dh = dm // heads
+    x = _ph((b, t, dm), "x")
+    wq, wk, wv, wo = (_ph((dm, dm), nm) for nm in ("Wq", "Wk", "Wv", "Wo"))
+    bq, bk, bv, bo = (_ph((dm,), nm) for nm in ("bq", "bk", "bv", "bo"))
+    g1, e1, g2, e2 = (_ph((dm,), nm) for nm in ("g1", "e1", "g2", "e2"))
+    w1, b1, w2, b2 = _ph((ff, dm), "W1"), _ph((ff,), "b1"), _ph((dm, ff), "W2"), _ph((dm,), "b2")
+    tokens = topi.reshape(x, (b * t, dm))
+
+    def heads_of(m: Tensor) -> Tensor:  # (B*T, D) -> (B, h, T, d)
+        return topi.transpose(topi.reshape(m, (b, t, heads, dh)), (0, 2, 1, 3))
+
+    q, k, v = (heads_of(topi.nn.dense(tokens, wm, bm))
+               for wm, bm in ((wq, bq), (wk, bk), (wv, bv)))
+    scores = topi.matmul(q, topi.transpose(k, (0, 1, 3, 2))) * (1.0 / math.sqrt(dh))
+    o = topi.matmul(topi.nn.softmax(scores, axis=-1), v)
+    merged = topi.reshape(topi.transpose(o, (0, 2, 1, 3)), (b * t, dm))
+    h1 = topi.nn.layer_norm(topi.nn.dense(merged, wo, bo) + tokens, g1, e1, epsilon=1e-12)
+    up = topi.nn.dense(h1, w1, b1)
+    gelu = up * 0.5 * (topi.erf(up * (1.0 / math.sqrt(2.0))) + 1.0)
+    out = topi.nn.layer_norm(topi.nn.dense(gelu, w2, b2) + h1, g2, e2, epsilon=1e-12)
+    y = topi.reshape(out, (b, t, dm))
+    inputs = [x, wq, wk, wv, wo, bq, bk, bv, bo, g1, e1, g2, e2, w1, b1, w2, b2]
+    return _workload("bert_layer", inputs, y)
+
+
+LAYERS: dict[str, Callable[..., Workload]] = {"resnet_block": resnet_block,
+                                              "bert_layer": bert_layer}
+PROGRAMS: dict[str, Callable[..., Workload]] = {**WORKLOADS, **MODELS, **LAYERS}
+
+
+def _forget_compiled() -> None:
+    """Every compiled kernel forgotten (in-process and on disk), and sympy's memo."""
+    jit.clear_cache(disk=True)
+    if "sympy" in sys.modules:
+        from sympy.core.cache import clear_cache
+
+        clear_cache()
+
+
+def _phases(t: debug.Timings, total: float) -> dict[str, float]:
+    """Seconds per phase of ``PHASES`` (runs summed), and the rest as ``other``."""
+    out = {p: t.seconds(p) for p in PHASES}
+    out["other"] = max(0.0, total - sum(out.values()))
+    return out
+
+
+def compile_once(build: Callable[..., Workload], small: bool) -> dict[str, Any]:
+    """One cold compile of the gradient program, then of the forward."""
+    w = build(small=small)
+    _forget_compiled()
+    gc.collect()
+    with debug.timings() as t:
+        start, cpu = time.perf_counter(), time.process_time()
+        grads = list(tex.differentiate(w.loss, w.wrt))
+        outs = [w.loss, *grads]
+        f = tex.build(auto_schedule(outs, target="llvm"), [*w.placeholders, *outs],
+                      name=f"{w.name}_grad")
+        grad_s, cpu_s = time.perf_counter() - start, time.process_time() - cpu
+    with debug.timings():
+        start = time.perf_counter()
+        tex.build(auto_schedule([w.forward], target="llvm"), [*w.inputs, w.forward],
+                  name=f"{w.name}_fwd")
+        fwd_s = time.perf_counter() - start
+    return {"grad_s": grad_s, "cpu_s": cpu_s, "phases": _phases(t, grad_s), "fwd_s": fwd_s,
+            "ir_lines": f.get_source("ll.raw").count("\n")}
+
+
+def measure(name: str, repeat: int, small: bool) -> dict[str, Any]:
+    """The medians of ``repeat`` cold compiles of program ``name``."""
+    runs = [compile_once(PROGRAMS[name], small) for _ in range(repeat)]
+    med = statistics.median
+    return {"name": name, "grad_s": med(r["grad_s"] for r in runs),
+            "grad_s_all": [r["grad_s"] for r in runs], "cpu_s": med(r["cpu_s"] for r in runs),
+            "phases": {p: med(r["phases"][p] for r in runs) for p in runs[0]["phases"]},
+            "fwd_s": med(r["fwd_s"] for r in runs), "ir_lines": runs[0]["ir_lines"]}
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """The rows as a Markdown table, and a closing line with the median and the maximum."""
+    phases = [*PHASES, "other"]
+    head = ["program", "grad s", "CPU s", *phases, "fwd s", "IR lines"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r["name"], f"{r['grad_s']:.2f}", f"{r['cpu_s']:.2f}",
+                 *(f"{r['phases'][p]:.2f}" for p in phases),
+                 f"{r['fwd_s']:.2f}", str(r["ir_lines"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    totals = [r["grad_s"] for r in rows]
+    lines.append(f"\ngradient compile: median {statistics.median(totals):.2f} s, max "
+                 f"{max(totals):.2f} s ({max(rows, key=lambda r: r['grad_s'])['name']})")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="+", choices=list(PROGRAMS), metavar="NAME",
+                        help=f"programs to compile (of {', '.join(PROGRAMS)})")
+    parser.add_argument("--repeat", type=int, default=3, help="cold compiles per program")
+    parser.add_argument("--small", action="store_true", help="tiny shapes (smoke run)")
+    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
+    args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    # one untimed build first: LLVM's target and tex's imports are initialized once
+    compile_once(WORKLOADS["sumsq"], small=True)
+    rows = []
+    for name in args.only or list(PROGRAMS):
+        rows.append(measure(name, args.repeat, args.small))
+        print(f"  {name}: {rows[-1]['grad_s']:.2f} s", flush=True)
+    print(table(rows))
+    write_results(args.output, "compile_time", {"repeat": args.repeat, "small": args.small},
+                  rows)
+    shutil.rmtree(os.environ["TEX_CACHE_DIR"], ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
