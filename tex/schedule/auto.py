@@ -52,10 +52,14 @@ from .pad import PadCache, pad_guarded_reads
 from .phase import split_phases
 from .schedule import Schedule, Stage, create_schedule
 
-__all__ = ["auto_schedule"]
+__all__ = ["auto_schedule", "PARALLEL_MIN_WORK"]
 
-# work (iterations x body cost) below which a parallel region costs more than it saves
-_PARALLEL_MIN_WORK = 1 << 15
+# work (iterations x body cost) below which a stage runs serially: about 12 us of one core
+# here (2.4 GHz Zen 2; a simple element-wise body costs 3, so about PyTorch's 32 768-element
+# grain). Waking a sleeping worker and joining it costs about 20 us, 40-100 us when
+# another process holds a core (benchmarks/contention.py), which a smaller stage cannot
+# win back.
+PARALLEL_MIN_WORK = 1 << 17
 # full reductions shorter than this stay one serial (vectorized) loop
 _TWO_LEVEL_MIN = 1 << 14
 # expensive ops: roughly their cost in multiply-adds when vectorized
@@ -328,7 +332,7 @@ class AutoScheduler:
                 outer, inner = [*outer, lo], [li]
         work = math.prod(a.dom.extent for a in free) * \
             math.prod(r.dom.extent for r in reduce) * max(1, _cost(form.reduce.source[0]))
-        want = self.cores >= 2 and work >= _PARALLEL_MIN_WORK
+        want = self.cores >= 2 and work >= PARALLEL_MIN_WORK
         if want and free_inner and math.prod(a.dom.extent for a in outer) < 4 * self.cores \
                 and inner[0] is last and last.dom.extent >= 2:
             # too few outer points to share: columns of the last free axis in chunks
@@ -395,7 +399,7 @@ class AutoScheduler:
             return None
         if work is None:
             work = _work(st.op)
-        if work < _PARALLEL_MIN_WORK:
+        if work < PARALLEL_MIN_WORK:
             return None
         take, n = [], 1
         for a in axes:
