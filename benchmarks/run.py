@@ -360,12 +360,17 @@ def framework_variants(impl: str, w: Workload, arrays: dict[str, np.ndarray],
 # one workload
 
 
+def reference(w: Workload, arrays: dict[str, np.ndarray]) -> Reference:
+    """NumPy's forward, loss and hand-written gradients of ``w`` on ``arrays``, in float64."""
+    wide = {k: v.astype(np.float64) for k, v in arrays.items()}
+    ref_fwd = w.numpy_forward(wide)
+    return Reference(ref_fwd, float(np.sum(ref_fwd * wide["H"])), w.numpy_grad(wide))
+
+
 def bench_one(name: str, settings: Settings) -> dict[str, Any]:
     w = WORKLOADS[name](small=settings.small)  # fresh: new placeholders, nothing cached
     arrays = random_arrays(w, seed=0)
-    wide = {k: v.astype(np.float64) for k, v in arrays.items()}
-    ref_fwd = w.numpy_forward(wide)
-    ref = Reference(ref_fwd, float(np.sum(ref_fwd * wide["H"])), w.numpy_grad(wide))
+    ref = reference(w, arrays)
 
     row: dict[str, Any] = {"name": name, "shapes": {t.name: list(t.shape) for t in w.inputs},
                            "wrt": [t.name for t in w.wrt],
