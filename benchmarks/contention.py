@@ -2,25 +2,27 @@
 (issue 23, "graceful under contention").
 
 For every WORKLOADS.md workload, tex's auto-scheduled forward and gradient and PyTorch
-eager's (built and checked against NumPy as ``run.py`` does) are timed in repetitions that
-alternate two phases: *quiet* (nothing else running) and *busy* (a child process spinning
-in a Python loop, pinned to one core, ``--core``, default the last core this process may
-use). The quiet/busy order alternates from one repetition to the next, so a slow period of
-the machine hits both. Per variant, the table gives the medians of each phase and the
-slowdown, busy / quiet; the last column is tex's slowdown over PyTorch's (> 1: tex degrades
-more). A first table gives the fork/join cost of one parallel region (a 64-element kernel
-with a parallel loop, on 2 threads minus on 1 thread, per call), quiet and busy.
+eager's (built and checked against NumPy as ``run.py`` does) are timed in two phases:
+*quiet* and *busy*, where a child process spins in a Python loop pinned to one core
+(``--core``, default the last core this process may use). One busy process serves the whole
+run, stopped (SIGSTOP) in the quiet phase and continued (SIGCONT) in the busy one, so each
+variant is timed in both phases back to back, the order alternating between repetitions:
+what the rest of the machine does then weighs on both alike. Per variant, the table gives
+the median time of each phase and the slowdown, the median of the busy / quiet ratios of
+the pairs; the last column is tex's slowdown over PyTorch's (> 1: tex degrades more). A
+first table gives the cost of one fork/join: a 64-element parallel loop on 2 threads minus
+the same on 1 thread (no region), per call, quiet and busy.
 
-The busy process is killed when the phase ends, at exit, and by itself when this process
-dies (it watches its parent).
+The busy process is killed at the end, at exit, and by the kernel when this process dies
+(a parent-death signal; elsewhere than Linux it watches its parent).
 
     python benchmarks/contention.py                   # every workload, PyTorch too
     python benchmarks/contention.py --only dense softmax --repeat 7
     python benchmarks/contention.py --quick           # tiny shapes, one short repetition
 
 Writes ``benchmarks/results/contention.json``. ``TEX_NUM_THREADS`` sets tex's threads, and
-``GOMP_SPINCOUNT``/``OMP_WAIT_POLICY`` the OpenMP runtime's waiting (tex.debug lists tex's
-default).
+``GOMP_SPINCOUNT``/``OMP_WAIT_POLICY`` the OpenMP runtime's waiting, for tex and PyTorch
+alike (they share libgomp; unset: tex's default, ``tex.runtime.openmp``).
 """
 from __future__ import annotations
 
@@ -31,10 +33,13 @@ from bench_env import HERE, mean_call_time  # first: the threading environment a
 import argparse
 import atexit
 import os
+import signal
 import statistics
 import subprocess
 import sys
+import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,27 +48,34 @@ import numpy as np
 import run
 
 import tex
+from tex.runtime.openmp import DEFAULT_SPINCOUNT, wait_policy
 from tex.schedule import create_schedule
 
 from workloads import WORKLOADS, random_arrays, write_results
 
 DEFAULT_OUTPUT = HERE / "results" / "contention.json"
 PHASES = ("quiet", "busy")
+REPEAT = 9
 
-# the competing process: pinned to one core, spinning until killed or orphaned
+# the competing process: pinned to one core, spinning; it dies with the benchmark (the
+# kernel's parent-death signal on Linux, else by watching its parent between loops)
 BUSY_LOOP = """\
-import os, sys
+import ctypes, os, signal, sys
 parent = os.getppid()
+if sys.platform.startswith("linux"):
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: works while stopped too
 os.sched_setaffinity(0, {int(sys.argv[1])})
 print("ready", flush=True)
-while os.getppid() == parent:  # the benchmark died without killing us: stop
+while os.getppid() == parent:
     for _ in range(200_000):
         pass
 """
 
 
 class BusyCore:
-    """A child process keeping ``core`` busy while the ``with`` block runs."""
+    """A child process spinning on ``core`` while the ``with`` block runs; ``pause()`` and
+    ``resume()`` stop and continue it (SIGSTOP/SIGCONT: no start-up between phases, so a
+    quiet and a busy measurement can be taken a moment apart)."""
 
     running: set[subprocess.Popen] = set()  # killed at exit, whatever happened
 
@@ -85,9 +97,21 @@ class BusyCore:
             _kill(self.proc)
             self.proc = None
 
+    def pause(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+
+    def set(self, phase: str) -> None:
+        """Spin in the "busy" phase, stay stopped in the "quiet" one."""
+        self.resume() if phase == "busy" else self.pause()
+
 
 def _kill(proc: subprocess.Popen) -> None:
-    proc.kill()
+    proc.kill()  # SIGKILL ends a stopped process too
     proc.wait()
     if proc.stdout is not None:
         proc.stdout.close()
@@ -105,12 +129,39 @@ def default_core() -> int:
     return max(os.sched_getaffinity(0))
 
 
+def paired_times(fns: dict[str, Callable[[], Any]], core: int, repeat: int,
+                 min_time: float) -> dict[str, dict[str, list[float]]]:
+    """Seconds per call of each function, quiet and busy, ``repeat`` times: each function
+    is timed in both phases back to back (the order alternating), so the load of the rest of
+    the machine is nearly the same in the two."""
+    times: dict[str, dict[str, list[float]]] = {k: {p: [] for p in PHASES} for k in fns}
+    for fn in fns.values():  # warm-up
+        fn()
+    with BusyCore(core) as busy:
+        for rep in range(repeat):
+            for key, fn in fns.items():
+                for phase in PHASES if rep % 2 == 0 else PHASES[::-1]:
+                    busy.set(phase)
+                    time.sleep(0.002)  # let the scheduler see the change
+                    times[key][phase].append(mean_call_time(fn, min_time))
+    return times
+
+
+def summarize(times: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, float]]:
+    """Per function: the median time of each phase, and ``slowdown``, the median of the
+    busy / quiet ratios of the pairs."""
+    return {k: {"quiet": statistics.median(d["quiet"]), "busy": statistics.median(d["busy"]),
+                "slowdown": statistics.median(b / q for q, b in zip(d["quiet"], d["busy"]))}
+            for k, d in times.items()}
+
+
 # --------------------------------------------------------------------------------------
 # fork/join cost
 
 
 def forkjoin_kernels() -> tuple[Any, Any, np.ndarray, np.ndarray]:
-    """A 64-element parallel loop built for 1 and for 2 threads, and its arrays."""
+    """A 64-element parallel loop built for 1 thread (no region: the body is called
+    directly) and for 2 threads, and its arrays."""
     n = 64
     A = tex.placeholder((n,), name="A")
     B = tex.compute((n,), lambda i: A[i] * 2.0 + 1.0, name="B")
@@ -126,21 +177,9 @@ def forkjoin_kernels() -> tuple[Any, Any, np.ndarray, np.ndarray]:
 def forkjoin(core: int, repeat: int, min_time: float) -> dict[str, dict[str, float]]:
     """Seconds per call of the 1- and 2-thread kernels, quiet and busy (medians)."""
     one, two, a, b = forkjoin_kernels()
-    times: dict[str, dict[str, list[float]]] = {p: {"1": [], "2": []} for p in PHASES}
-    for rep in range(repeat):
-        for phase in PHASES if rep % 2 == 0 else PHASES[::-1]:
-            with BusyCore(core) if phase == "busy" else _nothing():
-                for key, f in (("1", one), ("2", two)):
-                    times[phase][key].append(mean_call_time(lambda f=f: f(a, b), min_time))
-    return {p: {k: statistics.median(v) for k, v in d.items()} for p, d in times.items()}
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
+    times = paired_times({"1": lambda: one(a, b), "2": lambda: two(a, b)}, core, repeat,
+                         min_time)
+    return {p: {k: statistics.median(d[p]) for k, d in times.items()} for p in PHASES}
 
 
 # --------------------------------------------------------------------------------------
@@ -158,24 +197,6 @@ def variants(name: str, settings: run.Settings, row: dict[str, Any]) -> list[run
     return found
 
 
-def time_phases(found: list[run.Variant], core: int, repeat: int, min_time: float
-                ) -> dict[str, dict[str, float]]:
-    """Median seconds per call of every variant, quiet and busy."""
-    times: dict[str, dict[str, list[float]]] = {v.name: {p: [] for p in PHASES} for v in found}
-    for v in found:  # warm-up
-        v.fn()
-    for rep in range(repeat):
-        for phase in PHASES if rep % 2 == 0 else PHASES[::-1]:
-            with BusyCore(core) if phase == "busy" else _nothing():
-                for v in found:
-                    times[v.name][phase].append(mean_call_time(v.fn, min_time))
-    return {k: {p: statistics.median(t) for p, t in d.items()} for k, d in times.items()}
-
-
-def slowdowns(medians: dict[str, dict[str, float]]) -> dict[str, float]:
-    return {k: d["busy"] / d["quiet"] for k, d in medians.items()}
-
-
 # --------------------------------------------------------------------------------------
 # tables
 
@@ -189,8 +210,8 @@ def _x(r: float | None) -> str:
 
 
 def forkjoin_table(fj: dict[str, dict[str, float]]) -> str:
-    head = ["phase", "1 thread us/call", "2 threads us/call", "fork/join us"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = run.markdown_head(["phase", "1 thread us/call", "2 threads us/call",
+                               "fork/join us"])
     for phase in PHASES:
         one, two = fj[phase]["1"], fj[phase]["2"]
         lines.append(f"| {phase} | {one * 1e6:.1f} | {two * 1e6:.1f} | "
@@ -201,12 +222,13 @@ def forkjoin_table(fj: dict[str, dict[str, float]]) -> str:
 def table(rows: list[dict[str, Any]]) -> str:
     head = ["workload", "kind", "tex quiet ms", "tex busy ms", "tex slowdown",
             "torch quiet ms", "torch busy ms", "torch slowdown", "tex/torch slowdown"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = run.markdown_head(head)
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['name']} | ERROR: {r['error']} |" + " |" * (len(head) - 2))
+            lines.append(run.error_row(r, len(head)))
             continue
-        m, sd = r.get("median_s", {}), r.get("slowdown", {})
+        m = r.get("median_s", {})
+        sd = {k: d["slowdown"] for k, d in m.items()}
         for kind in run.KINDS:
             tex_k, torch_k = f"tex_{kind}", f"torch_{kind}"
             ratio = (sd[tex_k] / sd[torch_k]) if tex_k in sd and torch_k in sd else None
@@ -225,8 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
                         help="tiny shapes, one short repetition (a smoke run)")
-    parser.add_argument("--repeat", type=int, default=run.MIN_REPEAT,
-                        help="repetitions of each phase, median")
+    parser.add_argument("--repeat", type=int, default=REPEAT,
+                        help=f"repetitions of each phase, median (default {REPEAT})")
     parser.add_argument("--min-time", type=float, default=0.05,
                         help="seconds per timed repetition of one variant")
     parser.add_argument("--only", nargs="+", choices=list(WORKLOADS), metavar="NAME",
@@ -245,9 +267,12 @@ def main(argv: list[str] | None = None) -> int:
     settings = run.Settings(small=args.quick, timed=True, repeat=repeat, min_time=min_time,
                             hand=False, torch=torch)
     threads = run.tex_threads()
-    print(f"busy process on core {core}; tex on {threads} threads; GOMP_SPINCOUNT="
-          f"{os.environ.get('GOMP_SPINCOUNT', '(unset)')}, OMP_WAIT_POLICY="
-          f"{os.environ.get('OMP_WAIT_POLICY', '(unset)')}", flush=True)
+    waiting = {"tex": f"tex's default GOMP_SPINCOUNT={DEFAULT_SPINCOUNT}",
+               "environment": f"GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT', '(unset)')}, "
+                              f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}"
+               }.get(wait_policy(), wait_policy())
+    print(f"busy process on core {core}; tex on {threads} threads; libgomp waiting: "
+          f"{waiting}", flush=True)
 
     fj = forkjoin(core, repeat, min_time)
     print("\nfork/join of one parallel region (64 elements; medians)\n")
@@ -259,8 +284,8 @@ def main(argv: list[str] | None = None) -> int:
         row: dict[str, Any] = {"name": name}
         try:
             found = variants(name, settings, row)
-            row["median_s"] = time_phases(found, core, repeat, min_time)
-            row["slowdown"] = slowdowns(row["median_s"])
+            row["median_s"] = summarize(paired_times({v.name: v.fn for v in found}, core,
+                                                     repeat, min_time))
         except Exception as exc:  # report it and go on with the other workloads
             traceback.print_exc()
             row = {"name": name, "error": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]}
@@ -268,13 +293,13 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         print(f"  {name}: {'ERROR' if 'error' in row else 'done'}", flush=True)
 
-    print(f"\nslowdown with a busy process on core {core} (busy / quiet, medians of {repeat} "
-          "alternating repetitions; tex/torch slowdown > 1: tex degrades more)\n")
+    print(f"\nslowdown with a busy process on core {core} (medians of {repeat} busy / quiet "
+          "pairs; tex/torch slowdown > 1: tex degrades more)\n")
     print(table(rows))
     write_results(args.output, "contention", {
         "quick": args.quick, "repeat": repeat, "min_time": min_time, "core": core,
         "tex_threads": threads, "torch": frameworks.version_of(torch),
-        "GOMP_SPINCOUNT": os.environ.get("GOMP_SPINCOUNT"),
+        "wait_policy": wait_policy(), "GOMP_SPINCOUNT": os.environ.get("GOMP_SPINCOUNT"),
         "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"), "forkjoin_s": fj}, rows)
     return 1 if failed else 0
 

@@ -437,6 +437,16 @@ def _derive(w: Workload, row: dict[str, Any], settings: Settings) -> None:
 # tables
 
 
+def markdown_head(head: Sequence[str]) -> list[str]:
+    """The first two lines of a markdown table with columns ``head``."""
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+
+def error_row(r: dict[str, Any], columns: int) -> str:
+    """A table row for a workload that failed (``r["error"]``), ``columns`` wide."""
+    return f"| {r['name']} | ERROR: {r['error']} |" + " |" * (columns - 2)
+
+
 def _ms(t: float | None) -> str:
     return f"{t * 1e3:.3f}" if t else "-"
 
@@ -525,10 +535,10 @@ def summary(rows: list[dict[str, Any]]) -> str:
             "tex/torch fwd", "tex/torch grad", "tex/compile fwd", "tex/compile grad",
             "tex/jax fwd", "tex/jax grad", "grad GFLOP/s", "grad %peak", "compile s",
             "checked"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = markdown_head(head)
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['name']} | ERROR: {r['error']} |" + " |" * (len(head) - 2))
+            lines.append(error_row(r, len(head)))
             continue
         m, ratio = r.get("median_s", {}), r.get("tex_over", {})
         cells = [r["name"], _ms(m.get("tex_fwd")), _ms(m.get("tex_grad")),
