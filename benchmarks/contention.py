@@ -247,12 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
                         help="tiny shapes, one short repetition (a smoke run)")
-    parser.add_argument("--repeat", type=int, default=REPEAT,
-                        help=f"repetitions of each phase, median (default {REPEAT})")
-    parser.add_argument("--min-time", type=float, default=0.05,
-                        help="seconds per timed repetition of one variant")
-    parser.add_argument("--only", nargs="+", choices=list(WORKLOADS), metavar="NAME",
-                        help=f"workloads to run (of {', '.join(WORKLOADS)})")
+    run.add_timing_arguments(parser, REPEAT, f"quiet/busy pairs, median (default {REPEAT})")
     parser.add_argument("--core", type=int, default=None,
                         help="the core the busy process spins on (default: the last one)")
     parser.add_argument("--no-torch", action="store_true", help="skip PyTorch")

@@ -557,6 +557,17 @@ def summary(rows: list[dict[str, Any]]) -> str:
 # --------------------------------------------------------------------------------------
 
 
+def add_timing_arguments(parser: argparse.ArgumentParser, repeat: int,
+                         repeat_help: str) -> None:
+    """``--repeat`` (default ``repeat``), ``--min-time`` and ``--only``: how run.py and
+    contention.py choose their workloads and time them."""
+    parser.add_argument("--repeat", type=int, default=repeat, help=repeat_help)
+    parser.add_argument("--min-time", type=float, default=0.05,
+                        help="seconds per timed repetition of one variant")
+    parser.add_argument("--only", nargs="+", choices=list(WORKLOADS), metavar="NAME",
+                        help=f"workloads to run (of {', '.join(WORKLOADS)})")
+
+
 def _measure_peak(args: argparse.Namespace, threads: int) -> dict[str, Any] | None:
     if args.quick:  # build and check the kernel only
         k = peak.build_peak_kernel(1, rows=8 * peak.ROWS)
@@ -589,12 +600,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="tiny shapes; build and check every variant, no timing "
                              "(torch.compile off unless --torch-compile)")
-    parser.add_argument("--repeat", type=int, default=MIN_REPEAT,
-                        help=f"timed repetitions, median (at least {MIN_REPEAT})")
-    parser.add_argument("--min-time", type=float, default=0.05,
-                        help="seconds per timed repetition of one variant")
-    parser.add_argument("--only", nargs="+", choices=list(WORKLOADS), metavar="NAME",
-                        help=f"workloads to run (of {', '.join(WORKLOADS)})")
+    add_timing_arguments(parser, MIN_REPEAT, f"timed repetitions, median (at least "
+                                             f"{MIN_REPEAT})")
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     parser.add_argument("--no-hand", action="store_true", help="skip the hand schedules")
     parser.add_argument("--no-torch", action="store_true",
