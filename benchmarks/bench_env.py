@@ -1,8 +1,10 @@
 """Set-up and timing shared by the benchmark scripts; each imports it before anything else.
 
-- The threading environment, before NumPy or torch load their runtimes: OpenBLAS workers
-  spin after each call and steal the core tex runs on next (WORKLOADS.md), and libgomp's
-  idle threads spin for a while after each parallel loop of tex's (and torch's).
+- The threading environment, before NumPy loads OpenBLAS: its workers spin after each call
+  and steal the core tex runs on next (WORKLOADS.md). libgomp's waiting is tex's default
+  (``tex.runtime.openmp``): the scripts import tex, which opens libgomp, before torch, which
+  would otherwise load it with libgomp's own long spin (shared by tex and torch); a
+  ``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY`` in the environment is respected.
 - ``sys.path``: the working tree's ``tex`` (``ROOT``) and the modules beside the scripts
   (``HERE``: workloads.py, frameworks.py, ...), whatever the current directory.
 - tex's disk compile cache (``TEX_CACHE_DIR``, read when tex is imported): a fresh
@@ -24,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "1")
-os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 CACHE_DIR = tempfile.mkdtemp(prefix="tex-bench-cache-")
 os.environ["TEX_CACHE_DIR"] = CACHE_DIR

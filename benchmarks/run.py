@@ -374,12 +374,17 @@ def framework_variants(impl: str, w: Workload, arrays: dict[str, np.ndarray],
 # one workload
 
 
+def reference(w: Workload, arrays: dict[str, np.ndarray]) -> Reference:
+    """NumPy's forward, loss and hand-written gradients of ``w`` on ``arrays``, in float64."""
+    wide = {k: v.astype(np.float64) for k, v in arrays.items()}
+    ref_fwd = w.numpy_forward(wide)
+    return Reference(ref_fwd, float(np.sum(ref_fwd * wide["H"])), w.numpy_grad(wide))
+
+
 def bench_one(name: str, settings: Settings) -> dict[str, Any]:
     w = WORKLOADS[name](small=settings.small)  # fresh: new placeholders, nothing cached
     arrays = random_arrays(w, seed=0)
-    wide = {k: v.astype(np.float64) for k, v in arrays.items()}
-    ref_fwd = w.numpy_forward(wide)
-    ref = Reference(ref_fwd, float(np.sum(ref_fwd * wide["H"])), w.numpy_grad(wide))
+    ref = reference(w, arrays)
 
     row: dict[str, Any] = {"name": name, "shapes": {t.name: list(t.shape) for t in w.inputs},
                            "wrt": [t.name for t in w.wrt],
@@ -444,6 +449,16 @@ def _derive(w: Workload, row: dict[str, Any], settings: Settings) -> None:
 
 # --------------------------------------------------------------------------------------
 # tables
+
+
+def markdown_head(head: Sequence[str]) -> list[str]:
+    """The first two lines of a markdown table with columns ``head``."""
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+
+def error_row(r: dict[str, Any], columns: int) -> str:
+    """A table row for a workload that failed (``r["error"]``), ``columns`` wide."""
+    return f"| {r['name']} | ERROR: {r['error']} |" + " |" * (columns - 2)
 
 
 def _ms(t: float | None) -> str:
@@ -534,10 +549,10 @@ def summary(rows: list[dict[str, Any]]) -> str:
             "tex/torch fwd", "tex/torch grad", "tex/compile fwd", "tex/compile grad",
             "tex/jax fwd", "tex/jax grad", "grad GFLOP/s", "grad %peak", "compile s",
             "checked"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = markdown_head(head)
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['name']} | ERROR: {r['error']} |" + " |" * (len(head) - 2))
+            lines.append(error_row(r, len(head)))
             continue
         m, ratio = r.get("median_s", {}), r.get("tex_over", {})
         cells = [r["name"], _ms(m.get("tex_fwd")), _ms(m.get("tex_grad")),
@@ -554,6 +569,17 @@ def summary(rows: list[dict[str, Any]]) -> str:
 
 
 # --------------------------------------------------------------------------------------
+
+
+def add_timing_arguments(parser: argparse.ArgumentParser, repeat: int,
+                         repeat_help: str) -> None:
+    """``--repeat`` (default ``repeat``), ``--min-time`` and ``--only``: how run.py and
+    contention.py choose their workloads and time them."""
+    parser.add_argument("--repeat", type=int, default=repeat, help=repeat_help)
+    parser.add_argument("--min-time", type=float, default=0.05,
+                        help="seconds per timed repetition of one variant")
+    parser.add_argument("--only", nargs="+", choices=list(WORKLOADS), metavar="NAME",
+                        help=f"workloads to run (of {', '.join(WORKLOADS)})")
 
 
 def _measure_peak(args: argparse.Namespace, threads: int) -> dict[str, Any] | None:
@@ -588,12 +614,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="tiny shapes; build and check every variant, no timing "
                              "(torch.compile off unless --torch-compile)")
-    parser.add_argument("--repeat", type=int, default=MIN_REPEAT,
-                        help=f"timed repetitions, median (at least {MIN_REPEAT})")
-    parser.add_argument("--min-time", type=float, default=0.05,
-                        help="seconds per timed repetition of one variant")
-    parser.add_argument("--only", nargs="+", choices=list(WORKLOADS), metavar="NAME",
-                        help=f"workloads to run (of {', '.join(WORKLOADS)})")
+    add_timing_arguments(parser, MIN_REPEAT, f"timed repetitions, median (at least "
+                                             f"{MIN_REPEAT})")
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     parser.add_argument("--no-hand", action="store_true", help="skip the hand schedules")
     parser.add_argument("--no-torch", action="store_true",

@@ -29,12 +29,38 @@ def _run(outs, ins, arrays):
     return s
 
 
+@pytest.mark.parametrize("rows, parallel", [(160, False), (176, True)])
+def test_stage_below_the_parallel_threshold_opens_no_region(rows: int, parallel: bool) -> None:
+    """``A * 2 + 1`` costs 3 per element (a read, a multiply, an add): 160 x 256 elements
+    (122 880) stay below PARALLEL_MIN_WORK (131 072) and run serially, with no OpenMP call
+    in the built code (its fork/join would cost more than it saves); 176 x 256 run in
+    parallel, with the same results bit for bit as on one thread."""
+    from tex.schedule.auto import PARALLEL_MIN_WORK
+
+    assert (rows * 256 * 3 >= PARALLEL_MIN_WORK) == parallel
+    A = tex.placeholder((rows, 256), name="A")
+    B = tex.compute((rows, 256), lambda i, j: A[i, j] * 2.0 + 1.0, name="B")
+    s = auto_schedule(B, CPUInfo("test", vector_bits=256, cores=2))
+    assert (ForKind.PARALLEL in _kinds(s, [A, B])) == parallel
+    a = np.random.default_rng(0).standard_normal((rows, 256)).astype(np.float32)
+    outs = []
+    for threads in (1, 2):
+        with tex.debug.config(num_threads=threads):
+            f = tex.build(s, [A, B], name=f"axpb{rows}_{threads}")
+        assert ("GOMP_parallel" in f.get_source("ll")) == (parallel and threads == 2)
+        b = np.empty((rows, 256), np.float32)
+        f(a, b)
+        outs.append(b)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(outs[0], a * np.float32(2) + np.float32(1))
+
+
 @pytest.mark.parametrize("bits,cores", [(128, 1), (256, 2), (512, 4)])
 def test_target_may_be_a_cpu_description(bits: int, cores: int) -> None:
     """``auto_schedule(outs, CPUInfo(...))`` schedules for that machine, not the host
     (the golden files are made for one fixed machine this way)."""
-    A = tex.placeholder((4096,), name="A")
-    B = tex.compute((4096,), lambda i: tex.exp(A[i]), name="B")
+    A = tex.placeholder((16384,), name="A")  # work 13 x 16384: above PARALLEL_MIN_WORK
+    B = tex.compute((16384,), lambda i: tex.exp(A[i]), name="B")
     s = auto_schedule(B, CPUInfo("test", vector_bits=bits, cores=cores))
     loops = [st for st in walk_stmts(tex.lower(s, [A, B]).body) if isinstance(st, For)]
     vector = [f for f in loops if f.kind is ForKind.VECTORIZED]

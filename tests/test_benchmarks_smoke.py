@@ -1,6 +1,7 @@
 """Smoke runs of the benchmark scripts at tiny shapes: ``differentiate.py --quick`` checks the
 gradients (workloads, models, TVM's test list) against NumPy's hand-written ones,
-``run.py --quick`` builds and checks the compiled forward and gradient functions."""
+``run.py --quick`` builds and checks the compiled forward and gradient functions,
+``contention.py --quick`` times one workload with and without a busy core."""
 from __future__ import annotations
 
 import subprocess
@@ -74,6 +75,27 @@ def test_run_quick(tmp_path: Path) -> None:
     for name in ("dense", "conv2d"):
         assert "compile_s_hand" in rows[name]
         assert {"tex_hand_fwd", "tex_hand_grad"} <= set(rows[name]["checked"])
+
+
+def test_contention_quick(tmp_path: Path) -> None:
+    """benchmarks/contention.py --quick builds and checks one workload, times it quiet and
+    with a busy process on one core (killed afterwards), and reports both slowdowns."""
+    import json
+
+    out = tmp_path / "contention.json"
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/contention.py", "--quick", "--only", "elementwise",
+         "--output", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    result = json.loads(out.read_text())
+    fj = result["forkjoin_s"]
+    assert set(fj) == {"quiet", "busy"} and all(t > 0 for d in fj.values() for t in d.values())
+    (row,) = result["workloads"]
+    expected = {"tex_fwd", "tex_grad"} | ({"torch_fwd", "torch_grad"} if result["torch"]
+                                          else set())
+    assert set(row["median_s"]) == expected
+    assert all(d["slowdown"] > 0 and d["quiet"] > 0 for d in row["median_s"].values())
+    assert "| elementwise | grad |" in proc.stdout
 
 
 def test_gpu_simulated(tmp_path: Path) -> None:

@@ -409,14 +409,70 @@ def test_parallel_loop_captures_scalars_and_outer_variables() -> None:
     np.testing.assert_allclose(b, want, rtol=1e-6)
 
 
-def test_num_threads_option_reaches_gomp() -> None:
-    with debug.config(num_threads=1):
-        f = build_lowered(_blocked(ForKind.PARALLEL, name="one_thread"))
-    assert re.search(r"@GOMP_parallel\(ptr [^,]+, ptr [^,]+, i32 1, i32 0\)", f.get_source("ll"))
+@pytest.mark.parametrize("threads, region", [(3, 3), (1, None), (0, "max")],
+                         ids=["three", "one", "default"])
+def test_num_threads_option_reaches_gomp(threads: int, region: int | str | None) -> None:
+    """The thread count reaches GOMP_parallel; with one thread there is no region (the body
+    is called directly); by default the count is libgomp's ``omp_get_max_threads()``, read
+    when the loop runs."""
+    with debug.config(num_threads=threads):
+        f = build_lowered(_blocked(ForKind.PARALLEL, name=f"threads{threads}"))
+    ll = f.get_source("ll")
+    if region is None:
+        assert "GOMP_parallel" not in ll
+    elif region == "max":
+        assert re.search(r"call i32 @omp_get_max_threads\(\)", ll)
+        assert re.search(r"@GOMP_parallel\(ptr [^,]+, ptr [^,]+, i32 %[^,]+, i32 0\)", ll)
+    else:
+        assert re.search(rf"@GOMP_parallel\(ptr [^,]+, ptr [^,]+, i32 {region}, i32 0\)", ll)
     a = RNG.standard_normal(128).astype(np.float32)
     b = np.zeros(128, np.float32)
     f(a, b)
     np.testing.assert_allclose(b, _blocked_want(a), rtol=1e-6)
+
+
+def test_parallel_loop_hands_out_chunks_to_threads() -> None:
+    """A parallel loop of 37 iterations on 3 threads: the threads claim chunks of it from an
+    atomic counter (4 per thread: chunks of 4, the last of 1) until none is left; every
+    iteration runs once, computing what it computes serially."""
+    A, B = make_buffer("A", 37 * 5, float32), make_buffer("B", 37 * 5, float32)
+    io, ii = Var("io", int32, "axis"), Var("ii", int32, "axis")
+    body = loop(ii, 5, Store(B, io * 5 + ii, A[io * 5 + ii] * Cast(float32, io) + 1.0))
+    a = np.random.default_rng(37).standard_normal(37 * 5).astype(np.float32)
+    outs = []
+    for kind in (ForKind.SERIAL, ForKind.PARALLEL):
+        with debug.config(num_threads=3):
+            f = build_lowered(func(f"chunks_{kind.name}", [A], [B], loop(io, 37, body, kind)))
+        b = np.full(37 * 5, np.nan, np.float32)
+        f(a, b)
+        outs.append(b)
+    assert re.search(r"atomicrmw add ptr %\S+, i64 %\"chunk\" monotonic", f.get_source("ll.raw"))
+    np.testing.assert_array_equal(outs[0], outs[1])
+    # a * io + 1 is one FMA (one rounding): float64 then float32 gives it for these values
+    want = a.astype(np.float64).reshape(37, 5) * np.arange(37)[:, None] + 1.0
+    np.testing.assert_array_equal(outs[1], want.astype(np.float32).ravel())
+
+
+@pytest.mark.parametrize("extent", [1, 2])
+def test_parallel_region_has_at_most_one_thread_per_iteration(extent: int) -> None:
+    """On 4 threads, a parallel loop of 2 iterations forks 2 threads; of 1, none (no
+    region: the body is called directly)."""
+    n = 16 * extent
+    A, B = make_buffer("A", n, float32), make_buffer("B", n, float32)
+    io, ii = Var("io", int32, "axis"), Var("ii", int32, "axis")
+    body = loop(ii, 16, Store(B, io * 16 + ii, A[io * 16 + ii] + 1.0))
+    with debug.config(num_threads=4):
+        f = build_lowered(func(f"few{extent}", [A], [B], loop(io, extent, body,
+                                                              ForKind.PARALLEL)))
+    ll = f.get_source("ll")
+    if extent == 1:
+        assert "GOMP_parallel" not in ll
+    else:
+        assert re.search(r"@GOMP_parallel\(ptr [^,]+, ptr [^,]+, i32 2, i32 0\)", ll)
+    a = RNG.standard_normal(n).astype(np.float32)
+    b = np.zeros(n, np.float32)
+    f(a, b)
+    np.testing.assert_array_equal(b, a + np.float32(1))
 
 
 @pytest.mark.parametrize("n", [3, 8, 16, 37, 64])

@@ -502,7 +502,7 @@ def test_auto_schedule_partitions_rows_of_a_big_scatter(cores: int, rng: np.rand
     rows and adds the indices that fall in it (no fill inside a loop over column blocks);
     the same bits as the serial scatter, for chunks that divide the rows or not."""
     from tex.target import CPUInfo
-    grad, index, head, _ = _take_grad((200, 16), 2100, axis=0)
+    grad, index, head, _ = _take_grad((200, 64), 2100, axis=0)
     args = [index, head, grad]
     s = tex.schedule.auto_schedule(grad, CPUInfo("test", vector_bits=256, cores=cores))
     text = str(tex.lower(s, args))
@@ -519,7 +519,7 @@ def test_scatter_into_inner_axes_keeps_rows_whole(rng: np.random.Generator) -> N
     rows are not chunked (the zero fill would stride across channels); the threads share
     the leading free axis instead, and the result is the gather's."""
     from tex.target import CPUInfo
-    X = tex.placeholder((8, 16, 32, 32), name="X")
+    X = tex.placeholder((8, 64, 32, 32), name="X")
     P = topi.nn.pool2d(X, (3, 3), (2, 2), (1, 1), (1, 1, 1, 1), "max")
     H = tex.placeholder(P.shape, name="H")
     (dX,) = tex.differentiate(P, [X], H)

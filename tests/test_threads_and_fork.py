@@ -144,3 +144,43 @@ def test_child_forked_before_any_parallel_run_keeps_parallel_loops() -> None:
     print("ok")
     """, TEX_NUM_THREADS="2")
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+WAIT_REPORT = """
+    import os, sys
+    {before}
+    import tex
+    from tex.runtime import openmp
+    assert openmp.load_openmp() is not None
+    print("policy", openmp.wait_policy(), os.environ.get("GOMP_SPINCOUNT"), flush=True)
+"""
+
+
+def test_libgomp_waits_briefly_unless_the_environment_says_otherwise() -> None:
+    """libgomp reports (OMP_DISPLAY_ENV=verbose, at its initialization) the spin count it
+    took: tex's DEFAULT_SPINCOUNT when the environment sets neither GOMP_SPINCOUNT nor
+    OMP_WAIT_POLICY, and the environment left as it was; an explicit OMP_WAIT_POLICY is
+    libgomp's to apply (passive: 0 spins); a libgomp another library loaded before tex keeps
+    what it was given then. The three cases run at once, each in a fresh interpreter."""
+    from tex.runtime.openmp import DEFAULT_SPINCOUNT
+
+    preload = ("import ctypes; os.environ['GOMP_SPINCOUNT'] = '5'; "
+               "ctypes.CDLL('libgomp.so.1'); del os.environ['GOMP_SPINCOUNT']")
+    cases = {"default": ("", {}, "tex", str(DEFAULT_SPINCOUNT)),
+             "user": ("", {"OMP_WAIT_POLICY": "passive"}, "environment", "0"),
+             "preloaded": (preload, {}, "preloaded", "5")}
+    procs = {}
+    for name, (before, env, _, _) in cases.items():
+        environ = {k: v for k, v in os.environ.items()
+                   if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "TEX_NUM_THREADS")}
+        environ.update(env, OMP_DISPLAY_ENV="verbose", PYTHONPATH=str(ROOT))
+        code = textwrap.dedent(WAIT_REPORT).replace("{before}", before)
+        procs[name] = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=environ,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                       text=True)
+    for name, proc in procs.items():
+        out, err = proc.communicate(timeout=TIMEOUT)
+        assert proc.returncode == 0, (name, err)
+        _, _, policy, spins = cases[name]
+        assert f"policy {policy} None" in out, (name, out)  # the environment is unchanged
+        assert f"GOMP_SPINCOUNT = '{spins}'" in err, (name, err)

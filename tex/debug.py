@@ -14,6 +14,13 @@ Environment variables (read once, at import):
   ``MAX_THREADS_PER_CORE`` (4) times ``os.cpu_count()`` are clamped to that, with a
   ``RuntimeWarning``: libgomp crashes or exits the process with tens of thousands. Without
   TEX_NUM_THREADS, an ``OMP_NUM_THREADS`` above that maximum is clamped the same way.
+- ``GOMP_SPINCOUNT=<n>`` / ``OMP_WAIT_POLICY=active|passive``: how long libgomp's threads
+  spin before they sleep, waiting at the end of a parallel loop or for the next one. Neither
+  set, tex gives libgomp ``GOMP_SPINCOUNT=1000`` (``tex.runtime.openmp.DEFAULT_SPINCOUNT``;
+  libgomp's own default, 300 000, keeps a core busy for milliseconds after every parallel
+  loop and makes kernels 10x slower when another process uses a core). Read by libgomp when
+  it is loaded, at ``import tex``, or earlier by a library that loaded it before (PyTorch):
+  ``tex.runtime.openmp.wait_policy()`` says which applied.
 
 Every environment variable tex reads is listed in ``ENVIRONMENT`` and read through
 ``env(name)``, here; a module that needs one (the JIT cache size, the CUDA binding and
@@ -42,7 +49,7 @@ from typing import Any
 
 __all__ = ["Config", "config", "current", "dump", "should_dump", "InternalError",
            "MAX_THREADS_PER_CORE", "max_threads", "OutOfBoundsError", "ENVIRONMENT", "env",
-           "Timings", "timings", "timed"]
+           "Timings", "timings", "timed", "environment_set"]
 
 # every environment variable tex reads -> what it sets (read only through ``env``)
 ENVIRONMENT: dict[str, str] = {
@@ -52,6 +59,8 @@ ENVIRONMENT: dict[str, str] = {
     "TEX_DUMP_DIR": "write the dumps to files in this directory instead of stderr",
     "TEX_NUM_THREADS": "threads for the parallel loops of built CPU functions",
     "OMP_NUM_THREADS": "libgomp's thread count (clamped like TEX_NUM_THREADS)",
+    "GOMP_SPINCOUNT": "spins of an idle libgomp thread before it sleeps (tex's default: 1000)",
+    "OMP_WAIT_POLICY": "libgomp's waiting: active or passive (set: tex's default is not used)",
     "TEX_JIT_CACHE": "entries of the in-process compile cache, read at import (0: none)",
     "TEX_CACHE_DIR": "the disk compile cache's directory ('' or 'none': no disk cache)",
     "TEX_CACHE_SIZE": "the disk compile cache's bound in MB, read at import (0: none)",
@@ -71,6 +80,25 @@ def env(name: str) -> str | None:
         raise InternalError(f"environment variable {name} is read but not listed in "
                             "tex.debug.ENVIRONMENT")
     return os.environ.get(name)
+
+
+@contextlib.contextmanager
+def environment_set(name: str, value: str) -> Iterator[None]:
+    """The environment variable ``name`` (listed in ``ENVIRONMENT``) set to ``value`` for the
+    block only: for a C library that reads it while being loaded (libgomp), without
+    changing what child processes and later readers see."""
+    if name not in ENVIRONMENT:
+        raise InternalError(f"environment variable {name} is set but not listed in "
+                            "tex.debug.ENVIRONMENT")
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = before
 
 
 def count_setting(name: str, value: str | None, default: int, unit: str = "") -> int:

@@ -3,11 +3,17 @@
 A ``For`` PARALLEL is outlined into ``@<name>.parN.body(noalias ptrs..., scalars..., lo,
 hi)`` (captured buffers and variables become parameters, so ``noalias`` survives; never
 inlined, so LLVM optimizes it once: a third less optimization time on a CNN gradient, for
-one call per thread) and a wrapper ``@<name>.parN(ptr %closure)`` that unpacks a struct,
-splits ``[0, extent)`` statically by ``omp_get_thread_num``/``omp_get_num_threads`` and
-calls the body; the parent calls ``GOMP_parallel(wrapper, closure, num_threads, 0)``.
-Nested parallel loops, parallel loops in vector code, and every parallel loop when OpenMP
-is unavailable (``CodegenOptions.openmp``) run serially.
+one call per thread) and a wrapper ``@<name>.parN(ptr %closure)`` that unpacks a struct and
+calls the body on chunks of ``[0, extent)`` claimed from a counter in the closure (an
+atomic add; about ``CHUNKS_PER_THREAD`` chunks per thread), so that a thread sharing its
+core with another process takes fewer chunks instead of holding up the region; which
+thread runs an iteration never changes what the iteration computes. The parent calls
+``GOMP_parallel(wrapper, closure, threads, 0)`` with ``threads`` the smaller of the thread
+count (``CodegenOptions.num_threads``, else ``omp_get_max_threads()``) and the loop's
+extent, or calls the wrapper itself when that is below 2 (outside a region it is the only
+thread and claims every chunk): a thread with no iteration would still cost a wake-up and a
+barrier. Nested parallel loops, parallel loops in vector code, and every parallel loop when
+OpenMP is unavailable (``CodegenOptions.openmp``) run serially.
 
 A function with more than ``OUTLINE_MIN_NESTS`` loop nests in sequence emits each nest as
 an internal ``noinline`` function ``@<name>.nestN``: LLVM's loop passes grow
@@ -33,7 +39,11 @@ from .irtypes import I32, I64, PTR, VOID, local_name, scalar_type
 from .module import ERRORS, ModuleEmitter
 from .vector import VectorEmitter
 
-__all__ = ["ParallelEmitter", "OUTLINE_MIN_NESTS", "loop_nests"]
+__all__ = ["ParallelEmitter", "OUTLINE_MIN_NESTS", "CHUNKS_PER_THREAD", "loop_nests"]
+
+# chunks of a parallel loop per thread: enough that the threads of an unevenly loaded
+# machine even out, few enough that claiming one (an atomic add) costs nothing
+CHUNKS_PER_THREAD = 4
 
 # a function with more loop nests than this emits each as a function of its own
 OUTLINE_MIN_NESTS = 64
@@ -171,8 +181,8 @@ class ParallelEmitter(VectorEmitter):
         # captured values: variables and buffers used inside and bound out here
         bufs, scalars = self.captures(s.body)
         scalars = [v for v in scalars if v is not s.var]
-        # the closure: captures, start, extent
-        fields = [PTR] * len(bufs) + [self.vars[v].type for v in scalars] + [t, t]
+        # the closure: captures, start, extent, next unclaimed iteration
+        fields = [PTR] * len(bufs) + [self.vars[v].type for v in scalars] + [t, t, I64]
         closure_t = ir.LiteralStructType(fields)
 
         def emit() -> ir.Function:
@@ -198,43 +208,69 @@ class ParallelEmitter(VectorEmitter):
         name = wrapper.name
         data = self.alloca(closure_t, f"{name}.closure")
         for k, v in enumerate([*(self.bufs[x] for x in bufs), *(self.vars[v] for v in scalars),
-                               lo, ext]):
+                               lo, ext, ir.Constant(I64, 0)]):
             p = self.b.gep(data, [ir.Constant(I32, 0), ir.Constant(I32, k)], inbounds=True,
                            source_etype=closure_t, name=f"{name}.field{k}")
             self.b.store(v, p)
-        gomp = m.declare("GOMP_parallel", VOID, [PTR, PTR, I32, I32])
-        self.b.call(gomp, [wrapper, data, ir.Constant(I32, m.options.num_threads),
-                           ir.Constant(I32, 0)])
+        threads = self.region_threads(ext, t)
+        with self.b.if_else(self.b.icmp_signed("<", threads, ir.Constant(I32, 2))) \
+                as (alone, shared):
+            with alone:  # one thread would run every iteration: no region
+                self.b.call(wrapper, [data])
+            with shared:
+                gomp = m.declare("GOMP_parallel", VOID, [PTR, PTR, I32, I32])
+                self.b.call(gomp, [wrapper, data, threads, ir.Constant(I32, 0)])
+
+    def region_threads(self, extent: ir.Value, t: ir.Type) -> ir.Value:
+        """The threads of a parallel region over ``extent`` iterations (of type ``t``), as
+        an i32: the thread count, at most one per iteration."""
+        n = self.m.options.num_threads
+        threads: ir.Value = ir.Constant(I32, n) if n else \
+            self.b.call(self.m.declare("omp_get_max_threads", I32, []), [], name="max.threads")
+        ext64 = self.b.sext(extent, I64) if t != I64 else extent
+        threads64 = self.b.sext(threads, I64)
+        least = self.b.select(self.b.icmp_signed("<", ext64, threads64), ext64, threads64)
+        return self.b.trunc(least, I32)
 
     def parallel_wrapper(self, name: str, body_fn: ir.Function,
                          closure_t: ir.LiteralStructType, t: ir.Type) -> ir.Function:
         """``@<name>(ptr %closure)``, run by every thread: unpack the closure (captures,
-        start, extent) and call ``body_fn`` on this thread's static share of the range."""
+        start, extent, counter) and call ``body_fn`` on chunks of the range claimed from the
+        counter until none is left."""
         m = self.m
         wrapper = ir.Function(m.ir, ir.FunctionType(VOID, [PTR]), name)
         wrapper.linkage = "internal"
         wrapper.attributes.add("nounwind")
         wrapper.args[0].name = "closure"
         wb = ir.IRBuilder(wrapper.append_basic_block("entry"))
-        vals = []
-        for k, ft in enumerate(closure_t.elements):
-            p = wb.gep(wrapper.args[0], [ir.Constant(I32, 0), ir.Constant(I32, k)],
-                       inbounds=True, source_etype=closure_t)
-            vals.append(wb.load(p, typ=ft))
+        fields = [wb.gep(wrapper.args[0], [ir.Constant(I32, 0), ir.Constant(I32, k)],
+                         inbounds=True, source_etype=closure_t)
+                  for k in range(len(closure_t.elements))]
+        vals = [wb.load(p, typ=ft) for p, ft in zip(fields[:-1], closure_t.elements[:-1])]
+        counter = fields[-1]
         start, extent = vals[-2:]
-        tid = wb.sext(wb.call(m.declare("omp_get_thread_num", I32, []), [], name="tid"), I64)
         nth = wb.sext(wb.call(m.declare("omp_get_num_threads", I32, []), [], name="nth"), I64)
         ext64 = wb.sext(extent, I64) if t != I64 else extent
-        chunk = wb.sdiv(wb.add(ext64, wb.sub(nth, ir.Constant(I64, 1))), nth, name="chunk")
-
-        def smin(x: ir.Value, y: ir.Value) -> ir.Value:
-            return wb.select(wb.icmp_signed("<", x, y), x, y)
-
-        first = smin(wb.mul(tid, chunk), ext64)
-        last = smin(wb.add(first, chunk), ext64)
-        with wb.if_then(wb.icmp_signed("<", first, last)):
-            lo_t = wb.trunc(first, t) if t != I64 else first
-            hi_t = wb.trunc(last, t) if t != I64 else last
-            wb.call(body_fn, [*vals[:-2], wb.add(start, lo_t), wb.add(start, hi_t)])
+        # chunk = max(1, ceil(extent / (threads * CHUNKS_PER_THREAD)))
+        parts = wb.mul(nth, ir.Constant(I64, CHUNKS_PER_THREAD))
+        chunk = wb.sdiv(wb.add(ext64, wb.sub(parts, ir.Constant(I64, 1))), parts)
+        one = ir.Constant(I64, 1)
+        chunk = wb.select(wb.icmp_signed("<", chunk, one), one, chunk, name="chunk")
+        claim = wrapper.append_basic_block("claim")
+        run = wrapper.append_basic_block("run")
+        done = wrapper.append_basic_block("done")
+        wb.branch(claim)
+        wb.position_at_end(claim)
+        # monotonic: the counter only hands out work; the region's end barrier publishes it
+        first = wb.atomic_rmw("add", counter, chunk, "monotonic", name="first")
+        wb.cbranch(wb.icmp_signed("<", first, ext64), run, done)
+        wb.position_at_end(run)
+        end = wb.add(first, chunk)
+        last = wb.select(wb.icmp_signed("<", end, ext64), end, ext64, name="last")
+        lo_t = wb.trunc(first, t) if t != I64 else first
+        hi_t = wb.trunc(last, t) if t != I64 else last
+        wb.call(body_fn, [*vals[:-2], wb.add(start, lo_t), wb.add(start, hi_t)])
+        wb.branch(claim)
+        wb.position_at_end(done)
         wb.ret_void()
         return wrapper

@@ -55,10 +55,14 @@ from .phase import polyphase, split_phases
 from .relayout import transpose_reused_operand, transpose_vector_axis
 from .schedule import Schedule, Stage, create_schedule
 
-__all__ = ["auto_schedule"]
+__all__ = ["auto_schedule", "PARALLEL_MIN_WORK"]
 
-# work (iterations x body cost) below which a parallel region costs more than it saves
-_PARALLEL_MIN_WORK = 1 << 15
+# work (iterations x body cost) below which a stage runs serially: about 12 us of one core
+# here (2.4 GHz Zen 2; a simple element-wise body costs 3, so about PyTorch's 32 768-element
+# grain). Waking a sleeping worker and joining it costs about 20 us, 40-100 us when
+# another process holds a core (benchmarks/contention.py), which a smaller stage cannot
+# win back.
+PARALLEL_MIN_WORK = 1 << 17
 # reductions with no axis to vectorize in place worth transposed copies of their inputs
 _RELAYOUT_MIN_WORK = 1 << 20
 # inputs read across pages by the rows of a register tile worth a transposed copy
@@ -322,7 +326,7 @@ class AutoScheduler:
         if single and vred is not None:
             self.reduce_vector(st, reads, vred, lanes)
         elif op.num_outputs == 1 and (last.dom.extent >= lanes or 2 * last.dom.extent >= lanes
-                                      and _work(op) >= _PARALLEL_MIN_WORK):
+                                      and _work(op) >= PARALLEL_MIN_WORK):
             # (a short last axis, as a 7 x 7 image's rows: one narrower vector, when the
             # stage is big enough for the vector tile's set-up to pay)
             self.spatial_vector(st, reads, lanes)
@@ -378,7 +382,7 @@ class AutoScheduler:
                 outer, inner = [*outer, lo], [li]
         work = math.prod(a.dom.extent for a in free) * \
             math.prod(r.dom.extent for r in reduce) * max(1, _cost(form.reduce.source[0]))
-        want = self.cores >= 2 and work >= _PARALLEL_MIN_WORK
+        want = self.cores >= 2 and work >= PARALLEL_MIN_WORK
         rows = form.axes[0]
         if want and rows is op.axis[0] and rows.dom.extent >= 8 * self.cores:
             # partition the rows: each thread zero-fills its rows in one contiguous pass,
@@ -453,7 +457,7 @@ class AutoScheduler:
             return None
         if work is None:
             work = _work(st.op)
-        if work < _PARALLEL_MIN_WORK:
+        if work < PARALLEL_MIN_WORK:
             return None
         take, n = [], 1
         for a in axes:
