@@ -23,11 +23,20 @@ decided from the index maps of each stage's reads (no search, no timing):
    * *scatter* (a one-hot sum over data-dependent indices, ``tex.ir.scatter``: the
      gradient of ``take`` or of a max): the scatter axes stay plain serial loops, so
      lowering runs the sum once over its indices; the free axes carry the vectors (the
-     last output axis, when the indices do not depend on it) and the parallel loop, and
+     last output axis, when the indices do not depend on it) and the parallel loop (or
+     chunks of rows, for a scatter into the first axis: each thread fills its rows), and
      sit inside the reduction loops when the reads are contiguous along them. No rfactor:
      it would change the order in which each element is summed.
+   * *relayout* (no axis to vectorize in place: a weight gradient over a 7 x 7 image):
+     the reduction is computed with a long output axis innermost over transposed copies
+     of its inputs, then copied back (``relayout.py``).
 3. **Parallelize** the fused outer output axes over the cores when the stage is big
    enough to pay for a parallel region.
+
+Tiles that do not divide their extent are shifted inwards (``split(..., tail="shift")``:
+the last tile ends at the extent, its overlap computed twice), so no tile of a spatial
+axis is guarded; reduction remainders are peeled and run as narrower vectors. Strided sums
+(transposed convolutions) are split by stride phase first (``phase.py``).
 
 Gradient guards that only check a factor's window bounds are replaced by reads of a
 zero-padded copy (``pad.py``: what the forward's padding computed). Other guards (strides)
@@ -186,8 +195,8 @@ class AutoScheduler:
         ``ta * tb`` accumulators plus ``ta + 1`` loaded vectors fit the registers; the
         most accumulators per load wins; a tile that does not divide the extent is
         discounted by the points it computes twice (its last tile is shifted inwards) and
-        a quarter more. Returns the
-        tile and its score (useful accumulators per loaded vector)."""
+        a quarter more. Returns the tile and its score (useful accumulators per loaded
+        vector)."""
         best, score = (1, 1), 0.0
         for ta in range(1, min(ea, 8) + 1):
             for tb in range(1, min(eb, 8) + 1):
