@@ -208,12 +208,15 @@ def _conv_gradient(xshape: tuple[int, ...], kshape: tuple[int, ...], wrt: str
     return X, K, H, grad
 
 
-def test_weight_gradient_on_a_small_image_is_computed_transposed(rng: np.random.Generator
+@pytest.mark.parametrize("size", [5, 10])
+def test_weight_gradient_on_a_small_image_is_computed_transposed(size: int,
+                                                                 rng: np.random.Generator
                                                                  ) -> None:
-    """dW of a 3x3 convolution over 5x5 images: no axis to vectorize in place (the kernel's
-    3, the image's 5, channels 25 floats apart); it is computed with an output-channel axis
-    innermost over a transposed copy, then copied back (``schedule.relayout``)."""
-    X, K, H, dK = _conv_gradient((2, 32, 5, 5), (32, 32, 3, 3), "K")
+    """dW of a 3x3 convolution over small images: no axis to vectorize in place (the
+    kernel's 3, the image's 5, channels 25 floats apart), or rows too short for full vector
+    partial sums (10); it is computed with an output-channel axis innermost over a
+    transposed copy, then copied back (``schedule.relayout``)."""
+    X, K, H, dK = _conv_gradient((2, 32, size, size), (32, 32, 3, 3), "K")
     s = tex.schedule.auto_schedule([dK])
     func = tex.lower(s, [X, H, dK])
     text = str(func)
