@@ -86,39 +86,19 @@ def _moves(body: Expr, v: Var, an: Analyzer) -> dict[Tensor, int] | None:
 def _rewrite(s: Schedule, stage: Stage, body: Expr, a: IterVar, moves: dict[Tensor, int]
              ) -> list[Stage]:
     op = stage.op
-    new: list[Stage] = []
-    copies: dict[Tensor, Tensor] = {}
-    for t, d in moves.items():
-        axes = [IterVar(Var(f"ax{k}", kind="axis"), Range(0, int(n)))
-                for k, n in enumerate(t.shape)]
-        order = [x for k, x in enumerate(axes) if k != d] + [axes[d]]
-        copy = ComputeOp(f"{t.name}.T", order, [TensorRead(t, [x.var for x in axes])],
-                         tag="relayout")
-        copies[t] = copy.output(0)
-        st = Stage(copy, s)
-        s.insert_stage(st, stage)
-        new.append(st)
-
-    def reread(e: Expr) -> Expr | None:
-        if isinstance(e, TensorRead) and e.tensor in copies:
-            d = moves[e.tensor]
-            idx = list(e.indices)
-            return TensorRead(copies[e.tensor], [*idx[:d], *idx[d + 1:], idx[d]])
-        return None
-
+    new, body = _copy_moved(s, stage, body, moves, last=True)
     # the reduction with ``a`` last, on fresh axes
     fresh = [IterVar(Var(iv.var.name, iv.var.dtype, "axis"), iv.dom) for iv in op.axis]
     mapping: dict[Expr, Expr] = {old.var: f.var for old, f in zip(op.axis, fresh)}
     pos = list(op.axis).index(a)
-    order = [f for k, f in enumerate(fresh) if k != pos] + [fresh[pos]]
-    moved = ComputeOp(f"{op.name}.T", order, [substitute(rewrite(body, reread), mapping)],
-                      op.tag, op.attrs)
+    moved = ComputeOp(f"{op.name}.T", _move(fresh, pos, True),  # type: ignore[arg-type]
+                      [substitute(body, mapping)], op.tag, op.attrs)
     st = Stage(moved, s)
     s.insert_stage(st, stage)
     new.append(st)
     # the stage itself copies the result back into its layout
-    idx: Sequence[Expr] = [iv.var for k, iv in enumerate(op.axis) if k != pos] + [a.var]
-    s.replace_op(stage, ComputeOp(op.name, op.axis, [TensorRead(moved.output(0), list(idx))],
+    idx = _move([iv.var for iv in op.axis], pos, True)
+    s.replace_op(stage, ComputeOp(op.name, op.axis, [TensorRead(moved.output(0), idx)],
                                   tag="relayout"))
     stage.all_iter_vars = list(op.axis)
     stage.leaf_iter_vars = list(op.axis)
@@ -157,26 +137,36 @@ def transpose_reused_operand(s: Schedule, stage: Stage, body: Expr, i: Var,
         moves[node.tensor] = d
     if not moves:
         return []
-    copies: dict[Tensor, Tensor] = {}
+    new, body = _copy_moved(s, stage, body, moves, last=False)
+    op = stage.op
+    s.replace_op(stage, ComputeOp(op.name, op.axis, [body], op.tag, op.attrs))
+    return new
+
+
+def _move(order: Sequence[Expr], d: int, last: bool) -> list[Expr]:
+    """``order`` with its item ``d`` moved last (or first)."""
+    rest = [x for k, x in enumerate(order) if k != d]
+    return [*rest, order[d]] if last else [order[d], *rest]
+
+
+def _copy_moved(s: Schedule, stage: Stage, body: Expr, moves: dict[Tensor, int], last: bool
+                ) -> tuple[list[Stage], Expr]:
+    """For each tensor of ``moves``, a copy with that dimension moved last (or first), its
+    stage inserted before ``stage``; and ``body`` reading the copies instead."""
     new: list[Stage] = []
+    copies: dict[Tensor, Tensor] = {}
     for t, d in moves.items():
         axes = [IterVar(Var(f"ax{k}", kind="axis"), Range(0, int(n)))
                 for k, n in enumerate(t.shape)]
-        order = [axes[d]] + [x for k, x in enumerate(axes) if k != d]
-        copy = ComputeOp(f"{t.name}.T", order, [TensorRead(t, [x.var for x in axes])],
-                         tag="relayout")
+        copy = ComputeOp(f"{t.name}.T", _move(axes, d, last),  # type: ignore[arg-type]
+                         [TensorRead(t, [x.var for x in axes])], tag="relayout")
         copies[t] = copy.output(0)
         new.append(Stage(copy, s))
         s.insert_stage(new[-1], stage)
 
     def reread(e: Expr) -> Expr | None:
         if isinstance(e, TensorRead) and e.tensor in copies:
-            d = moves[e.tensor]
-            idx = list(e.indices)
-            return TensorRead(copies[e.tensor], [idx[d], *idx[:d], *idx[d + 1:]])
+            return TensorRead(copies[e.tensor], _move(e.indices, moves[e.tensor], last))
         return None
 
-    op = stage.op
-    s.replace_op(stage, ComputeOp(op.name, op.axis, [rewrite(body, reread)], op.tag,
-                                  op.attrs))
-    return new
+    return new, rewrite(body, reread)
