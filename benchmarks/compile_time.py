@@ -1,8 +1,8 @@
 """Cold compile time per program and per phase: differentiate + auto_schedule + build.
 
-For every program (the nine WORKLOADS.md workloads, the five ``workloads.MODELS`` and two
-layers users hit first: a ResNet basic block and a BERT encoder layer, written here with
-topi), each repetition takes a fresh workload (new placeholders), forgets every compiled
+For every program (the nine WORKLOADS.md workloads, the five ``workloads.MODELS`` and the
+real layers of ``model_layers.LAYERS``: ResNet blocks, a BERT encoder layer, ...), each
+repetition takes a fresh workload (new placeholders), forgets every compiled
 kernel (in-process and on disk: ``TEX_CACHE_DIR`` points at a fresh temporary directory
 for the whole run) and sympy's memo, then times, under ``tex.debug.timings()``:
 
@@ -39,7 +39,6 @@ from bench_env import HERE  # noqa: E402  (the threading environment and sys.pat
 
 import argparse  # noqa: E402
 import gc  # noqa: E402
-import math  # noqa: E402
 import shutil  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
@@ -48,9 +47,10 @@ from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
+from model_layers import LAYERS  # noqa: E402
+
 import tex  # noqa: E402
-from tex import debug, topi  # noqa: E402
-from tex.ir.tensor import Tensor  # noqa: E402
+from tex import debug  # noqa: E402
 from tex.runtime import jit  # noqa: E402
 from tex.schedule import auto_schedule  # noqa: E402
 
@@ -62,76 +62,10 @@ PHASES = ("differentiate", "auto_schedule", "lower", "legalize", "llvm.emit", "l
           "llvm.parse", "llvm.opt", "llvm.codegen")
 
 
-def _ph(shape: tuple[int, ...], name: str) -> Tensor:
-    return tex.placeholder(shape, name=name, dtype="float32")
-
-
-def _unchecked(_: Any) -> Any:
-    raise NotImplementedError("compile_time.py times builds; it has no NumPy reference")
-
-
-def _workload(name: str, inputs: list[Tensor], forward: Tensor) -> Workload:
-    """A ``Workload`` for timing builds only: the loss ``sum(forward * H)``, gradients
-    with respect to every input, no references or counts."""
-    head = _ph(forward.shape, "H")
-    return Workload(name, inputs, inputs, forward, topi.sum(forward * head), head, 0,
-                    _unchecked, _unchecked)
-
-
-def resnet_block(small: bool = False) -> Workload:
-    """ResNet basic block: relu(bn(conv(relu(bn(conv(x))))) + x), batch norm in training
-    form (the batch's statistics), 3x3 convolutions, x (8, 64, 56, 56)."""
-    n, c, hw = (2, 4, 6) if small else (8, 64, 56)
-    x = _ph((n, c, hw, hw), "x")
-    w1, g1, b1 = _ph((c, c, 3, 3), "w1"), _ph((c,), "g1"), _ph((c,), "b1")
-    w2, g2, b2 = _ph((c, c, 3, 3), "w2"), _ph((c,), "g2"), _ph((c,), "b2")
-
-    def bn(v: Tensor, g: Tensor, b: Tensor) -> Tensor:
-        mean = topi.mean(v, axis=(0, 2, 3), keepdims=True)
-        d = v - mean
-        var = topi.mean(d * d, axis=(0, 2, 3), keepdims=True)
-        return d * topi.rsqrt(var + 1e-5) * topi.reshape(g, (c, 1, 1)) \
-            + topi.reshape(b, (c, 1, 1))
-
-    h = topi.nn.relu(bn(topi.nn.conv2d(x, w1, 1, 1), g1, b1))
-    y = topi.nn.relu(bn(topi.nn.conv2d(h, w2, 1, 1), g2, b2) + x)
-    inputs = [x, w1, g1, b1, w2, g2, b2]
-    return _workload("resnet_block", inputs, y)
-
-
-def bert_layer(small: bool = False) -> Workload:
-    """BERT-base encoder layer: multi-head self-attention (heads split and merged by
-    reshape + transpose), residual and layer norm, GELU MLP 768 -> 3072 -> 768, residual
-    and layer norm; batch 8, sequence 128."""
-    b, t, dm, ff, heads = (2, 5, 16, 32, 2) if small else (8, 128, 768, 3072, 12)
-    dh = dm // heads
-    x = _ph((b, t, dm), "x")
-    wq, wk, wv, wo = (_ph((dm, dm), nm) for nm in ("Wq", "Wk", "Wv", "Wo"))
-    bq, bk, bv, bo = (_ph((dm,), nm) for nm in ("bq", "bk", "bv", "bo"))
-    g1, e1, g2, e2 = (_ph((dm,), nm) for nm in ("g1", "e1", "g2", "e2"))
-    w1, b1, w2, b2 = _ph((ff, dm), "W1"), _ph((ff,), "b1"), _ph((dm, ff), "W2"), _ph((dm,), "b2")
-    tokens = topi.reshape(x, (b * t, dm))
-
-    def heads_of(m: Tensor) -> Tensor:  # (B*T, D) -> (B, h, T, d)
-        return topi.transpose(topi.reshape(m, (b, t, heads, dh)), (0, 2, 1, 3))
-
-    q, k, v = (heads_of(topi.nn.dense(tokens, wm, bm))
-               for wm, bm in ((wq, bq), (wk, bk), (wv, bv)))
-    scores = topi.matmul(q, topi.transpose(k, (0, 1, 3, 2))) * (1.0 / math.sqrt(dh))
-    o = topi.matmul(topi.nn.softmax(scores, axis=-1), v)
-    merged = topi.reshape(topi.transpose(o, (0, 2, 1, 3)), (b * t, dm))
-    h1 = topi.nn.layer_norm(topi.nn.dense(merged, wo, bo) + tokens, g1, e1, epsilon=1e-12)
-    up = topi.nn.dense(h1, w1, b1)
-    gelu = up * 0.5 * (topi.erf(up * (1.0 / math.sqrt(2.0))) + 1.0)
-    out = topi.nn.layer_norm(topi.nn.dense(gelu, w2, b2) + h1, g2, e2, epsilon=1e-12)
-    y = topi.reshape(out, (b, t, dm))
-    inputs = [x, wq, wk, wv, wo, bq, bk, bv, bo, g1, e1, g2, e2, w1, b1, w2, b2]
-    return _workload("bert_layer", inputs, y)
-
-
-LAYERS: dict[str, Callable[..., Workload]] = {"resnet_block": resnet_block,
-                                              "bert_layer": bert_layer}
-PROGRAMS: dict[str, Callable[..., Workload]] = {**WORKLOADS, **MODELS, **LAYERS}
+# the model layers of models.py (ResNet blocks, BERT, ...), but for a name MODELS has already
+PROGRAMS: dict[str, Callable[..., Workload]] = {
+    **WORKLOADS, **MODELS,
+    **{name: layer.build for name, layer in LAYERS.items() if name not in MODELS}}
 
 
 def _forget_compiled() -> None:
