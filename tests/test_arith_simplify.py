@@ -172,7 +172,7 @@ def test_linear(expr: Expr, expected: str) -> None:
     ((k * 4 + j + 4) // 4, "k + 1"),
     ((k * 4 + j + 5) // 4, "k + (j + 1) // 4 + 1"),
     ((k + 5) // 4, "(k + 1) // 4 + 1"),
-    ((k * 4 + 2) // 8, "(k * 2 + 1) // 4"),
+    ((k * 4 + 2) // 8, "k // 2"),  # 2 < 4: never carries past k's multiple of 4
     ((k * 5 + 7) % 4, "(k + 3) % 4"),
     ((k * 4 + j) % -4, "j % -4"),  # j in [0, 3]: j % -4 is 0 for j == 0, j - 4 otherwise
     ((k * -4 + j) // -4, "k + j // -4"),
@@ -180,6 +180,22 @@ def test_linear(expr: Expr, expected: str) -> None:
     ((i - 9) % -10, "i - 9"),  # i in [0, 9]: i - 9 in [-9, 0] is its own remainder
 ])
 def test_divmod(expr: Expr, expected: str) -> None:
+    assert s(expr) == expected
+
+
+@pytest.mark.parametrize("expr, expected", [
+    # a flat index through a reshape: the part below a factor g of the divisor (here j,
+    # in [0, 3], below 4) never carries into the quotient
+    ((k * 4 + j) // 32, "k // 8"),
+    ((k * 4 + j) % 32, "j + k % 8 * 4"),
+    ((k * 4 + j + 4) // 32, "(k + 1) // 8"),
+    ((k * 8 + j * 2 + 1) // 64, "k // 8"),  # j*2 + 1 in [1, 7] < 8
+    ((k * 8 + j * 2 + 1) % 64, "j * 2 + k % 8 * 8 + 1"),
+    ((k * 4 + i) // 32, "(i + k * 4) // 32"),  # i in [0, 9]: may carry
+    ((k * 4 - j) // 32, "(k * 4 - j) // 32"),  # -j in [-3, 0]: may borrow
+    ((k * 6 + j) // 12, "k // 2"),  # g = 6, the gcd of 6 and 12
+])
+def test_divmod_block(expr: Expr, expected: str) -> None:
     assert s(expr) == expected
 
 

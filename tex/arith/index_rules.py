@@ -137,6 +137,26 @@ def _one_bucket(iv: Interval, c: int) -> int | None:
     return q if iv.hi // c == q else None
 
 
+def _block(lf: LinearForm, c: int, an: Analyzer) -> tuple[int, LinearForm, LinearForm] | None:
+    """``lf == g*q + r`` with ``0 <= r < g`` for a factor ``1 < g < c`` of ``c > 0``: the
+    terms whose coefficients ``g`` divides go (divided) to ``q``, the others and the
+    constant's remainder to ``r``; the largest such ``g``, or None. A flattened index
+    through a reshape has this form: ``i*768 + j`` with ``j < 768``."""
+    if c <= 1:
+        return None
+    gs = sorted({math.gcd(c, a) for a in lf.terms.values()} - {1, c}, reverse=True)
+    for g in gs:
+        q_terms = {t: a // g for t, a in lf.terms.items() if a % g == 0}
+        if not q_terms:
+            continue
+        r_terms = {t: a for t, a in lf.terms.items() if a % g}
+        qc, rc = divmod(lf.const, g)
+        r = LinearForm(r_terms, rc, lf.dtype)
+        if _one_bucket(an.linear_bounds(r), g) == 0:
+            return g, LinearForm(q_terms, qc, lf.dtype), r
+    return None
+
+
 @for_ops(Op.FLOORDIV)
 def floordiv_const(node: Expr, an: Analyzer) -> Expr | None:
     """Simplify ``x // c`` for a non-zero constant c."""
@@ -172,6 +192,12 @@ def floordiv_const(node: Expr, an: Analyzer) -> Expr | None:
     if q.terms or q.const:  # (i*4 + j + 5) // 4 -> i + (j + 1) // 4 + 1  (j unknown)
         rest = fold.binary(Op.FLOORDIV, an.rebuild(r), Const(c, dtype))
         return an.rebuild(q.add(LinearForm.atom(rest)))
+    # (i*768 + j) // 98304 -> i // 128  (0 <= j < 768): the part below a factor of c
+    # never carries into the quotient
+    block = _block(lf, c, an)
+    if block is not None:
+        g, qb, _ = block
+        return fold.binary(Op.FLOORDIV, an.rebuild(qb), Const(c // g, dtype))
     # (i*4 + 2) // 8 -> (i*2 + 1) // 4: divide through by a common factor
     g = abs(c)
     for a in lf.terms.values():
@@ -215,6 +241,12 @@ def floormod_const(node: Expr, an: Analyzer) -> Expr | None:
     bucket = _one_bucket(an.linear_bounds(r), c)
     if bucket is not None:  # (i*4 + j) % 4 -> j  (0 <= j < 4);  i % 4 % 4 -> i % 4
         return an.rebuild(r.with_const(r.const - c * bucket))
+    # (i*768 + j) % 98304 -> (i % 128)*768 + j  (0 <= j < 768)
+    block = _block(r, c, an)
+    if block is not None:
+        g, qb, rb = block
+        qmod = fold.binary(Op.FLOORMOD, an.rebuild(qb), Const(c // g, node.dtype))
+        return an.rebuild(LinearForm.atom(qmod, g).add(rb))
     if changed:
         return fold.binary(Op.FLOORMOD, an.rebuild(r), Const(c, node.dtype))
     return None

@@ -87,11 +87,14 @@ def polyphase(s: Schedule, stage: Stage) -> list[Tensor] | None:
     return tensors
 
 
-def split_phases(s: Schedule, stage: Stage) -> Tensor | None:
+def split_phases(s: Schedule, stage: Stage, lanes: int) -> Tensor | None:
     """Compute the reduction of ``stage`` per phase of its last axis (see the module doc)
     when that axis appears as ``(x + a) % m`` or ``(x + a) // m`` with a constant ``m``
-    dividing its extent. Returns the phases' tensor (a new stage, to be scheduled; the stage
-    of ``stage`` becomes the interleaving copy), or None."""
+    dividing its extent and shorter than a vector of ``lanes``: a vector then spans several
+    phases. (A longer ``m`` is a layout, as a head merge's ``x // 64``, ``x % 64``: vectors
+    within one run of ``m`` are contiguous already, and the phases would put the vector on
+    the axis of the runs.) Returns the phases' tensor (a new stage, to be scheduled; the
+    stage of ``stage`` becomes the interleaving copy), or None."""
     op = stage.op
     if op.num_outputs != 1 or stage.relations or not op.axis or \
             not isinstance(op, ComputeOp):
@@ -102,7 +105,8 @@ def split_phases(s: Schedule, stage: Stage) -> Tensor | None:
     x = op.axis[-1]
     dom = {iv.var: Interval(iv.dom.min, iv.dom.stop - 1) for iv in (*op.axis, *body.axis)}
     m = _modulus(body, x.var, Analyzer(dom))
-    if m is None or x.dom.min != 0 or x.dom.extent % m or x.dom.extent // m < 2:
+    if m is None or m >= lanes or x.dom.min != 0 or x.dom.extent % m or \
+            x.dom.extent // m < 2:
         return None
     axes = [IterVar(Var(iv.var.name, iv.var.dtype, iv.var.kind), iv.dom) for iv in op.axis[:-1]]
     phase = IterVar(Var(f"{x.var.name}.phase", x.var.dtype, "axis"), Range(0, m))

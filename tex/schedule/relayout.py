@@ -24,7 +24,11 @@ from ..ir.tensor import ComputeOp, Tensor
 from ..ir.visit import collect_vars, post_order, rewrite, substitute
 from .schedule import Schedule, Stage
 
-__all__ = ["transpose_reused_operand", "transpose_vector_axis"]
+__all__ = ["transpose_reused_operand", "transpose_to_output_axis", "transpose_vector_axis"]
+
+# bytes: a row at least this long makes a reduction that steps across rows jump cache
+# lines far enough apart that no prefetcher follows (``transpose_reused_operand``)
+_LONG_ROW = 1024
 
 
 def transpose_vector_axis(s: Schedule, stage: Stage, body: Expr, lanes: int
@@ -106,6 +110,31 @@ def _rewrite(s: Schedule, stage: Stage, body: Expr, a: IterVar, moves: dict[Tens
     return new
 
 
+def transpose_to_output_axis(s: Schedule, stage: Stage, body: Expr, v: Var, min_reuse: int
+                             ) -> list[Stage]:
+    """Give each input that root ``stage`` (its reduction ``body``, inlined producers
+    expanded) reads with its output variable ``v`` in a dimension that is not the last a
+    copy with that dimension last, when the stage visits each copied element at least
+    ``min_reuse`` times: ``Y[i, j] = sum(X[i, k] * W[j, k])`` (a dense layer) then reads
+    ``W.T[k, j]``, contiguous along ``j``, and is computed as outer products of ``X``'s
+    broadcast values with vectors of ``W.T``'s rows instead of as dot products along ``k``
+    (whose partial sums need adding up per output point and whose register tile is
+    smaller). Returns the copies' stages (to schedule; none when nothing was rewritten)."""
+    op = stage.op
+    if op.num_outputs != 1 or stage.relations or not isinstance(body, Reduce):
+        return []
+    moves = _moves(body, v, Analyzer())
+    if not moves:
+        return []
+    size = sum(math.prod(int(n) for n in t.shape) for t in moves)
+    visits = math.prod(iv.dom.extent for iv in (*op.axis, *body.axis))
+    if visits < min_reuse * size:
+        return []
+    new, body = _copy_moved(s, stage, body, moves, last=True)
+    s.replace_op(stage, ComputeOp(op.name, op.axis, [body], op.tag, op.attrs))
+    return new
+
+
 def transpose_reused_operand(s: Schedule, stage: Stage, body: Expr, i: Var,
                              reduce: Sequence[Var], min_size: int) -> list[Stage]:
     """Before ``stage`` (a root reduction, ``body`` expanded) is blocked over the output
@@ -128,9 +157,14 @@ def transpose_reused_operand(s: Schedule, stage: Stage, body: Expr, i: Var,
             continue
         d = dims[0]
         lin = an.try_linear(node.indices[d])
-        # (along the last dimension, a tile's rows share a cache line at every step)
-        if d == len(node.indices) - 1 or lin is None or lin.terms.get(i) != 1 or \
+        if lin is None or lin.terms.get(i) != 1 or \
                 not any(rvars & set(collect_vars(x)) for x in node.indices[:d]):
+            continue
+        # along the last dimension, a tile's rows share a cache line at every step: worth
+        # a copy only when a step of the reduction jumps a long row (a weight gradient's
+        # ``A[n, p]``, ``n`` reduced: each step a new line, pages apart, never prefetched)
+        if d == len(node.indices) - 1 and \
+                int(node.tensor.shape[d]) * max(1, node.tensor.dtype.bits // 8) < _LONG_ROW:
             continue
         if moves.get(node.tensor, d) != d:
             return []
