@@ -152,3 +152,22 @@ def test_attention_gradient_through_a_head_merge_is_not_phase_split(
     vec = [st for st in walk_stmts(tex.lower(auto_schedule([dQ], AVX2), [dP, K, dQ]).body)
            if isinstance(st, For) and st.kind is ForKind.VECTORIZED]
     assert any(f.var.name.startswith("q") for f in vec)
+
+
+def test_weight_gradient_through_a_reshape_copies_what_it_reads(
+        rng: np.random.Generator) -> None:
+    """``dW[p, q] = sum(G[n // 8, n % 8, p // 256, p % 256] * X[n // 8, n % 8, q])`` (a
+    projection's weight gradient with its head split and batch reshape inlined): the flat
+    address of ``G`` is ``n*1024 + p``, so ``G`` is copied as ``G.T[p, n]`` (rows along
+    ``n``), and ``X``, read through the same reshape, is packed into panels like any
+    affine read."""
+    b, t, heads, d = 8, 8, 4, 256  # 64 rows n of 1,024 floats (4 KiB): 64 Ki elements
+    G = tex.placeholder((b, t, heads, d), name="G")
+    X = tex.placeholder((b, t, 48), name="X")
+    n = tex.reduce_axis((0, b * t), name="n")
+    dW = tex.compute(
+        (heads * d, 48),
+        lambda p, q: tex.sum(G[n // t, n % t, p // d, p % d] * X[n // t, n % t, q], axis=n),
+        name="dW")
+    text = _check([dW], [G, X], AVX2, rng)
+    assert "G.T[" in text and "X.local" in text

@@ -250,15 +250,24 @@ class AutoScheduler:
         return found
 
     def affine_reads(self, op: ComputeOp) -> set[Tensor]:
-        """The tensors every read of which in ``op``'s (inlined) body has affine indices."""
+        """The tensors every read of which in ``op``'s (inlined) body has affine indices,
+        or quotients and remainders of affine ones by constants (a reshape's ``n // 128``,
+        ``n % 128``: bound inference gives their exact box over whole periods)."""
         ok: dict[Tensor, bool] = {}
         for node in post_order(*self.expanded(op)):
             if isinstance(node, TensorRead) and node.indices:
-                forms = [self.analyzer.try_linear(i) for i in node.indices]
-                lin = all(f is not None and all(isinstance(a, Var) for a in f.terms)
-                          for f in forms)
-                ok[node.tensor] = ok.get(node.tensor, True) and lin
+                ok[node.tensor] = ok.get(node.tensor, True) and \
+                    all(self.reshape_affine(i) for i in node.indices)
         return {t for t, good in ok.items() if good}
+
+    def reshape_affine(self, e: Expr) -> bool:
+        """Whether ``e`` is affine in variables, or such an expression ``// c`` or ``% c``
+        for a positive constant ``c``."""
+        if isinstance(e, Binary) and e.op in (Op.FLOORDIV, Op.FLOORMOD) and \
+                isinstance(e.b, Const) and int(e.b.value) > 0:
+            e = e.a
+        f = self.analyzer.try_linear(e)
+        return f is not None and all(isinstance(a, Var) for a in f.terms)
 
     # -- driver --------------------------------------------------------------------------
     def run(self) -> None:

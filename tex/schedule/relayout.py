@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ..arith import Analyzer
+from ..arith import Analyzer, Interval
 from ..ir.expr import Expr, IterVar, Range, Reduce, TensorRead, Var
 from ..ir.tensor import ComputeOp, Tensor
 from ..ir.visit import collect_vars, post_order, rewrite, substitute
@@ -143,22 +143,32 @@ def transpose_reused_operand(s: Schedule, stage: Stage, body: Expr, i: Var,
     ones a copy with that dimension first: ``W[c, q, ry, rx]`` read across ``c`` for 8
     rows ``q`` jumps a whole ``q`` plane per step (a page, for a 512-channel kernel);
     ``W.T[q, c, ry, rx]`` streams the 8 rows (a convolution's data gradient reads its
-    kernel so). Returns the copies' stages (to schedule; none when nothing was
-    rewritten)."""
+    kernel so). A read whose flat address is ``i`` plus long steps of the reduction (a
+    weight gradient's ``H[n, p]``, or the same through a reshape, ``H[n // 128, n % 128,
+    p // 64, p % 64]``) gets a copy ``H.T[p, n]`` of what it reads. Returns the copies'
+    stages (to schedule; none when nothing was rewritten)."""
     rvars = set(reduce)
     moves: dict[Tensor, int] = {}
-    an = Analyzer()
+    gathers: dict[tuple, tuple[TensorRead, list[tuple[Var, Range]]]] = {}
+    doms = {iv.var: iv.dom for iv in stage.op.axis}
+    if isinstance(body, Reduce):
+        doms.update({iv.var: iv.dom for iv in body.axis})
+    an = Analyzer({v: Interval(d.min, d.min + d.extent - 1) for v, d in doms.items()})
     for node in post_order(body):
         if not isinstance(node, TensorRead) or len(node.indices) < 2 or \
                 math.prod(int(n) for n in node.tensor.shape) < min_size:
             continue
         dims = [d for d, x in enumerate(node.indices) if i in collect_vars(x)]
-        if len(dims) != 1:
+        if not dims:
             continue
         d = dims[0]
-        lin = an.try_linear(node.indices[d])
-        if lin is None or lin.terms.get(i) != 1 or \
-                not any(rvars & set(collect_vars(x)) for x in node.indices[:d]):
+        lin = an.try_linear(node.indices[d]) if len(dims) == 1 else None
+        if lin is None or lin.terms.get(i) != 1:
+            order = _flat_steps(node, i, reduce, doms, an)
+            if order is not None:
+                gathers[(node.tensor, tuple(an.key(x) for x in node.indices))] = (node, order)
+            continue
+        if not any(rvars & set(collect_vars(x)) for x in node.indices[:d]):
             continue
         # along the last dimension, a tile's rows share a cache line at every step: worth
         # a copy only when a step of the reduction jumps a long row (a weight gradient's
@@ -169,12 +179,71 @@ def transpose_reused_operand(s: Schedule, stage: Stage, body: Expr, i: Var,
         if moves.get(node.tensor, d) != d:
             return []
         moves[node.tensor] = d
-    if not moves:
+    if not moves and not gathers:
         return []
     new, body = _copy_moved(s, stage, body, moves, last=False)
+    if gathers:
+        more, body = _copy_gathered(s, stage, body, gathers, an)
+        new += more
     op = stage.op
     s.replace_op(stage, ComputeOp(op.name, op.axis, [body], op.tag, op.attrs))
     return new
+
+
+def _flat_steps(node: TensorRead, i: Var, reduce: Sequence[Var], doms: dict[Var, Range],
+                an: Analyzer) -> list[tuple[Var, Range]] | None:
+    """The axes ``[i, r...]`` of a copy of what ``node`` reads, when its flat address is
+    linear with ``i`` contiguous and every reduction step at least ``_LONG_ROW`` bytes
+    apart, and the copy is no larger than the tensor; else None."""
+    shape = [int(n) for n in node.tensor.shape]
+    flat: Expr | None = None
+    stride = 1
+    for x, n in zip(reversed(node.indices), reversed(shape)):
+        term = x * stride if stride != 1 else x
+        flat = term if flat is None else term + flat
+        stride *= n
+    lf = an.try_linear(an.rewrite(flat)) if flat is not None else None
+    if lf is None or lf.terms.get(i) != 1 or \
+            any(not isinstance(v, Var) or v not in doms for v in lf.terms):
+        return None
+    steps = [abs(c) for v, c in lf.terms.items() if v is not i]
+    nbytes = max(1, node.tensor.dtype.bits // 8)
+    if not steps or set(lf.terms) - {i} - set(reduce) or min(steps) * nbytes < _LONG_ROW:
+        return None
+    used = [i, *(r for r in reduce if r in lf.terms)]
+    if math.prod(doms[v].extent for v in used) > math.prod(shape):
+        return None
+    return [(v, doms[v]) for v in used]
+
+
+def _copy_gathered(s: Schedule, stage: Stage, body: Expr,
+                   gathers: dict[tuple, tuple[TensorRead, list[tuple[Var, Range]]]],
+                   an: Analyzer) -> tuple[list[Stage], Expr]:
+    """For each read of ``gathers``, a copy of what it reads over its variables (in that
+    order, its stage inserted before ``stage``); and ``body`` reading the copies instead."""
+    new: list[Stage] = []
+    copies: dict[tuple, tuple[Tensor, list[tuple[Var, Range]]]] = {}
+    for key, (node, order) in gathers.items():
+        axes = [IterVar(Var(f"ax{k}", kind="axis"), Range(0, dom.extent))
+                for k, (_, dom) in enumerate(order)]
+        mapping: dict[Expr, Expr] = {v: x.var + dom.min if dom.min else x.var
+                                     for (v, dom), x in zip(order, axes)}
+        copy = ComputeOp(f"{node.tensor.name}.T", axes, [substitute(node, mapping)],
+                         tag="relayout")
+        copies[key] = (copy.output(0), order)
+        new.append(Stage(copy, s))
+        s.insert_stage(new[-1], stage)
+
+    def reread(e: Expr) -> Expr | None:
+        if not isinstance(e, TensorRead):
+            return None
+        hit = copies.get((e.tensor, tuple(an.key(x) for x in e.indices)))
+        if hit is None:
+            return None
+        t, order = hit
+        return TensorRead(t, [v - dom.min if dom.min else v for v, dom in order])
+
+    return new, rewrite(body, reread)
 
 
 def _move(order: Sequence[Expr], d: int, last: bool) -> list[Expr]:
