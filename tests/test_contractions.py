@@ -171,3 +171,20 @@ def test_weight_gradient_through_a_reshape_copies_what_it_reads(
         name="dW")
     text = _check([dW], [G, X], AVX2, rng)
     assert "G.T[" in text and "X.local" in text
+
+
+def test_long_reduction_is_summed_in_blocks_that_fit_the_l2(rng: np.random.Generator) -> None:
+    """A weight gradient over a batch of images streams a panel of ``k x 16`` floats per
+    register tile; when that outgrows the L2 it is summed per block of the batch (partial
+    results, each with packed panels), then the partials are added: a ResNet block's
+    weight gradient at 28 x 28 went from 24 to 74 GFLOP/s."""
+    cpu = CPUInfo("small-l2", vector_bits=256, cores=2, l2_bytes=32 * 1024, fma=True)
+    H = tex.placeholder((4, 32, 10, 10), name="H")
+    X = tex.placeholder((4, 24, 12, 12), name="X")
+    n, h, w = (tex.reduce_axis((0, e), name=nm) for e, nm in ((4, "n"), (10, "h"), (10, "w")))
+    dW = tex.compute((32, 24, 3, 3), lambda p, q, r, s: tex.sum(
+        H[n, p, h, w] * X[n, q, h + r, w + s], axis=[n, h, w]), name="dW")
+    text = _check([dW], [H, X], cpu, rng)
+    assert ".rf[" in text and "n.outer" in text
+    # a panel that fits: one pass, no partials
+    assert ".rf[" not in _check([dW], [H, X], AVX2, rng)

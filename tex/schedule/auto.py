@@ -80,6 +80,8 @@ _RELAYOUT_MIN_SIZE = 1 << 16
 # products over a transposed copy instead (a dense layer's batch: below it, the copy costs
 # more than the faster loop saves)
 _OUTER_PRODUCT_MIN_REUSE = 512
+# partial results of a reduction summed in blocks (``reduction_blocks``) at most this big
+_PARTIALS_MAX_BYTES = 16 << 20
 # full reductions shorter than this stay one serial (vectorized) loop
 _TWO_LEVEL_MIN = 1 << 14
 # expensive ops: roughly their cost in multiply-adds when vectorized
@@ -597,6 +599,8 @@ class AutoScheduler:
         bi = min(i.dom.extent, max(1, min(8, (self.regs - nvec - 2) // nvec))) \
             if i is not None else 1
         work = _work(op)
+        if i is not None and self.reduction_blocks(st, bj):
+            return
         if i is not None and op.reduce_axis and isinstance(op.body[0], Reduce):
             copies = transpose_reused_operand(self.s, st, self.expanded(op)[0], i.var,
                                               [r.var for r in op.reduce_axis],
@@ -638,6 +642,31 @@ class AutoScheduler:
             order += [lj]
             lst.reorder(*order)
         lst.vectorize(lj)
+
+    def reduction_blocks(self, st: Stage, bj: int) -> bool:
+        """A reduction too long for its ``bj``-wide panel to stay in L2 (a weight gradient
+        over a batch of 28 x 28 images: 6,272 points, 400 KB a panel, streamed from L3 by
+        every register tile): sum it in blocks of its outer reduction axis, each a partial
+        result (rfactor, scheduled as a reduction of its own, its panels packed), then add
+        up the partials. Returns whether it did (and scheduled both stages)."""
+        op = st.op
+        if op.num_outputs != 1 or not isinstance(op.body[0], Reduce) or \
+                op.body[0].combiner.name != "sum" or st.relations:
+            return False
+        nbytes = max(1, op.output(0).dtype.bits // 8)
+        k = _iterations(op) // max(1, _size(op))
+        panel = k * bj * nbytes
+        r0 = op.reduce_axis[0]
+        if panel <= self.info.l2_bytes // 2 or r0.dom.extent < 2:
+            return False
+        blocks = min(r0.dom.extent, -(-panel // (self.info.l2_bytes // 4)))
+        if blocks * _size(op) * nbytes > _PARTIALS_MAX_BYTES:
+            return False
+        ko, _ = st.split(r0, nparts=blocks)
+        part = self.s.rfactor(op.output(0), ko, factor_axis=0)
+        self.schedule_stage(self.s[part])
+        self.schedule_stage(self.s[op.output(0)])
+        return True
 
     def pack_panel(self, st: Stage, local: Stage, jo: IterVar, ivar: Var, bj: int) -> None:
         """Copy, once per ``jo`` iteration, the inputs that ``local`` reads without ``ivar``
