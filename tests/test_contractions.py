@@ -188,3 +188,16 @@ def test_long_reduction_is_summed_in_blocks_that_fit_the_l2(rng: np.random.Gener
     assert ".rf[" in text and "n.outer" in text
     # a panel that fits: one pass, no partials
     assert ".rf[" not in _check([dW], [H, X], AVX2, rng)
+
+
+def test_transposing_copy_with_a_short_last_axis_walks_input_rows_innermost(
+        rng: np.random.Generator) -> None:
+    """``dW[p, q, r, s] = dW.T[q, r, s, p]`` (a relayout's copy back, 3 x 3 kernel last):
+    tiles of 16 input rows ``p`` innermost, so the 16 output lines they write stay in L1
+    while ``q, r, s`` fill them (untiled, ``p`` outermost read 4,608 lines per row)."""
+    T = tex.placeholder((40, 3, 3, 35), name="T")
+    out = tex.compute((35, 40, 3, 3), lambda p, q, r, s: T[q, r, s, p], name="O")
+    _check([out], [T], AVX2, rng)
+    loops = [st for st in walk_stmts(tex.lower(auto_schedule([out], AVX2), [T, out]).body)
+             if isinstance(st, For)]
+    assert [f.var.name for f in loops] == ["p.outer", "q", "r", "s", "p.inner"]
