@@ -31,11 +31,12 @@ __all__ = ["transpose_reused_operand", "transpose_to_output_axis", "transpose_ve
 _LONG_ROW = 1024
 
 
-def transpose_vector_axis(s: Schedule, stage: Stage, body: Expr, lanes: int
-                          ) -> list[Stage] | None:
+def transpose_vector_axis(s: Schedule, stage: Stage, body: Expr, lanes: int,
+                          min_reuse: int = 0) -> list[Stage] | None:
     """Rewrite root ``stage`` (its reduction ``body``, inlined producers expanded) so that
     an output axis of at least ``lanes`` points that is not its last is computed innermost
-    (see the module doc). Returns the new stages to schedule, producers first (the
+    (see the module doc), when the stage visits each element of the copies at least
+    ``min_reuse`` times. Returns the new stages to schedule, producers first (the
     transposed copies, the permuted reduction, then ``stage`` itself, now the copy back),
     or None when no axis qualifies."""
     op = stage.op
@@ -55,6 +56,9 @@ def transpose_vector_axis(s: Schedule, stage: Stage, body: Expr, lanes: int
         if best is None or key < best[:2]:
             best = (size, -pos, a, moves)
     if best is None:
+        return None
+    visits = math.prod(iv.dom.extent for iv in (*op.axis, *body.axis))
+    if visits < min_reuse * best[0]:
         return None
     _, _, a, moves = best
     return _rewrite(s, stage, body, a, moves)
