@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import shutil
 import sys
@@ -41,13 +42,25 @@ for _p in (str(ROOT), str(HERE)):
 def mean_call_time(fn: Callable[[], Any], min_time: float,
                    after: Callable[[], Any] | None = None) -> float:
     """Seconds per call of ``fn`` (followed by ``after``, e.g. a device synchronization),
-    run at least once and for at least ``min_time`` seconds."""
-    n, start = 0, time.perf_counter()
-    while True:
-        fn()
-        if after is not None:
-            after()
-        n += 1
-        elapsed = time.perf_counter() - start
-        if elapsed >= min_time:
-            return elapsed / n
+    run at least once and for at least ``min_time`` seconds.
+
+    As ``timeit`` does, Python's cyclic garbage collector is run first and paused while
+    timing: a full collection pending from the builds before (every IR node, sympy's
+    caches) otherwise lands in whichever call happens to trigger it (3-4 us per call of a
+    tiny kernel, amortized over a round)."""
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        n, start = 0, time.perf_counter()
+        while True:
+            fn()
+            if after is not None:
+                after()
+            n += 1
+            elapsed = time.perf_counter() - start
+            if elapsed >= min_time:
+                return elapsed / n
+    finally:
+        if enabled:
+            gc.enable()

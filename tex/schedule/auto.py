@@ -11,12 +11,18 @@ decided from the index maps of each stage's reads (no search, no timing):
    * *spatial-vector*: the last output axis is contiguous in the inputs (``C = A @ B``,
      column sums, element-wise maps). The inner ``2 x lanes`` of it are vectorized; a
      second output axis that some input does not depend on (the rows of ``A @ B``) is
-     unrolled so each loaded vector is reused; the accumulators live in a local tile
-     (``cache_write``) computed at the tile loop.
+     unrolled so each loaded vector is reused (as many rows as pay for their broadcast
+     against the overlap of a shifted last tile); the accumulators live in a local tile
+     (``cache_write``) computed at the tile loop. The other input's panel for one vector
+     tile is packed contiguously, the output axes it does not use run inside the panel
+     loop, and a reduction too long for the panel to stay in L2 is summed in blocks
+     (``rfactor`` of its outer axis, then the partials added). An input whose rows the
+     tile reads a page apart per reduction step gets a transposed copy first.
    * *reduce-vector*: a reduction axis is the contiguous one (``A @ B.T``, row sums,
      softmax's max). It is split by the lanes and ``rfactor``-ed into vector partial sums
      (float addition is not reassociated otherwise), blocked over two output axes that
-     different inputs skip, and the lanes are added at the end.
+     different inputs skip, and the lanes are added at the end. A dense layer with many
+     rows per weight element becomes spatial-vector over a transposed weight instead.
    * *full reduction* (a scalar, such as the loss): the outer reduction axis becomes a
      parallel axis of partial results (two-level reduction), then the partials are
      scheduled as row reductions.
@@ -27,9 +33,11 @@ decided from the index maps of each stage's reads (no search, no timing):
      chunks of rows, for a scatter into the first axis: each thread fills its rows), and
      sit inside the reduction loops when the reads are contiguous along them. No rfactor:
      it would change the order in which each element is summed.
-   * *relayout* (no axis to vectorize in place: a weight gradient over a 7 x 7 image):
-     the reduction is computed with a long output axis innermost over transposed copies
-     of its inputs, then copied back (``relayout.py``).
+   * *relayout* (no axis to vectorize in place: a weight gradient over a 7 x 7 image;
+     or a last axis shorter than a vector with a long one elsewhere, when the copies are
+     reused enough): the reduction is computed with a long output axis innermost over
+     transposed copies of its inputs, then copied back (``relayout.py``). Transposing
+     copies run in tiles that keep the lines they gather from (or write) in L1.
 3. **Parallelize** the fused outer output axes over the cores when the stage is big
    enough to pay for a parallel region.
 
