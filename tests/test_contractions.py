@@ -239,3 +239,17 @@ def test_panel_is_packed_once_for_the_axes_it_does_not_use(rng: np.random.Genera
              if isinstance(st, For)]
     names = [f.var.name for f in loops]
     assert names.index("j.outer") < names.index("b"), names
+
+
+def test_few_panels_are_shared_in_chunks_of_tiles(rng: np.random.Generator) -> None:
+    """A 100 x 100 matmul has 7 column panels for 2 cores: the parallel loop takes each
+    panel's row tiles in a few chunks (each packing the panel once), not one chunk per tile
+    (17 packings of every panel)."""
+    A = tex.placeholder((100, 100), name="A")
+    B = tex.placeholder((100, 100), name="B")
+    k = tex.reduce_axis((0, 100), name="k")
+    C = tex.compute((100, 100), lambda i, j: tex.sum(A[i, k] * B[k, j], axis=k), name="C")
+    _check([C], [A, B], AVX2, rng)
+    loops = [st for st in walk_stmts(tex.lower(auto_schedule([C], AVX2), [A, B, C]).body)
+             if isinstance(st, For) and st.kind is ForKind.PARALLEL]
+    assert len(loops) == 1 and 8 <= loops[0].extent.value <= 16, [str(f.extent) for f in loops]
