@@ -213,3 +213,28 @@ def test_guarded_vector_update_is_peeled_into_an_unguarded_middle() -> None:
     assert "vectorized for (k.inner.v, 3, 5)" in text
     assert "vectorized for (k.inner.v, 0, 5)" in text
     assert "vectorized for (k.inner.v, 0, 8)" in text  # the middle
+
+
+@pytest.mark.parametrize("width", [17, 56])  # pooled widths 9 and 28
+def test_two_output_reductions_are_vectorized_over_the_last_output_axis(width: int) -> None:
+    """A max pool's gradient selects through an argsel (index and value: a tuple combiner,
+    which rfactor cannot split): each lane reduces one output point, the window loops
+    around the vector; odd widths through a shifted last tile. Same bits as the
+    interpreter."""
+    rng = np.random.default_rng(3)
+    x = tex.placeholder((2, 3, width, width), name="x")
+    y = tex.topi.nn.pool2d(x, (3, 3), (2, 2), (1, 1), (1, 1, 1, 1), pool_type="max")
+    L = tex.topi.sum(y * y)
+    (g,) = tex.differentiate(L, [x])
+    cpu = CPUInfo("avx2", vector_bits=256, cores=2)
+    s = auto_schedule([L, g], cpu)
+    func = tex.lower(s, [x, L, g])
+    argsel = [st for st in walk_stmts(func.body) if isinstance(st, For)
+              and st.kind is ForKind.VECTORIZED and "argsel" in str(st.body)]
+    assert argsel, "the argsel stage has no vectorized loop"
+    a = rng.standard_normal(x.shape).astype("float32")
+    out = [np.empty((), "float32"), np.empty(x.shape, "float32")]
+    tex.build(s, [x, L, g])(a, *out)
+    want = evaluate([L, g], {x: a})
+    np.testing.assert_allclose(out[0], want[0], rtol=1e-5)
+    np.testing.assert_array_equal(out[1], want[1])
