@@ -377,7 +377,7 @@ def _blocked_want(a: np.ndarray) -> np.ndarray:
     return (t + t[:, ::-1]).ravel()
 
 
-@pytest.mark.parametrize("temp", [16, 20000], ids=["stack", "malloc"])
+@pytest.mark.parametrize("temp", [16, 20000], ids=["stack", "heap"])
 @pytest.mark.parametrize("inner", [ForKind.SERIAL, ForKind.PARALLEL, ForKind.VECTORIZED],
                          ids=lambda k: k.name)
 def test_parallel_loop_with_allocate(temp: int, inner: ForKind) -> None:
@@ -392,7 +392,7 @@ def test_parallel_loop_with_allocate(temp: int, inner: ForKind) -> None:
     np.testing.assert_allclose(outs[1], _blocked_want(a), rtol=1e-6)
     raw = f.get_source("ll.raw")
     assert "GOMP_parallel" in raw
-    assert ('@"malloc"' in raw) == (temp * 4 > 64 * 1024)
+    assert ('@"tex_workspace_alloc"' in raw) == (temp * 4 > 64 * 1024)
 
 
 def test_parallel_loop_captures_scalars_and_outer_variables() -> None:

@@ -64,6 +64,8 @@ ENVIRONMENT: dict[str, str] = {
     "TEX_JIT_CACHE": "entries of the in-process compile cache, read at import (0: none)",
     "TEX_CACHE_DIR": "the disk compile cache's directory ('' or 'none': no disk cache)",
     "TEX_CACHE_SIZE": "the disk compile cache's bound in MB, read at import (0: none)",
+    "TEX_WORKSPACE_CACHE_MB": "bytes (MB) of kernels' freed temporaries kept for reuse, read "
+                              "at the first build (0: none; default 1024)",
     "XDG_CACHE_HOME": "the user's cache directory (the disk compile cache's default parent)",
     "TEX_CUDA_BINDING": "the CUDA driver binding: auto, cuda-python or ctypes",
     "TEX_LIBDEVICE": "path of libdevice.10.bc ('none': no libdevice)",

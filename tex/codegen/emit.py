@@ -9,8 +9,9 @@ promote them; a loop is a context manager yielding its index.
   body ``extent`` times, the variable replaced by constants. THREAD: ``ValueError``
   (GPU only).
 - ``Allocate``: up to ``MAX_STACK_BYTES``, an ``alloca`` in the entry block of the current
-  function (per thread inside a parallel loop); larger, ``malloc``/``free`` around the
-  body. When ``malloc`` returns NULL the function sets the first word of its error record
+  function (per thread inside a parallel loop); larger, the runtime's allocator around
+  the body (``WORKSPACE_ALLOC``/``WORKSPACE_FREE``: ``malloc``, keeping freed blocks for the
+  next call). When it returns NULL the function sets the first word of its error record
   to 1 and returns at once (the runtime raises ``MemoryError``).
 - Expressions: a ``Select`` (or ``&&``/``||``) whose lazily evaluated side is a *hazard*
   (reads memory that may be out of bounds, or divides integers by a non-constant:
@@ -67,7 +68,14 @@ from .irtypes import (
     store_atomic,
     with_lanes,
 )
-from .module import ERRORS, MAX_STACK_BYTES, ModuleEmitter, lazy_parts
+from .module import (
+    ERRORS,
+    MAX_STACK_BYTES,
+    WORKSPACE_ALLOC,
+    WORKSPACE_FREE,
+    ModuleEmitter,
+    lazy_parts,
+)
 
 __all__ = ["FunctionEmitter", "MAX_UNROLL"]
 
@@ -555,9 +563,12 @@ class FunctionEmitter:
             del self.bufs[buf]
             return
         b = self.b
-        malloc = self.m.declare("malloc", PTR, [I64])
-        free = self.m.declare("free", VOID, [PTR])
-        p = b.call(malloc, [ir.Constant(I64, nbytes)], name=local_name(buf.name))
+        # the runtime's allocator keeps freed blocks for the next call (fresh pages from
+        # malloc cost a page fault each: tex.runtime.workspace)
+        malloc = self.m.declare(WORKSPACE_ALLOC, PTR, [I64])
+        free = self.m.declare(WORKSPACE_FREE, VOID, [PTR, I64])
+        size = ir.Constant(I64, nbytes)
+        p = b.call(malloc, [size], name=local_name(buf.name))
         failed = b.icmp_unsigned("==", p, ir.Constant(PTR, None))
         self.m.errors = True
         with b.if_then(failed, likely=False):
@@ -566,7 +577,7 @@ class FunctionEmitter:
         self.bufs[buf] = p
         yield
         del self.bufs[buf]
-        b.call(free, [p])
+        b.call(free, [p, size])
 
     # -- loops -------------------------------------------------------------------------
     def bounds(self, s: For) -> tuple[ir.Value, ir.Value]:

@@ -32,9 +32,14 @@ from ..lower.stmt import LoweredFunc, Stmt, make_buffer, stmt_exprs, symbol_name
 from ..lower.structure import structure
 from .irtypes import I1, I64, PTR, VOID, mangle, store_atomic
 
-__all__ = ["CodegenOptions", "ModuleEmitter", "ERRORS", "MAX_STACK_BYTES", "lazy_parts"]
+__all__ = ["CodegenOptions", "ModuleEmitter", "ERRORS", "MAX_STACK_BYTES", "WORKSPACE_ALLOC",
+           "WORKSPACE_FREE", "lazy_parts"]
 
-MAX_STACK_BYTES = 64 * 1024  # larger Allocate buffers go to malloc
+MAX_STACK_BYTES = 64 * 1024  # larger Allocate buffers go to the runtime's allocator:
+# ``ptr WORKSPACE_ALLOC(i64 bytes)`` and ``void WORKSPACE_FREE(ptr, i64 bytes)``, which keep
+# freed blocks for the next call (``tex.runtime.workspace``)
+WORKSPACE_ALLOC = "tex_workspace_alloc"
+WORKSPACE_FREE = "tex_workspace_free"
 # the key of the error record (see the module docstring) in the emitters' buffer maps
 ERRORS = make_buffer("tex.errors", 3, DTYPES["int64"])
 

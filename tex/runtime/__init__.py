@@ -1,6 +1,7 @@
 """Running compiled code: the JIT and its in-process cache (``jit.py``), the disk cache
-(``diskcache.py``), OpenMP (``openmp.py``) and the callable built function with its
-argument checks (``module.py``)."""
+(``diskcache.py``), OpenMP (``openmp.py``), the allocator of kernels' temporaries
+(``workspace.py``) and the callable built function with its argument checks
+(``module.py``)."""
 from .diskcache import disk_cache_stats
 from .jit import CACHE, Kernel, cache_key, clear_cache, jit_compile
 from .module import BuiltFunction

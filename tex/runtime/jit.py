@@ -64,6 +64,8 @@ from ..lower.bounds_check import BoundsReportOp
 from ..lower.stmt import BufferParam, LoweredFunc
 from ..lower.structure import structure
 from .diskcache import DISK
+from .workspace import ensure_workspace
+from .workspace import release as release_workspace
 
 __all__ = ["Kernel", "jit_compile", "load_cached", "cache_key", "CompileCache", "CACHE",
            "CACHE_SIZE", "DEFAULT_CACHE_SIZE", "clear_cache"]
@@ -173,7 +175,9 @@ _support_engines: list[llvm.ExecutionEngine] = []  # kept alive: registered code
 
 
 def _ensure_support() -> None:
-    """Register the support functions the process lacks (once)."""
+    """Register the support functions the process lacks, and the kernels' allocator
+    (``workspace.py``), once."""
+    ensure_workspace()
     with LLVM_LOCK:
         if _support_engines:
             return
@@ -363,8 +367,10 @@ CACHE = CompileCache()
 
 
 def clear_cache(disk: bool = False) -> None:
-    """Forget every cached kernel (functions already built keep theirs); ``disk=True``
-    also deletes the disk cache's entries (``tex.runtime.diskcache``)."""
+    """Forget every cached kernel (functions already built keep theirs) and free the
+    temporaries kept for reuse (``tex.runtime.workspace``); ``disk=True`` also deletes the
+    disk cache's entries (``tex.runtime.diskcache``)."""
     CACHE.clear()
+    release_workspace()
     if disk:
         DISK.clear()
