@@ -14,9 +14,12 @@ for the whole run) and sympy's memo, then times, under ``tex.debug.timings()``:
 The table gives, per program, the median over ``--repeat`` repetitions of the gradient's
 total (wall clock, and the process's CPU time: steadier when other processes share the
 machine) and of each phase (``lower`` with its passes, ``legalize``, ``llvm.emit``: building
-the LLVM IR in Python, ``llvm.print``: its text, ``llvm.parse``, ``llvm.opt``: LLVM's
-optimization pipeline, ``llvm.codegen``: machine code), then the forward's total, and the
-number of lines of the gradient's unoptimized LLVM IR.
+the LLVM IR in Python, ``llvm.print``: its text, ``llvm.split``: cutting a large module
+into parts, ``llvm.parse``, ``llvm.opt``: LLVM's optimization pipeline, ``llvm.codegen``:
+machine code, ``llvm.wait``: waiting for the parts compiled by child processes,
+``llvm.link``: loading the parts' objects; with parts, the LLVM phases count only the part
+compiled in this process, and the CPU column only this process, not its children), then the
+forward's total, and the number of lines of the gradient's unoptimized LLVM IR.
 
     python benchmarks/compile_time.py                     # every program, 3 repetitions
     python benchmarks/compile_time.py --only attention cnn --repeat 5
@@ -59,7 +62,7 @@ from workloads import MODELS, WORKLOADS, Workload, write_results  # noqa: E402
 DEFAULT_OUTPUT = HERE / "results" / "compile_time.json"
 # the phases in the table, in pipeline order (others are summed under "other")
 PHASES = ("differentiate", "auto_schedule", "lower", "legalize", "llvm.emit", "llvm.print",
-          "llvm.parse", "llvm.opt", "llvm.codegen")
+          "llvm.split", "llvm.parse", "llvm.opt", "llvm.codegen", "llvm.wait", "llvm.link")
 
 
 # the model layers of models.py (ResNet blocks, BERT, ...), but for a name MODELS has already

@@ -15,6 +15,14 @@ The function is emitted by ``ParallelEmitter`` (``parallel.py``: OpenMP and outl
 nests), over ``VectorEmitter`` (``vector.py``: vectorized loops) over ``FunctionEmitter``
 (``emit.py``: statements and expressions; per-op code in ``tables.py`` and ``ops.py``).
 
+A large module (``SPLIT_MIN_CHARS`` characters of IR text or more, with several
+``TEX_COMPILE_JOBS``) is split into parts (``split.py``: the entry and its outlined
+functions in a few runs of about equal size) that are optimized and turned into object code
+in parallel processes (``jobs.py``); the ``CompiledModule`` then holds the parts' object
+files, which the JIT loads into one engine, and its optimized IR and assembly are the parts'
+texts one after the other (each part a module of its own: ``; ModuleID`` starts the next).
+The unoptimized text (``get_source("ll.raw")``) is always the whole module as emitted.
+
 ``TEX_DUMP=llvm,llvm.opt,asm`` prints the three texts.
 """
 from __future__ import annotations
@@ -27,17 +35,24 @@ import llvmlite.ir as ir
 from .. import debug
 from ..lower.bounds_check import BoundsReportOp
 from ..lower.stmt import BufferParam, LoweredFunc, symbol_name
+from . import jobs
 from .host import LLVM_LOCK, HostTarget, host_target, optimize
 from .irtypes import PTR, VOID, abi_type
 from .module import ERRORS, CodegenOptions, ModuleEmitter
 from .parallel import OUTLINE_MIN_NESTS, ParallelEmitter, loop_nests
+from .split import Split, split_text
 
-__all__ = ["CompiledModule", "emit_llvm", "emit_module", "compile_llvm"]
+__all__ = ["CompiledModule", "emit_llvm", "emit_module", "compile_llvm", "SPLIT_MIN_CHARS"]
+
+# a module with less IR text than this compiles whole, in this process: forking and loading
+# several objects would cost more than the parallel work saves
+SPLIT_MIN_CHARS = 200_000
 
 
 @dataclass
 class CompiledModule:
-    """One compiled function: texts for ``get_source`` and the optimized module to JIT."""
+    """One compiled function: texts for ``get_source`` and the optimized module to JIT (or,
+    for a split module, the parts' object code)."""
 
     name: str
     llvm_ir: str
@@ -52,16 +67,29 @@ class CompiledModule:
     # the module's own LLVM context (LLVM uniques constants and metadata per context and
     # frees them only with it); the JIT disposes module and context once the code is emitted
     context: llvm.ContextRef | None = field(default=None, repr=False)
+    # a split module: each part's object code (until the JIT loads them), optimized IR text,
+    # and the external functions the parts call (the parts' own functions aside)
+    objects: tuple[bytes, ...] = field(default=(), repr=False)
+    parts_opt: tuple[str, ...] = field(default=(), repr=False)
+    externals: tuple[str, ...] = ()
 
     @property
     def asm(self) -> str:
-        """Host assembly of the optimized module (generated on first use)."""
+        """Host assembly of the optimized module, or of each part in turn (generated on
+        first use)."""
         if self._asm is None:
+            texts = self.parts_opt or (self.llvm_ir_opt,)
             with LLVM_LOCK:
-                # a context of its own, freed with the module (the global one keeps
-                # every module's constants and metadata)
-                mod = llvm.parse_assembly(self.llvm_ir_opt, context=llvm.create_context())
-                self._asm = host_target().target_machine().emit_assembly(mod)
+                asm = []
+                for text in texts:
+                    # a context of its own, freed with the module (the global one keeps
+                    # every module's constants and metadata)
+                    context = llvm.create_context()
+                    mod = llvm.parse_assembly(text, context=context)
+                    asm.append(host_target().target_machine().emit_assembly(mod))
+                    mod.close()
+                    context.close()
+            self._asm = "\n".join(asm)
         return self._asm
 
 
@@ -101,7 +129,30 @@ def emit_module(func: LoweredFunc, options: CodegenOptions | None = None,
     return m
 
 
-def compile_llvm(func: LoweredFunc, options: CodegenOptions | None = None) -> CompiledModule:
+def _split(text: str, n_jobs: int) -> Split | None:
+    """``text`` in ``n_jobs`` parts when it is large enough and children may compile
+    them; None otherwise."""
+    if n_jobs < 2 or len(text) < SPLIT_MIN_CHARS or not jobs.can_fork():
+        return None
+    with debug.timed("llvm.split"):
+        return split_text(text, n_jobs)
+
+
+def _compile_split(symbol: str, text: str, m: ModuleEmitter, split: Split, n_jobs: int
+                   ) -> CompiledModule:
+    """The parts of ``split`` compiled to object code (``jobs.compile_parts``)."""
+    results = jobs.compile_parts(split.texts, n_jobs)
+    defined = split.all_defined
+    externals = tuple(dict.fromkeys(e for r in results for e in r.externals
+                                    if e not in defined))
+    texts = tuple(r.text for r in results)
+    return CompiledModule(symbol, text, "\n".join(texts), None, m.errors, tuple(m.notes),
+                          tuple(m.checks), objects=tuple(r.object for r in results),
+                          parts_opt=texts, externals=externals)
+
+
+def compile_llvm(func: LoweredFunc, options: CodegenOptions | None = None,
+                 n_jobs: int | None = None) -> CompiledModule:
     """Emit, verify and optimize ``func`` (already legalized) for the host CPU.
 
     Parameters
@@ -110,6 +161,9 @@ def compile_llvm(func: LoweredFunc, options: CodegenOptions | None = None) -> Co
         The loop nest; run ``tex.lower.legalize.legalize`` on it first.
     options : CodegenOptions
         fastmath, the OpenMP thread count and whether OpenMP may be used.
+    n_jobs : int, optional
+        Processes compiling the parts of a large module (default ``TEX_COMPILE_JOBS``);
+        1 compiles it whole.
 
     Returns
     -------
@@ -126,16 +180,21 @@ def compile_llvm(func: LoweredFunc, options: CodegenOptions | None = None) -> Co
     with debug.timed("llvm.print"):
         text, notes, errors, checks = str(m.ir), m.notes, m.errors, tuple(m.checks)
     debug.dump("llvm", text)
-    # a context per module: the global one would keep every module's uniqued constants and
-    # metadata for good (10 to 15 KB per kernel)
-    context = llvm.create_context()
-    mod = optimize(text, context=context)
-    with debug.timed("llvm.print"):
-        opt_text = str(mod)
-    debug.dump("llvm.opt", opt_text)
     symbol = symbol_name(func.name)
-    compiled = CompiledModule(symbol, text, opt_text, mod, errors, tuple(notes), checks,
-                              context=context)
+    n_jobs = jobs.COMPILE_JOBS if n_jobs is None else n_jobs
+    split = _split(text, n_jobs)
+    if split is not None:
+        compiled = _compile_split(symbol, text, m, split, n_jobs)
+    else:
+        # a context per module: the global one would keep every module's uniqued constants
+        # and metadata for good (10 to 15 KB per kernel)
+        context = llvm.create_context()
+        mod = optimize(text, context=context)
+        with debug.timed("llvm.print"):
+            opt_text = str(mod)
+        compiled = CompiledModule(symbol, text, opt_text, mod, errors, tuple(notes), checks,
+                                  context=context)
+    debug.dump("llvm.opt", compiled.llvm_ir_opt)
     if debug.should_dump("asm"):
         debug.dump("asm", compiled.asm)
     return compiled

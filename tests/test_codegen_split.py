@@ -1,0 +1,241 @@
+"""Split modules (``tex.codegen.split``) compiled in forked children (``tex.codegen.jobs``):
+the same results as the whole module, a fallback in this process for every way a child can
+fail, and disk-cache entries of several objects (loaded again; rebuilt when damaged)."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import llvmlite.binding as llvm
+import numpy as np
+import pytest
+
+import tex
+from tex.codegen import jobs
+from tex.codegen import llvm as codegen_llvm
+from tex.codegen.split import split_text
+from tex.runtime import jit
+from tex.runtime.diskcache import DiskCache
+from tex.schedule import auto_schedule
+from tex.testing import evaluate
+
+pytestmark = pytest.mark.skipif(not jobs.can_fork(), reason="parts compile in forked "
+                                "children on Linux only")
+
+HEADER = '; ModuleID = "m"\ntarget triple = "x86_64-unknown-linux-gnu"\n'
+# an entry, two outlined (noinline) functions, an inlinable helper both of them call
+MODULE = HEADER + '''
+declare float @expf(float)
+
+define void @"m"(ptr %"p") nounwind
+{
+entry:
+  call void @"m.nest1"(ptr %"p")
+  call void @"m.nest2"(ptr %"p")
+  ret void
+}
+
+define internal void @"m.nest1"(ptr %"p") noinline nounwind
+{
+entry:
+  %"x" = load float, ptr %"p"
+  %"y" = call float @"tex.helper"(float %"x")
+  store float %"y", ptr %"p"
+  ret void
+}
+
+define internal void @"m.nest2"(ptr %"p") noinline nounwind
+{
+entry:
+  %"x" = load float, ptr %"p"
+  %"y" = call float @"tex.helper"(float %"x")
+  %"z" = call float @expf(float %"y"), !prof !0
+  store float %"z", ptr %"p"
+  ret void
+}
+
+define internal float @"tex.helper"(float %"a") alwaysinline nounwind
+{
+entry:
+  %"b" = fmul float %"a", 0x4000000000000000
+  ret float %"b"
+}
+!0 = !{ !"branch_weights", i32 1 }
+'''
+
+
+def test_split_text_parts_are_modules_of_their_own() -> None:
+    split = split_text(MODULE, 2)
+    assert split is not None and len(split.texts) == 2
+    assert split.defined == (frozenset({"m", "m.nest1"}), frozenset({"m.nest2"}))
+    first, second = split.texts
+    # the entry's part declares the other part's function, which that part exports
+    assert 'declare void @"m.nest2"' in first and 'define void @"m.nest2"' in second
+    assert 'define internal void @"m.nest1"' in first  # called only from its own part
+    # the inlinable helper is copied, internal, into both parts; the metadata too
+    assert all('define internal float @"tex.helper"' in t for t in split.texts)
+    assert all("declare float @expf(float)" in t and "!0 = " in t for t in split.texts)
+    for text in split.texts:  # each part is a valid module
+        llvm.parse_assembly(text, context=llvm.create_context()).verify()
+
+
+@pytest.mark.parametrize("text", [
+    MODULE + '@"g" = internal global i32 0\n',  # a global variable: kept whole
+    MODULE.replace("}\n\ndefine internal float", "\ndefine internal float"),  # no "}"
+    HEADER + 'define void @"m"() nounwind\n{\nentry:\n  ret void\n}\n',  # one function
+])
+def test_split_text_keeps_other_shapes_whole(text: str) -> None:
+    assert split_text(text, 2) is None
+
+
+def test_split_text_balances_parts() -> None:
+    body = "{\nentry:\n" + "  %\"x\" = add i32 1, 1\n" * 50 + "  ret void\n}"
+    fns = [f'define void @"m"() nounwind\n{body}'] + \
+        [f'define internal void @"m.nest{k}"() noinline nounwind\n{body}' for k in range(7)]
+    split = split_text(HEADER + "\n" + "\n".join(fns) + "\n", 4)
+    assert split is not None
+    assert [len(d) for d in split.defined] == [2, 2, 2, 2]
+
+
+def _mlp() -> tuple[list[tex.Tensor], list[tex.Tensor]]:
+    """A small dense-tanh loss and its gradients: three parallel loops once scheduled."""
+    X = tex.placeholder((64, 128), name="X")
+    W = tex.placeholder((128, 96), name="W")
+    k = tex.reduce_axis((0, 128), name="k")
+    H = tex.compute((64, 96), lambda i, j: tex.sum(X[i, k] * W[k, j], axis=k), name="H")
+    T = tex.compute((64, 96), lambda i, j: tex.tanh(H[i, j]), name="T")
+    r, c = tex.reduce_axis((0, 64), name="r"), tex.reduce_axis((0, 96), name="c")
+    L = tex.compute((), lambda: tex.sum(T[r, c] * T[r, c], axis=[r, c]), name="L")
+    return [X, W], [L, *tex.differentiate(L, [X, W])]
+
+
+def _build(name: str = "mlp") -> tuple[tex.runtime.BuiltFunction, list[tex.Tensor]]:
+    inputs, outs = _mlp()
+    f = tex.build(auto_schedule(outs, target="llvm"), [*inputs, *outs], name=name)
+    return f, [*inputs, *outs]
+
+
+def _run(f: tex.runtime.BuiltFunction, args: list[tex.Tensor]) -> list[np.ndarray]:
+    """``f`` on fixed inputs: its outputs; checked against ``evaluate``."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((64, 128)).astype(np.float32) * 0.1
+    w = rng.standard_normal((128, 96)).astype(np.float32) * 0.1
+    outs = [np.zeros(tuple(int(d) for d in t.shape), np.float32) for t in args[2:]]
+    f(x, w, *outs)
+    want = evaluate(args[2:], {args[0]: x, args[1]: w})
+    for got, ref in zip(outs, want):
+        np.testing.assert_allclose(got, ref, rtol=2e-4, atol=2e-5)
+    return outs
+
+
+@pytest.fixture
+def split_builds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> DiskCache:
+    """Every module split in two (a child per part), a disk cache of the test's own, the
+    in-process cache emptied around the test."""
+    cache = DiskCache(tmp_path / "cache")
+    monkeypatch.setattr(jit, "DISK", cache)
+    monkeypatch.setattr(codegen_llvm, "SPLIT_MIN_CHARS", 0)
+    monkeypatch.setattr(jobs, "COMPILE_JOBS", 2)
+    jit.clear_cache()
+    yield cache
+    jit.clear_cache()
+
+
+def _parts(f: tex.runtime.BuiltFunction) -> int:
+    return f.get_source("ll").count("; ModuleID")
+
+
+def test_split_build_equals_whole_build(split_builds: DiskCache,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    f, args = _build()
+    assert _parts(f) == 2
+    split_out = _run(f, args)
+    asm = f.get_source("asm")
+    assert asm.count("\t.file") == 2 and "mlp.par" in asm
+    raw = f.get_source("ll.raw")
+    assert raw.count("; ModuleID") == 1 and 'define internal void @"mlp.par1.body"' in raw
+    monkeypatch.setattr(jobs, "COMPILE_JOBS", 1)
+    jit.clear_cache()
+    split_builds.clear()
+    whole, args = _build()
+    assert _parts(whole) == 1
+    for a, b in zip(split_out, _run(whole, args)):
+        np.testing.assert_array_equal(a, b)  # the same code, bit for bit
+
+
+def _fork_fails() -> int:
+    raise OSError("no more processes")
+
+
+def _child_exits(text: str, fd: int) -> None:
+    os._exit(3)
+
+
+def _child_garbles(text: str, fd: int) -> None:
+    os.write(fd, b"\1" * 40)
+    os._exit(0)
+
+
+def _child_hangs(text: str, fd: int) -> None:
+    time.sleep(60)
+    os._exit(0)
+
+
+@pytest.mark.parametrize("failure", ["fork", "exit", "garbage", "hang"])
+def test_failed_child_part_compiles_here(split_builds: DiskCache,
+                                         monkeypatch: pytest.MonkeyPatch,
+                                         failure: str) -> None:
+    if failure == "fork":
+        monkeypatch.setattr(os, "fork", _fork_fails)
+    else:
+        child = {"exit": _child_exits, "garbage": _child_garbles, "hang": _child_hangs}
+        monkeypatch.setattr(jobs, "_child_main", child[failure])
+        monkeypatch.setattr(jobs, "CHILD_WAIT_MIN_S", 0.5)
+        monkeypatch.setattr(jobs, "CHILD_WAIT_FACTOR", 0.0)
+    start = time.monotonic()
+    f, args = _build()
+    assert time.monotonic() - start < 30  # a hung child is killed, never waited for
+    assert _parts(f) == 2
+    _run(f, args)
+    with pytest.raises(ChildProcessError):  # every child reaped: no zombie left
+        os.waitpid(-1, os.WNOHANG)
+
+
+def test_disk_cache_round_trip_of_a_split_module(split_builds: DiskCache) -> None:
+    f, args = _build()
+    (entry,) = split_builds.entries()
+    assert split_builds.stats["writes"] == 1
+    jit.clear_cache()
+    g, args = _build()
+    assert split_builds.stats["hits"] == 1 and g._kernel is not f._kernel
+    for fmt in ("ll", "ll.raw", "asm"):
+        assert g.get_source(fmt) == f.get_source(fmt)
+    for a, b in zip(_run(f, args), _run(g, args)):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("section", ["object.1", "ll.1", "meta"])
+def test_damaged_split_entry_is_rebuilt(split_builds: DiskCache,
+                                        monkeypatch: pytest.MonkeyPatch, section: str) -> None:
+    keys: list[str] = []
+    put = split_builds.put
+    monkeypatch.setattr(split_builds, "put", lambda key, s: (keys.append(key), put(key, s)))
+    _build()
+    sections = split_builds.get(keys[0])
+    assert sections is not None and {"object", "object.1", "ll", "ll.1"} <= set(sections)
+    if section == "meta":  # claims a third object
+        sections["meta"] = sections["meta"].replace(b'"objects": 2', b'"objects": 3')
+    else:
+        del sections[section]
+    put(keys[0], sections)
+    jit.clear_cache()
+    writes = split_builds.stats["writes"]
+    f, args = _build()  # the entry is dropped, the function compiled and stored anew
+    _run(f, args)
+    assert split_builds.stats["writes"] == writes + 1
+    jit.clear_cache()
+    hits = split_builds.stats["hits"]
+    _run(*_build())  # the new entry loads
+    assert split_builds.stats["hits"] == hits + 1
+    assert split_builds.stats["writes"] == writes + 1
