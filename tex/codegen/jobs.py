@@ -2,11 +2,15 @@
 
 ``compile_parts(texts)`` turns each part's unoptimized IR text into a ``PartResult``: its
 object code for the host (emitted by the target machine MCJIT itself uses), its optimized
-IR text and the external functions it declares. The first part is compiled in this
-process; each other part in a child process forked for it, which inherits the text,
-parses, verifies and optimizes it (``optimize``: the O3 pipeline), emits its object code,
-writes the three to a pipe and exits. On two CPUs two parts compile at once: threads could
-not do this, llvmlite holds one lock around every call into LLVM.
+IR text and the external functions it declares. This process and up to ``jobs - 1``
+children forked for the purpose (which inherit the texts) take parts from one queue,
+largest first, until none is left: a pipe holding one byte per part index, each read of a
+byte claiming a part, so a process slowed by a costly part or a busy CPU simply takes fewer
+(static shares were off by a third: LLVM's cost per character of IR varies tenfold between
+functions). For each part a process parses, verifies, optimizes (``optimize``: the O3
+pipeline) and emits object code; a child then sends all its results over a pipe and exits.
+On two CPUs two parts compile at once: threads could not do this, llvmlite holds one lock
+around every call into LLVM.
 
 Fork safety. The children are forked while this thread holds tex's ``LLVM_LOCK`` and
 llvmlite's own lock, so no thread of the process is inside LLVM at that moment and LLVM's
@@ -16,11 +20,11 @@ runs only LLVM calls on objects of its own, a write to its pipe and ``os._exit``
 threads do not exist in it). Only Linux forks; elsewhere, without access to llvmlite's
 lock, or with ``TEX_COMPILE_JOBS`` at 1, every part compiles here, one after the other.
 
-Failures never hang or crash the build: a part whose child cannot be forked, exits nonzero,
-dies, sends a malformed reply, or has not answered ``max(CHILD_WAIT_MIN_S,
-CHILD_WAIT_FACTOR * t)`` seconds after this process compiled the first part in ``t``
-seconds (it is killed then) is compiled in this process instead, which raises the proper
-error when the IR itself is at fault.
+Failures never hang or crash the build: the parts of a child that cannot be forked, exits
+nonzero, dies, sends a malformed reply, or has not answered ``max(CHILD_WAIT_MIN_S,
+CHILD_WAIT_FACTOR * t)`` seconds after the queue ran dry (``t``: the longest part this
+process compiled; the child is killed then) are compiled in this process instead, which
+raises the proper error when the IR itself is at fault.
 
 ``TEX_COMPILE_JOBS`` (read at import): how many processes compile the parts of one module
 at once; default: the CPUs this process may run on, at most ``MAX_DEFAULT_JOBS``; 0 or 1:
@@ -35,7 +39,7 @@ import signal
 import struct
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,13 +49,15 @@ from .. import debug
 from .host import LLVM_LOCK, declared_externals, host_target, optimize
 
 __all__ = ["PartResult", "compile_part", "compile_parts", "can_fork", "COMPILE_JOBS",
-           "MAX_DEFAULT_JOBS", "CHILD_WAIT_MIN_S", "CHILD_WAIT_FACTOR"]
+           "MAX_DEFAULT_JOBS", "MAX_PARTS", "CHILD_WAIT_MIN_S", "CHILD_WAIT_FACTOR"]
 
 MAX_DEFAULT_JOBS = 4
 # how long the children get once this process has compiled its own part (see above)
 CHILD_WAIT_MIN_S = 60.0
 CHILD_WAIT_FACTOR = 20.0
-_LENGTHS = struct.Struct("<QQQ")  # a child's reply: three lengths, then the three payloads
+# a reply record: the part's index and three lengths, then the three payloads
+_RECORD = struct.Struct("<QQQQ")
+MAX_PARTS = 255  # parts are claimed as one byte each
 
 
 def _default_jobs() -> int:
@@ -108,43 +114,61 @@ def can_fork() -> bool:
         _llvmlite_lock() is not None
 
 
-def _encode(r: PartResult) -> bytes:
+def _encode(index: int, r: PartResult) -> bytes:
+    """One reply record: the part's index, three lengths, then the three payloads."""
     text, externals = r.text.encode(), "\n".join(r.externals).encode()
-    return _LENGTHS.pack(len(r.object), len(text), len(externals)) + r.object + text + \
-        externals
+    return _RECORD.pack(index, len(r.object), len(text), len(externals)) + r.object + \
+        text + externals
 
 
-def _decode(data: bytes) -> PartResult | None:
-    """A child's reply, or None when it is malformed."""
-    if len(data) < _LENGTHS.size:
-        return None
-    n_obj, n_text, n_ext = _LENGTHS.unpack_from(data)
-    body = memoryview(data)[_LENGTHS.size:]
-    if len(body) != n_obj + n_text + n_ext:
-        return None
-    try:
-        text = bytes(body[n_obj:n_obj + n_text]).decode()
-        ext = bytes(body[n_obj + n_text:]).decode()
-    except UnicodeDecodeError:
-        return None
-    return PartResult(bytes(body[:n_obj]), text, tuple(ext.split("\n")) if ext else ())
+def _decode(data: bytes, parts: int) -> dict[int, PartResult] | None:
+    """A child's reply (its parts by index), or None when it is malformed."""
+    out: dict[int, PartResult] = {}
+    view = memoryview(data)
+    while view:
+        if len(view) < _RECORD.size:
+            return None
+        index, n_obj, n_text, n_ext = _RECORD.unpack_from(view)
+        end = _RECORD.size + n_obj + n_text + n_ext
+        if index >= parts or len(view) < end:
+            return None
+        a, b = _RECORD.size + n_obj, _RECORD.size + n_obj + n_text
+        try:
+            text, ext = bytes(view[a:b]).decode(), bytes(view[b:end]).decode()
+        except UnicodeDecodeError:
+            return None
+        out[index] = PartResult(bytes(view[_RECORD.size:a]), text,
+                                tuple(ext.split("\n")) if ext else ())
+        view = view[end:]
+    return out
+
+
+def _claim(queue: int) -> int | None:
+    """The index of the next part nobody has taken from the queue (None: none left).
+    A pipe holding one byte per part, written whole before any reader starts: each read
+    of one byte takes one part, whichever process reads it."""
+    data = os.read(queue, 1)
+    return data[0] if data else None
 
 
 @dataclass
 class _Child:
-    """A forked child compiling one part: its process id and the read end of its pipe."""
+    """A forked child compiling parts: its process id and the read end of its pipe."""
 
     pid: int
     fd: int
     reaped: bool = False
 
 
-def _child_main(text: str, fd: int) -> None:
-    """In the child: compile, reply, leave (never returns)."""
+def _child_main(texts: Sequence[str], queue: int, fd: int) -> None:
+    """In the child: compile the parts it claims, reply with all of them, leave (never
+    returns)."""
     code = 1
     try:
-        data = _encode(compile_part(text))
-        view = memoryview(data)
+        replies = []
+        while (k := _claim(queue)) is not None:
+            replies.append(_encode(k, compile_part(texts[k])))
+        view = memoryview(b"".join(replies))
         while view:
             view = view[os.write(fd, view):]
         code = 0
@@ -152,26 +176,25 @@ def _child_main(text: str, fd: int) -> None:
         os._exit(code)  # no atexit handlers, no finalizers of the parent's objects
 
 
-def _fork(texts: Sequence[str]) -> list[_Child | None]:
-    """A child per text (None where ``fork`` failed), forked while no thread is in LLVM."""
-    children: list[_Child | None] = []
+def _fork(texts: Sequence[str], queue: int, n: int) -> list[_Child]:
+    """Up to ``n`` children taking parts from ``queue`` (fewer where ``fork`` fails), forked
+    while no thread is in LLVM."""
+    children: list[_Child] = []
     with LLVM_LOCK, _llvmlite_lock():
-        for text in texts:
+        for _ in range(n):
             try:
                 r, w = os.pipe()
             except OSError:
-                children.append(None)
-                continue
+                break
             try:
                 pid = os.fork()
             except OSError:
                 os.close(r)
                 os.close(w)
-                children.append(None)
-                continue
+                break
             if pid == 0:
                 os.close(r)
-                _child_main(text, w)
+                _child_main(texts, queue, w)
             os.close(w)  # before the next fork: only its own child may hold the write end
             children.append(_Child(pid, r))
     return children
@@ -195,57 +218,71 @@ def _reap(child: _Child, kill: bool) -> int | None:
     return os.waitstatus_to_exitcode(status)
 
 
-def _collect(child: _Child, deadline: float) -> PartResult | None:
-    """The child's result; None when it failed or missed ``deadline`` (then it is
-    killed)."""
+def _collect(child: _Child, deadline: float, parts: int) -> dict[int, PartResult]:
+    """The parts the child compiled; none when it failed or missed ``deadline`` (then it
+    is killed)."""
     chunks: list[bytes] = []
     try:
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not select.select([child.fd], [], [], remaining)[0]:
                 _reap(child, kill=True)
-                return None
+                return {}
             data = os.read(child.fd, 1 << 20)
             if not data:
                 break
             chunks.append(data)
     except OSError:
         _reap(child, kill=True)
-        return None
-    code = _reap(child, kill=False)
-    if code not in (0, None):
-        return None
-    return _decode(b"".join(chunks))
+        return {}
+    if _reap(child, kill=False) not in (0, None):
+        return {}
+    return _decode(b"".join(chunks), parts) or {}
 
 
-@contextlib.contextmanager
-def _children(texts: Sequence[str], jobs: int) -> Iterator[list[_Child | None]]:
-    """Children compiling ``texts`` (None for each that compiles here), every one of them
-    killed and reaped on the way out."""
-    forked = _fork(texts) if jobs > 1 and texts and can_fork() else []
-    children = forked + [None] * (len(texts) - len(forked))
+def _queue(order: Sequence[int]) -> int | None:
+    """A pipe's read end holding ``order`` one byte each, its write end closed (None when
+    no pipe could be made)."""
     try:
-        yield children
+        r, w = os.pipe()
+    except OSError:
+        return None
+    try:
+        os.write(w, bytes(order))  # far below a pipe's capacity: never blocks
+    except OSError:
+        os.close(r)
+        return None
     finally:
-        for child in children:
-            if child is not None and not child.reaped:
-                _reap(child, kill=True)
+        os.close(w)
+    return r
 
 
 def compile_parts(texts: Sequence[str], jobs: int | None = None) -> list[PartResult]:
-    """Compile every part (see the module docstring): the first here, the others in up to
-    ``jobs - 1`` children (default ``COMPILE_JOBS``), the rest here too."""
+    """Compile every part (see the module docstring) with up to ``jobs`` processes
+    (default ``COMPILE_JOBS``): this one and ``jobs - 1`` children take parts from one
+    queue, largest first, until none is left."""
     jobs = COMPILE_JOBS if jobs is None else jobs
-    if not texts:
-        return []
-    rest = list(texts[1:])
-    with _children(rest[:max(0, jobs - 1)], jobs) as children:
-        start = time.monotonic()
-        first = compile_part(texts[0])
-        deadline = time.monotonic() + max(CHILD_WAIT_MIN_S,
-                                          CHILD_WAIT_FACTOR * (time.monotonic() - start))
-        with debug.timed("llvm.wait"):
-            replies = [_collect(c, deadline) if c is not None else None for c in children]
-    replies += [None] * (len(rest) - len(replies))
-    # a part no child compiled (not forked, failed, too slow) compiles here
-    return [first, *(r if r is not None else compile_part(t) for r, t in zip(replies, rest))]
+    results: dict[int, PartResult] = {}
+    queue = None
+    if jobs > 1 and 1 < len(texts) <= MAX_PARTS and can_fork():
+        queue = _queue(sorted(range(len(texts)), key=lambda k: -len(texts[k])))
+    if queue is not None:
+        children = _fork(texts, queue, min(jobs, len(texts)) - 1)
+        try:
+            longest = 0.0
+            while (k := _claim(queue)) is not None:
+                start = time.monotonic()
+                results[k] = compile_part(texts[k])
+                longest = max(longest, time.monotonic() - start)
+            # each child has at most the part it is compiling left to do
+            deadline = time.monotonic() + max(CHILD_WAIT_MIN_S, CHILD_WAIT_FACTOR * longest)
+            with debug.timed("llvm.wait"):
+                for child in children:
+                    results.update(_collect(child, deadline, len(texts)))
+        finally:
+            os.close(queue)
+            for child in children:
+                if not child.reaped:
+                    _reap(child, kill=True)
+    # what no process compiled (no children, a child failed or was too slow) compiles here
+    return [results[k] if k in results else compile_part(t) for k, t in enumerate(texts)]

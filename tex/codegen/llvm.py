@@ -16,11 +16,12 @@ nests), over ``VectorEmitter`` (``vector.py``: vectorized loops) over ``Function
 (``emit.py``: statements and expressions; per-op code in ``tables.py`` and ``ops.py``).
 
 A large module (``SPLIT_MIN_CHARS`` characters of IR text or more, with several
-``TEX_COMPILE_JOBS``) is split into parts (``split.py``: the entry and its outlined
-functions in a few runs of about equal size) that are optimized and turned into object code
-in parallel processes (``jobs.py``); the ``CompiledModule`` then holds the parts' object
-files, which the JIT loads into one engine, and its optimized IR and assembly are the parts'
-texts one after the other (each part a module of its own: ``; ModuleID`` starts the next).
+``TEX_COMPILE_JOBS``) is split into ``PARTS_PER_JOB`` parts per process (``split.py``: the
+entry and its outlined functions in runs of about equal size) that are optimized and turned
+into object code by parallel processes (``jobs.py``); the ``CompiledModule`` then holds
+the parts' object files, which the JIT loads into one engine, and its optimized IR and
+assembly are the parts' texts one after the other (each part a module of its own:
+``; ModuleID`` starts the next).
 The unoptimized text (``get_source("ll.raw")``) is always the whole module as emitted.
 
 ``TEX_DUMP=llvm,llvm.opt,asm`` prints the three texts.
@@ -47,6 +48,10 @@ __all__ = ["CompiledModule", "emit_llvm", "emit_module", "compile_llvm", "SPLIT_
 # a module with less IR text than this compiles whole, in this process: forking and loading
 # several objects would cost more than the parallel work saves
 SPLIT_MIN_CHARS = 200_000
+# parts per compiling process: enough for the shared queue to even out parts of unequal
+# cost, few enough that each part's fixed cost (its declarations, copied helpers, a pass
+# pipeline) stays small
+PARTS_PER_JOB = 3
 
 
 @dataclass
@@ -135,7 +140,7 @@ def _split(text: str, n_jobs: int) -> Split | None:
     if n_jobs < 2 or len(text) < SPLIT_MIN_CHARS or not jobs.can_fork():
         return None
     with debug.timed("llvm.split"):
-        return split_text(text, n_jobs)
+        return split_text(text, n_jobs * PARTS_PER_JOB)
 
 
 def _compile_split(symbol: str, text: str, m: ModuleEmitter, split: Split, n_jobs: int
