@@ -10,14 +10,17 @@ byte claiming a part, so a process slowed by a costly part or a busy CPU simply 
 functions). For each part a process parses, verifies, optimizes (``optimize``: the O3
 pipeline) and emits object code; a child then sends all its results over a pipe and exits.
 On two CPUs two parts compile at once: threads could not do this, llvmlite holds one lock
-around every call into LLVM.
+around every call into LLVM. ``Background`` is that one thread: it compiles parts in this
+process while the caller goes on in Python (``stream.py``: emitting the rest of the module).
 
 Fork safety. The children are forked while this thread holds tex's ``LLVM_LOCK`` and
 llvmlite's own lock, so no thread of the process is inside LLVM at that moment and LLVM's
 state is consistent in the child (glibc makes ``malloc`` safe across ``fork``). The child
 runs only LLVM calls on objects of its own, a write to its pipe and ``os._exit`` (no
 ``atexit`` handlers, no cleanup of the parent's objects; it never needs libgomp, whose
-threads do not exist in it). Only Linux forks; elsewhere, without access to llvmlite's
+threads do not exist in it). A ``Background`` thread of the same build is stopped before
+its parts are forked for (``tex.codegen.llvm``); one of another build waits at ``LLVM_LOCK``
+while the children are forked. Only Linux forks; elsewhere, without access to llvmlite's
 lock, or with ``TEX_COMPILE_JOBS`` at 1, every part compiles here, one after the other.
 
 Failures never hang or crash the build: the parts of a child that cannot be forked, exits
@@ -51,8 +54,8 @@ from .. import debug
 from .host import LLVM_LOCK, declared_externals, host_target, optimize
 
 __all__ = ["PartResult", "Background", "compile_part", "compile_parts", "can_fork",
-           "COMPILE_JOBS",
-           "MAX_DEFAULT_JOBS", "MAX_PARTS", "CHILD_WAIT_MIN_S", "CHILD_WAIT_FACTOR"]
+           "COMPILE_JOBS", "MAX_DEFAULT_JOBS", "MAX_PARTS", "CHILD_WAIT_MIN_S",
+           "CHILD_WAIT_FACTOR"]
 
 MAX_DEFAULT_JOBS = 4
 # how long the children get once this process has compiled its own part (see above)
@@ -93,12 +96,14 @@ def compile_part(text: str) -> PartResult:
     with LLVM_LOCK:
         try:
             mod = optimize(text, host, context)
-            with debug.timed("llvm.print"):
-                opt = str(mod)
-            externals = tuple(declared_externals(mod))
-            with debug.timed("llvm.codegen"):
-                obj = host.target_machine(jit=True).emit_object(mod)
-            mod.close()
+            try:
+                with debug.timed("llvm.print"):
+                    opt = str(mod)
+                externals = tuple(declared_externals(mod))
+                with debug.timed("llvm.codegen"):
+                    obj = host.target_machine(jit=True).emit_object(mod)
+            finally:
+                mod.close()  # before its context
         finally:
             context.close()
     return PartResult(obj, opt, externals)
