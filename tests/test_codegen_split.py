@@ -325,3 +325,15 @@ def test_background_thread_stops_when_the_build_fails(streamed: DiskCache,
     with pytest.raises(RuntimeError, match="emission failed"):
         _build()
     assert not _threads()
+
+
+def test_large_function_stops_the_streaming(streamed: DiskCache,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A finished function over the bound streams nothing more: the module is split and
+    compiled in parallel once emitted, as without streaming."""
+    submitted: list[int] = []
+    monkeypatch.setattr(stream, "MAX_STREAMED_INSTRUCTIONS", 0)
+    monkeypatch.setattr(jobs.Background, "submit", lambda self, k, t: submitted.append(k))
+    f, args = _build()
+    assert submitted == [] and _parts(f) >= 2
+    _run(f, args)

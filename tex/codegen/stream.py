@@ -7,7 +7,9 @@ then renders the functions finished since the last time and, once they hold
 ``CHUNK_INSTRUCTIONS`` instructions or more, makes them a part (``split.stream_part``: the
 outlined ``noinline`` functions, all exported, with the inlinable helpers they use) and
 hands it to a background thread (``jobs.Background``) that optimizes it and emits its
-object code while Python emits the rest. Each function is rendered once: ``whole_text``
+object code while Python emits the rest; a finished outlined function of more than
+``MAX_STREAMED_INSTRUCTIONS`` stops the streaming (its part would hold up the end). Each
+function is rendered once: ``whole_text``
 puts the same strings together into the module's text, as ``str(module)`` would.
 
 ``finish()`` stops the thread after the part under way: the parts it compiled, the parts
@@ -21,10 +23,15 @@ import llvmlite.ir as ir
 from .jobs import Background, PartResult
 from .split import declaration, stream_part
 
-__all__ = ["Streamer", "CHUNK_INSTRUCTIONS"]
+__all__ = ["Streamer", "CHUNK_INSTRUCTIONS", "MAX_STREAMED_INSTRUCTIONS"]
 
-# instructions of finished functions per streamed part (about 100 KB of IR text)
-CHUNK_INSTRUCTIONS = 1500
+# instructions of finished functions per streamed part (about 60 KB of IR text): small, so
+# that the part under way when emission ends, which the children wait for (no fork while a
+# thread is inside LLVM), is short
+CHUNK_INSTRUCTIONS = 800
+# a finished outlined function larger than this stops the streaming: it and the rest go to
+# the parallel queue, where the largest parts start first
+MAX_STREAMED_INSTRUCTIONS = 1500
 
 
 def _instructions(fn: ir.Function) -> int:
@@ -56,8 +63,12 @@ class Streamer:
         values = list(self.module.globals.values())
         for g in values[self._seen:]:
             if isinstance(g, ir.Function) and g is not self.entry and not g.is_declaration:
+                n = _instructions(g)
+                if n > MAX_STREAMED_INSTRUCTIONS and "noinline" in g.attributes:
+                    self.enabled = False  # what streamed already stays valid: it never
+                    return  # calls a function finished after it
                 self._waiting.append(g)
-                self._size += _instructions(g)
+                self._size += n
         self._seen = len(values)
         if self._size >= CHUNK_INSTRUCTIONS:
             self._ship()
