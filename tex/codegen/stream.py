@@ -9,12 +9,12 @@ outlined ``noinline`` functions, all exported, with the inlinable helpers they u
 hands it to a background thread (``jobs.Background``) that optimizes it and emits its
 object code while Python emits the rest; a finished outlined function of more than
 ``MAX_STREAMED_INSTRUCTIONS`` stops the streaming (its part would hold up the end). Each
-function is rendered once: ``whole_text``
-puts the same strings together into the module's text, as ``str(module)`` would.
+function is rendered once: ``whole_text`` puts the same strings together into the
+module's text, as ``str(module)`` would.
 
-``finish()`` stops the thread after the part under way: the parts it compiled, the parts
-it never started, and the names of the functions placed in them (the rest of the module
-is split around them: ``split.split_text(..., placed=...)``).
+``finish()`` stops the thread after the part under way: the parts it compiled and the
+parts it did not (never started, or failed); ``placed`` names the functions the streamed
+parts hold (the rest of the module is split around them: ``split_text(..., placed)``).
 """
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ MAX_STREAMED_INSTRUCTIONS = 1500
 
 
 def _instructions(fn: ir.Function) -> int:
+    """How many instructions ``fn`` has."""
     return sum(len(b.instructions) for b in fn.blocks)
 
 
