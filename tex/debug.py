@@ -61,6 +61,7 @@ ENVIRONMENT: dict[str, str] = {
     "OMP_NUM_THREADS": "libgomp's thread count (clamped like TEX_NUM_THREADS)",
     "GOMP_SPINCOUNT": "spins of an idle libgomp thread before it sleeps (tex's default: 1000)",
     "OMP_WAIT_POLICY": "libgomp's waiting: active or passive (set: tex's default is not used)",
+    "TEX_COMPILE_JOBS": "processes compiling the parts of a large module at once (1: none)",
     "TEX_JIT_CACHE": "entries of the in-process compile cache, read at import (0: none)",
     "TEX_CACHE_DIR": "the disk compile cache's directory ('' or 'none': no disk cache)",
     "TEX_CACHE_SIZE": "the disk compile cache's bound in MB, read at import (0: none)",

@@ -6,7 +6,8 @@ triple, CPU name, features (which decide the vector width) and data layout.
 imports it when first asked (``tex.target`` sits at the bottom of the import rows and
 never imports a backend at import; llvmlite belongs to ``tex.codegen``).
 ``optimize`` parses, verifies and optimizes IR text; ``run_default_pipeline`` runs LLVM's
-default module pipeline without leaking it. Every use of LLVM holds ``LLVM_LOCK``.
+default module pipeline without leaking it; ``declared_externals`` lists the functions a
+module calls but does not define. Every use of LLVM holds ``LLVM_LOCK``.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from ..debug import InternalError, timed
 from ..target import CPUInfo, with_caches
 
 __all__ = ["HostTarget", "LLVM_LOCK", "host_target", "host_cpu_info", "optimize",
-           "run_default_pipeline"]
+           "run_default_pipeline", "declared_externals"]
 
 
 @dataclass(frozen=True)
@@ -116,3 +117,9 @@ def run_default_pipeline(mod: llvm.ModuleRef, tm: llvm.TargetMachine,
     finally:
         NewPassManager._dispose(mpm)
         mpm.detach()
+
+
+def declared_externals(mod: llvm.ModuleRef) -> list[str]:
+    """The external functions ``mod`` declares (intrinsics aside)."""
+    return [fn.name for fn in mod.functions
+            if fn.is_declaration and not fn.name.startswith("llvm.")]

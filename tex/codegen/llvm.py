@@ -15,10 +15,22 @@ The function is emitted by ``ParallelEmitter`` (``parallel.py``: OpenMP and outl
 nests), over ``VectorEmitter`` (``vector.py``: vectorized loops) over ``FunctionEmitter``
 (``emit.py``: statements and expressions; per-op code in ``tables.py`` and ``ops.py``).
 
+A large module (``SPLIT_MIN_CHARS`` characters of IR text or more, with several
+``TEX_COMPILE_JOBS``) is split into ``PARTS_PER_JOB`` parts per process (``split.py``: the
+entry and its outlined functions in runs of about equal size) that are optimized and turned
+into object code by parallel processes (``jobs.py``); the ``CompiledModule`` then holds
+the parts' object files, which the JIT loads into one engine, and its optimized IR and
+assembly are the parts' texts one after the other (each part a module of its own:
+``; ModuleID`` starts the next). When children may compile parts, the outlined functions
+finished while the entry is still being emitted are compiled in parts meanwhile, by a
+background thread (``stream.py``), and the rest is split around them. The unoptimized
+text (``get_source("ll.raw")``) is always the whole module as emitted.
+
 ``TEX_DUMP=llvm,llvm.opt,asm`` prints the three texts.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import llvmlite.binding as llvm
@@ -27,17 +39,30 @@ import llvmlite.ir as ir
 from .. import debug
 from ..lower.bounds_check import BoundsReportOp
 from ..lower.stmt import BufferParam, LoweredFunc, symbol_name
+from . import jobs
 from .host import LLVM_LOCK, HostTarget, host_target, optimize
 from .irtypes import PTR, VOID, abi_type
+from .jobs import PartResult
 from .module import ERRORS, CodegenOptions, ModuleEmitter
 from .parallel import OUTLINE_MIN_NESTS, ParallelEmitter, loop_nests
+from .split import Split, split_text
+from .stream import Streamer
 
-__all__ = ["CompiledModule", "emit_llvm", "emit_module", "compile_llvm"]
+__all__ = ["CompiledModule", "emit_llvm", "emit_module", "compile_llvm", "SPLIT_MIN_CHARS"]
+
+# a module with less IR text than this compiles whole, in this process: forking and loading
+# several objects would cost more than the parallel work saves
+SPLIT_MIN_CHARS = 200_000
+# parts per compiling process: enough for the shared queue to even out parts of unequal
+# cost, few enough that each part's fixed cost (its declarations, copied helpers, a pass
+# pipeline) stays small
+PARTS_PER_JOB = 3
 
 
 @dataclass
 class CompiledModule:
-    """One compiled function: texts for ``get_source`` and the optimized module to JIT."""
+    """One compiled function: texts for ``get_source`` and the optimized module to JIT (or,
+    for a split module, the parts' object code)."""
 
     name: str
     llvm_ir: str
@@ -52,16 +77,29 @@ class CompiledModule:
     # the module's own LLVM context (LLVM uniques constants and metadata per context and
     # frees them only with it); the JIT disposes module and context once the code is emitted
     context: llvm.ContextRef | None = field(default=None, repr=False)
+    # a split module: each part's object code (until the JIT loads them), optimized IR text,
+    # and the external functions the parts call (the parts' own functions aside)
+    objects: tuple[bytes, ...] = field(default=(), repr=False)
+    parts_opt: tuple[str, ...] = field(default=(), repr=False)
+    externals: tuple[str, ...] = ()
 
     @property
     def asm(self) -> str:
-        """Host assembly of the optimized module (generated on first use)."""
+        """Host assembly of the optimized module, or of each part in turn (generated on
+        first use)."""
         if self._asm is None:
+            texts = self.parts_opt or (self.llvm_ir_opt,)
             with LLVM_LOCK:
-                # a context of its own, freed with the module (the global one keeps
-                # every module's constants and metadata)
-                mod = llvm.parse_assembly(self.llvm_ir_opt, context=llvm.create_context())
-                self._asm = host_target().target_machine().emit_assembly(mod)
+                asm = []
+                for text in texts:
+                    # a context of its own, freed with the module (the global one keeps
+                    # every module's constants and metadata)
+                    context = llvm.create_context()
+                    mod = llvm.parse_assembly(text, context=context)
+                    asm.append(host_target().target_machine().emit_assembly(mod))
+                    mod.close()
+                    context.close()
+            self._asm = "\n".join(asm)
         return self._asm
 
 
@@ -75,8 +113,11 @@ def emit_llvm(func: LoweredFunc, options: CodegenOptions | None = None,
 
 
 def emit_module(func: LoweredFunc, options: CodegenOptions | None = None,
-                host: HostTarget | None = None) -> ModuleEmitter:
-    """The module emitter after emitting ``func`` (its IR, notes, error record, checks)."""
+                host: HostTarget | None = None,
+                on_start: Callable[[ModuleEmitter, ir.Function], None] | None = None
+                ) -> ModuleEmitter:
+    """The module emitter after emitting ``func`` (its IR, notes, error record, checks);
+    ``on_start(emitter, entry)`` runs once the entry function exists, before its body."""
     options = options or CodegenOptions()
     host = host or host_target()
     symbol = symbol_name(func.name)
@@ -96,12 +137,54 @@ def emit_module(func: LoweredFunc, options: CodegenOptions | None = None,
     record.add_attribute("captures(none)")
     f.bufs[ERRORS] = record
     f.outline_nests = loop_nests(func.body) > OUTLINE_MIN_NESTS
+    f.is_entry = True
+    if on_start is not None:
+        on_start(m, fn)
     f.stmt(func.body)
     f.finish()
     return m
 
 
-def compile_llvm(func: LoweredFunc, options: CodegenOptions | None = None) -> CompiledModule:
+def _split(text: str, n_jobs: int) -> Split | None:
+    """``text`` in ``n_jobs`` parts when it is large enough and children may compile
+    them; None otherwise."""
+    if n_jobs < 2 or len(text) < SPLIT_MIN_CHARS or not jobs.can_fork():
+        return None
+    with debug.timed("llvm.split"):
+        return split_text(text, n_jobs * PARTS_PER_JOB)
+
+
+def _from_parts(symbol: str, text: str, m: ModuleEmitter, results: Sequence[PartResult],
+                defined: frozenset[str]) -> CompiledModule:
+    """The compiled module of a split module's parts (``defined``: the functions they
+    place, never external symbols)."""
+    externals = tuple(dict.fromkeys(e for r in results for e in r.externals
+                                    if e not in defined))
+    texts = tuple(r.text for r in results)
+    return CompiledModule(symbol, text, "\n".join(texts), None, m.errors, tuple(m.notes),
+                          tuple(m.checks), objects=tuple(r.object for r in results),
+                          parts_opt=texts, externals=externals)
+
+
+def _compile_streamed(text: str, streamer: Streamer, n_jobs: int
+                      ) -> tuple[list[PartResult], frozenset[str]] | None:
+    """The parts a ``Streamer`` compiled during emission, then the rest of the module
+    (``text``) split around them and compiled (``jobs.compile_parts``), with the parts the
+    background thread did not compile; None when the text cannot be split."""
+    with debug.timed("llvm.split"):
+        split = split_text(text, n_jobs * PARTS_PER_JOB, frozenset(streamer.placed))
+    with debug.timed("llvm.wait"):
+        done, rest = streamer.finish()
+    if split is None:
+        return None
+    results = jobs.compile_parts([*(t for _, t in rest), *split.texts], n_jobs)
+    late = dict(zip((k for k, _ in rest), results))
+    streamed = [done[k] if k in done else late[k] for k in range(streamer.parts)]
+    return [*streamed, *results[len(rest):]], frozenset(streamer.placed) | split.all_defined
+
+
+def compile_llvm(func: LoweredFunc, options: CodegenOptions | None = None,
+                 n_jobs: int | None = None) -> CompiledModule:
     """Emit, verify and optimize ``func`` (already legalized) for the host CPU.
 
     Parameters
@@ -110,6 +193,9 @@ def compile_llvm(func: LoweredFunc, options: CodegenOptions | None = None) -> Co
         The loop nest; run ``tex.lower.legalize.legalize`` on it first.
     options : CodegenOptions
         fastmath, the OpenMP thread count and whether OpenMP may be used.
+    n_jobs : int, optional
+        Processes compiling the parts of a large module (default ``TEX_COMPILE_JOBS``);
+        1 compiles it whole.
 
     Returns
     -------
@@ -121,21 +207,41 @@ def compile_llvm(func: LoweredFunc, options: CodegenOptions | None = None) -> Co
         For loops bound to GPU threads.
     """
     options = options or CodegenOptions()
-    with debug.timed("llvm.emit"):
-        m = emit_module(func, options)
-    with debug.timed("llvm.print"):
-        text, notes, errors, checks = str(m.ir), m.notes, m.errors, tuple(m.checks)
-    debug.dump("llvm", text)
-    # a context per module: the global one would keep every module's uniqued constants and
-    # metadata for good (10 to 15 KB per kernel)
-    context = llvm.create_context()
-    mod = optimize(text, context=context)
-    with debug.timed("llvm.print"):
-        opt_text = str(mod)
-    debug.dump("llvm.opt", opt_text)
-    symbol = symbol_name(func.name)
-    compiled = CompiledModule(symbol, text, opt_text, mod, errors, tuple(notes), checks,
-                              context=context)
+    n_jobs = jobs.COMPILE_JOBS if n_jobs is None else n_jobs
+    streamers: list[Streamer] = []
+
+    def stream(m: ModuleEmitter, entry: ir.Function) -> None:
+        streamers.append(Streamer(m.ir, entry))
+        m.on_outlined = streamers[0].outlined
+
+    streaming = n_jobs >= 2 and jobs.can_fork()
+    try:
+        with debug.timed("llvm.emit"):
+            m = emit_module(func, options, on_start=stream if streaming else None)
+        streamer = streamers[0] if streamers and streamers[0].parts else None
+        with debug.timed("llvm.print"):
+            text = streamer.whole_text() if streamer is not None else str(m.ir)
+        debug.dump("llvm", text)
+        symbol = symbol_name(func.name)
+        parts = _compile_streamed(text, streamer, n_jobs) if streamer is not None else None
+        split = _split(text, n_jobs) if streamer is None else None
+        if parts is None and split is not None:
+            parts = jobs.compile_parts(split.texts, n_jobs), split.all_defined
+    finally:
+        for s in streamers:  # stopped here whatever happened (a no-op when done)
+            s.finish()
+    if parts is not None:
+        compiled = _from_parts(symbol, text, m, *parts)
+    else:
+        # a context per module: the global one would keep every module's uniqued constants
+        # and metadata for good (10 to 15 KB per kernel)
+        context = llvm.create_context()
+        mod = optimize(text, context=context)
+        with debug.timed("llvm.print"):
+            opt_text = str(mod)
+        compiled = CompiledModule(symbol, text, opt_text, mod, m.errors, tuple(m.notes),
+                                  tuple(m.checks), context=context)
+    debug.dump("llvm.opt", compiled.llvm_ir_opt)
     if debug.should_dump("asm"):
         debug.dump("asm", compiled.asm)
     return compiled

@@ -52,13 +52,15 @@ import json
 import threading
 import zlib
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import llvmlite.binding as llvm
 
 from .. import debug
 from ..codegen import CodegenOptions, CompiledModule, host_target
-from ..codegen.host import LLVM_LOCK
+from ..codegen.host import LLVM_LOCK, declared_externals
+from ..debug import InternalError
 from ..dtype import DTYPES
 from ..lower.bounds_check import BoundsReportOp
 from ..lower.stmt import BufferParam, LoweredFunc
@@ -191,12 +193,6 @@ def _ensure_support() -> None:
         _support_engines.append(engine)
 
 
-def _externals(mod: llvm.ModuleRef) -> list[str]:
-    """The external functions ``mod`` declares (intrinsics aside)."""
-    return [fn.name for fn in mod.functions
-            if fn.is_declaration and not fn.name.startswith("llvm.")]
-
-
 def _check_symbols(externals: list[str], name: str) -> None:
     """Raise when an external function of module ``name`` cannot be resolved in this
     process."""
@@ -217,14 +213,17 @@ class Kernel:
 
 
 def jit_compile(compiled: CompiledModule, key: str | None = None) -> Kernel:
-    """Load an optimized module into a new MCJIT engine; the engine owns the module. With
-    ``key`` (a ``cache_key``), the object code is also stored in the disk cache."""
+    """Load an optimized module (or a split module's object files) into a new MCJIT
+    engine; the engine owns the module. With ``key`` (a ``cache_key``), the object code is
+    also stored in the disk cache."""
     _ensure_support()
+    if compiled.objects:
+        return _jit_objects(compiled, key)
     objects: list[bytes] = []
     with LLVM_LOCK:
         if compiled.module is None:
             raise RuntimeError(f"module '{compiled.name}' was already given to an engine")
-        externals = _externals(compiled.module)
+        externals = declared_externals(compiled.module)
         _check_symbols(externals, compiled.name)
         tm = host_target().target_machine(jit=True)
         module, context = compiled.module, compiled.context
@@ -246,20 +245,66 @@ def jit_compile(compiled: CompiledModule, key: str | None = None) -> Kernel:
     if key is not None and len(objects) == 1:
         # popped: the engine's hook keeps the list (not the object code) alive
         with debug.timed("build.disk_store"):
-            DISK.put(key, _sections(compiled, objects.pop(), externals))
+            DISK.put(key, _sections(compiled, [objects.pop()], externals))
     return Kernel(compiled.name, address, compiled, engine)
 
 
-def _sections(compiled: CompiledModule, obj: bytes, externals: list[str]
+def _jit_objects(compiled: CompiledModule, key: str | None) -> Kernel:
+    """``jit_compile`` for a split module: its parts' object files in one engine."""
+    objects, externals = compiled.objects, list(compiled.externals)
+    _check_symbols(externals, compiled.name)
+    compiled.objects = ()  # loaded now: the kernel need not keep the object code
+    with debug.timed("llvm.link"):
+        engine, address = _load_objects(compiled.name, objects)
+    if not address:
+        raise InternalError(f"the objects of '{compiled.name}' do not define it")
+    if key is not None and DISK.enabled:
+        with debug.timed("build.disk_store"):
+            DISK.put(key, _sections(compiled, objects, externals))
+    return Kernel(compiled.name, address, compiled, engine)
+
+
+def _load_objects(name: str, objects: Sequence[bytes]) -> tuple[llvm.ExecutionEngine, int]:
+    """A new engine holding ``objects`` (calls between them resolved), and the address of
+    ``name`` in it (0 when none defines it)."""
+    with LLVM_LOCK:
+        context = llvm.create_context()
+        empty = llvm.parse_assembly("", context=context)
+        engine = llvm.create_mcjit_compiler(empty, host_target().target_machine(jit=True))
+        try:
+            for obj in objects:
+                engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+            engine.finalize_object()
+            address = engine.get_function_address(name)
+        finally:
+            engine.remove_module(empty)
+            empty.close()
+            context.close()
+    return engine, address
+
+
+def _sections(compiled: CompiledModule, objects: Sequence[bytes], externals: list[str]
               ) -> dict[str, bytes]:
-    """A disk cache entry: the object code, what the loader needs, the source texts."""
+    """A disk cache entry: the object code (``object``, then ``object.1``... for the parts
+    of a split module), what the loader needs, the source texts."""
     checks = [[c.tensor_name, c.dim, c.extent, c.output(0).dtype.name]
               for c in compiled.bounds_checks]
     meta = {"name": compiled.name, "errors": compiled.errors, "notes": list(compiled.notes),
-            "checks": checks, "externals": externals}
-    return {"meta": json.dumps(meta).encode(), "object": obj,
-            "ll.raw": zlib.compress(compiled.llvm_ir.encode(), 1),
-            "ll": zlib.compress(compiled.llvm_ir_opt.encode(), 1)}
+            "checks": checks, "externals": externals, "objects": len(objects),
+            "parts": len(compiled.parts_opt)}
+    opt = compiled.parts_opt or (compiled.llvm_ir_opt,)
+    out = {"meta": json.dumps(meta).encode(),
+           "ll.raw": zlib.compress(compiled.llvm_ir.encode(), 1)}
+    for k, obj in enumerate(objects):
+        out[_numbered("object", k)] = obj
+    for k, text in enumerate(opt):
+        out[_numbered("ll", k)] = zlib.compress(text.encode(), 1)
+    return out
+
+
+def _numbered(section: str, k: int) -> str:
+    """The name of the ``k``-th section of a kind: ``object``, ``object.1``, ..."""
+    return section if k == 0 else f"{section}.{k}"
 
 
 def load_cached(key: str) -> Kernel | None:
@@ -273,30 +318,26 @@ def load_cached(key: str) -> Kernel | None:
         name, externals = meta["name"], list(meta["externals"])
         checks = tuple(BoundsReportOp(t, int(d), int(e), DTYPES[dt])
                        for t, d, e, dt in meta["checks"])
+        n_objects, n_parts = int(meta["objects"]), int(meta["parts"])
+        if n_objects < 1 or n_parts not in (0, n_objects):
+            raise ValueError("bad object count")
+        objects = [sections[_numbered("object", k)] for k in range(n_objects)]
+        parts = tuple(zlib.decompress(sections[_numbered("ll", k)]).decode()
+                      for k in range(max(1, n_parts)))
         compiled = CompiledModule(name, zlib.decompress(sections["ll.raw"]).decode(),
-                                  zlib.decompress(sections["ll"]).decode(), None,
-                                  bool(meta["errors"]), tuple(meta["notes"]), checks)
-        obj = sections["object"]
+                                  "\n".join(parts), None, bool(meta["errors"]),
+                                  tuple(meta["notes"]), checks,
+                                  parts_opt=parts if n_parts else (),
+                                  externals=tuple(externals))
     except (KeyError, ValueError, TypeError, UnicodeDecodeError, zlib.error):
         DISK.discard(key)
         return None
     _ensure_support()
-    with LLVM_LOCK:
-        try:
-            _check_symbols(externals, name)
-        except RuntimeError:
-            return None  # a fresh build says why
-        context = llvm.create_context()
-        empty = llvm.parse_assembly("", context=context)
-        engine = llvm.create_mcjit_compiler(empty, host_target().target_machine(jit=True))
-        try:
-            engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
-            engine.finalize_object()
-            address = engine.get_function_address(name)
-        finally:
-            engine.remove_module(empty)
-            empty.close()
-            context.close()
+    try:
+        _check_symbols(externals, name)
+    except RuntimeError:
+        return None  # a fresh build says why
+    engine, address = _load_objects(name, objects)
     if not address:
         DISK.discard(key)
         return None

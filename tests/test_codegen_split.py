@@ -1,0 +1,339 @@
+"""Split modules (``tex.codegen.split``) compiled in forked children (``tex.codegen.jobs``):
+the same results as the whole module, a fallback in this process for every way a child can
+fail, and disk-cache entries of several objects (loaded again; rebuilt when damaged)."""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import llvmlite.binding as llvm
+import numpy as np
+import pytest
+
+import tex
+from tex.codegen import jobs, stream
+from tex.codegen import llvm as codegen_llvm
+from tex.codegen.split import split_text
+from tex.runtime import jit
+from tex.runtime.diskcache import DiskCache
+from tex.schedule import auto_schedule
+from tex.testing import evaluate
+
+pytestmark = pytest.mark.skipif(not jobs.can_fork(), reason="parts compile in forked "
+                                "children on Linux only")
+
+HEADER = '; ModuleID = "m"\ntarget triple = "x86_64-unknown-linux-gnu"\n'
+# an entry, two outlined (noinline) functions, an inlinable helper both of them call
+MODULE = HEADER + '''
+declare float @expf(float)
+
+define void @"m"(ptr %"p") nounwind
+{
+entry:
+  call void @"m.nest1"(ptr %"p")
+  call void @"m.nest2"(ptr %"p")
+  ret void
+}
+
+define internal void @"m.nest1"(ptr %"p") noinline nounwind
+{
+entry:
+  %"x" = load float, ptr %"p"
+  %"y" = call float @"tex.helper"(float %"x")
+  store float %"y", ptr %"p"
+  ret void
+}
+
+define internal void @"m.nest2"(ptr %"p") noinline nounwind
+{
+entry:
+  %"x" = load float, ptr %"p"
+  %"y" = call float @"tex.helper"(float %"x")
+  %"z" = call float @expf(float %"y"), !prof !0
+  store float %"z", ptr %"p"
+  ret void
+}
+
+define internal float @"tex.helper"(float %"a") alwaysinline nounwind
+{
+entry:
+  %"b" = fmul float %"a", 0x4000000000000000
+  ret float %"b"
+}
+!0 = !{ !"branch_weights", i32 1 }
+'''
+
+
+def test_split_text_parts_are_modules_of_their_own() -> None:
+    split = split_text(MODULE, 2)
+    assert split is not None and len(split.texts) == 2
+    assert split.defined == (frozenset({"m", "m.nest1"}), frozenset({"m.nest2"}))
+    first, second = split.texts
+    # the entry's part declares the other part's function, which that part exports
+    assert 'declare void @"m.nest2"' in first and 'define void @"m.nest2"' in second
+    assert 'define internal void @"m.nest1"' in first  # called only from its own part
+    # the inlinable helper is copied, internal, into both parts; the metadata too
+    assert all('define internal float @"tex.helper"' in t for t in split.texts)
+    assert all("declare float @expf(float)" in t and "!0 = " in t for t in split.texts)
+    for text in split.texts:  # each part is a valid module
+        llvm.parse_assembly(text, context=llvm.create_context()).verify()
+
+
+@pytest.mark.parametrize("text", [
+    MODULE + '@"g" = internal global i32 0\n',  # a global variable: kept whole
+    MODULE.replace("}\n\ndefine internal float", "\ndefine internal float"),  # no "}"
+    HEADER + 'define void @"m"() nounwind\n{\nentry:\n  ret void\n}\n',  # one function
+])
+def test_split_text_keeps_other_shapes_whole(text: str) -> None:
+    assert split_text(text, 2) is None
+
+
+def test_split_text_balances_parts() -> None:
+    body = "{\nentry:\n" + "  %\"x\" = add i32 1, 1\n" * 50 + "  ret void\n}"
+    fns = [f'define void @"m"() nounwind\n{body}'] + \
+        [f'define internal void @"m.nest{k}"() noinline nounwind\n{body}' for k in range(7)]
+    split = split_text(HEADER + "\n" + "\n".join(fns) + "\n", 4)
+    assert split is not None
+    assert [len(d) for d in split.defined] == [2, 2, 2, 2]
+
+
+def _mlp() -> tuple[list[tex.Tensor], list[tex.Tensor]]:
+    """A small dense-tanh loss and its gradients: three parallel loops once scheduled."""
+    X = tex.placeholder((64, 128), name="X")
+    W = tex.placeholder((128, 96), name="W")
+    k = tex.reduce_axis((0, 128), name="k")
+    H = tex.compute((64, 96), lambda i, j: tex.sum(X[i, k] * W[k, j], axis=k), name="H")
+    T = tex.compute((64, 96), lambda i, j: tex.tanh(H[i, j]), name="T")
+    r, c = tex.reduce_axis((0, 64), name="r"), tex.reduce_axis((0, 96), name="c")
+    L = tex.compute((), lambda: tex.sum(T[r, c] * T[r, c], axis=[r, c]), name="L")
+    return [X, W], [L, *tex.differentiate(L, [X, W])]
+
+
+def _build(name: str = "mlp") -> tuple[tex.runtime.BuiltFunction, list[tex.Tensor]]:
+    inputs, outs = _mlp()
+    f = tex.build(auto_schedule(outs, target="llvm"), [*inputs, *outs], name=name)
+    return f, [*inputs, *outs]
+
+
+def _run(f: tex.runtime.BuiltFunction, args: list[tex.Tensor]) -> list[np.ndarray]:
+    """``f`` on fixed inputs: its outputs; checked against ``evaluate``."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((64, 128)).astype(np.float32) * 0.1
+    w = rng.standard_normal((128, 96)).astype(np.float32) * 0.1
+    outs = [np.zeros(tuple(int(d) for d in t.shape), np.float32) for t in args[2:]]
+    f(x, w, *outs)
+    want = evaluate(args[2:], {args[0]: x, args[1]: w})
+    for got, ref in zip(outs, want):
+        np.testing.assert_allclose(got, ref, rtol=2e-4, atol=2e-5)
+    return outs
+
+
+@pytest.fixture
+def split_builds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> DiskCache:
+    """Every module split in two (a child per part), a disk cache of the test's own, the
+    in-process cache emptied around the test."""
+    cache = DiskCache(tmp_path / "cache")
+    monkeypatch.setattr(jit, "DISK", cache)
+    monkeypatch.setattr(codegen_llvm, "SPLIT_MIN_CHARS", 0)
+    monkeypatch.setattr(jobs, "COMPILE_JOBS", 2)
+    jit.clear_cache()
+    yield cache
+    jit.clear_cache()
+
+
+def _parts(f: tex.runtime.BuiltFunction) -> int:
+    return f.get_source("ll").count("; ModuleID")
+
+
+def test_split_build_equals_whole_build(split_builds: DiskCache,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    f, args = _build()
+    parts = _parts(f)
+    assert parts >= 2
+    split_out = _run(f, args)
+    asm = f.get_source("asm")
+    assert asm.count("\t.file") == parts and "mlp.par" in asm
+    raw = f.get_source("ll.raw")
+    assert raw.count("; ModuleID") == 1 and 'define internal void @"mlp.par1.body"' in raw
+    monkeypatch.setattr(jobs, "COMPILE_JOBS", 1)
+    jit.clear_cache()
+    split_builds.clear()
+    whole, args = _build()
+    assert _parts(whole) == 1
+    for a, b in zip(split_out, _run(whole, args)):
+        np.testing.assert_array_equal(a, b)  # the same code, bit for bit
+
+
+def _fork_fails() -> int:
+    raise OSError("no more processes")
+
+
+def _drain(queue: int) -> None:
+    """Take every part left in the queue (one byte each) and compile none of them."""
+    while os.read(queue, 1):
+        pass
+
+
+def _child_exits(texts: list[str], queue: int, fd: int) -> None:
+    _drain(queue)
+    os._exit(3)
+
+
+def _child_garbles(texts: list[str], queue: int, fd: int) -> None:
+    _drain(queue)
+    os.write(fd, b"\1" * 40)
+    os._exit(0)
+
+
+def _child_hangs(texts: list[str], queue: int, fd: int) -> None:
+    _drain(queue)
+    time.sleep(60)
+    os._exit(0)
+
+
+@pytest.mark.parametrize("failure", ["fork", "exit", "garbage", "hang"])
+def test_failed_child_part_compiles_here(split_builds: DiskCache,
+                                         monkeypatch: pytest.MonkeyPatch,
+                                         failure: str) -> None:
+    """Whatever parts the failing child took are compiled in this process: all of them."""
+    if failure == "fork":
+        monkeypatch.setattr(os, "fork", _fork_fails)
+    else:
+        child = {"exit": _child_exits, "garbage": _child_garbles, "hang": _child_hangs}
+        monkeypatch.setattr(jobs, "_child_main", child[failure])
+        monkeypatch.setattr(jobs, "CHILD_WAIT_MIN_S", 0.5)
+        monkeypatch.setattr(jobs, "CHILD_WAIT_FACTOR", 0.0)
+    here: list[str] = []
+    compile_part = jobs.compile_part
+    monkeypatch.setattr(jobs, "compile_part", lambda t: (here.append(t), compile_part(t))[1])
+    start = time.monotonic()
+    f, args = _build()
+    assert time.monotonic() - start < 30  # a hung child is killed, never waited for
+    assert len(here) == _parts(f) >= 2
+    _run(f, args)
+    with pytest.raises(ChildProcessError):  # every child reaped: no zombie left
+        os.waitpid(-1, os.WNOHANG)
+
+
+def test_disk_cache_round_trip_of_a_split_module(split_builds: DiskCache) -> None:
+    f, args = _build()
+    (entry,) = split_builds.entries()
+    assert split_builds.stats["writes"] == 1
+    jit.clear_cache()
+    g, args = _build()
+    assert split_builds.stats["hits"] == 1 and g._kernel is not f._kernel
+    for fmt in ("ll", "ll.raw", "asm"):
+        assert g.get_source(fmt) == f.get_source(fmt)
+    for a, b in zip(_run(f, args), _run(g, args)):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("section", ["object.1", "ll.1", "meta"])
+def test_damaged_split_entry_is_rebuilt(split_builds: DiskCache,
+                                        monkeypatch: pytest.MonkeyPatch, section: str) -> None:
+    keys: list[str] = []
+    put = split_builds.put
+    monkeypatch.setattr(split_builds, "put", lambda key, s: (keys.append(key), put(key, s)))
+    _build()
+    sections = split_builds.get(keys[0])
+    assert sections is not None and {"object", "object.1", "ll", "ll.1"} <= set(sections)
+    if section == "meta":  # claims one object more
+        meta = json.loads(sections["meta"])
+        meta["objects"] += 1
+        sections["meta"] = json.dumps(meta).encode()
+    else:
+        del sections[section]
+    put(keys[0], sections)
+    jit.clear_cache()
+    writes = split_builds.stats["writes"]
+    f, args = _build()  # the entry is dropped, the function compiled and stored anew
+    _run(f, args)
+    assert split_builds.stats["writes"] == writes + 1
+    jit.clear_cache()
+    hits = split_builds.stats["hits"]
+    _run(*_build())  # the new entry loads
+    assert split_builds.stats["hits"] == hits + 1
+    assert split_builds.stats["writes"] == writes + 1
+
+
+def test_compile_parts_keeps_the_order_of_the_parts() -> None:
+    """Parts claimed by any process come back in their own places."""
+    texts = [HEADER + f'define i32 @"f{k}"() nounwind\n{{\nentry:\n  ret i32 {k}\n}}\n'
+             for k in range(7)]
+    results = jobs.compile_parts(texts, 2)
+    assert [f'@f{k}()' in r.text for k, r in enumerate(results)] == [True] * 7
+    assert all(r.object and r.externals == () for r in results)
+
+
+@pytest.fixture
+def streamed(split_builds: DiskCache, monkeypatch: pytest.MonkeyPatch) -> DiskCache:
+    """Split builds whose every outlined function is streamed to the background thread
+    as soon as the entry has emitted it."""
+    monkeypatch.setattr(stream, "CHUNK_INSTRUCTIONS", 1)
+    return split_builds
+
+
+def _threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name == "tex-llvm"]
+
+
+def test_streamed_build_equals_whole_build(streamed: DiskCache,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    f, args = _build()
+    # the three parallel bodies streamed one by one, then the entry's part
+    assert _parts(f) == 4 and not _threads()
+    out = _run(f, args)
+    monkeypatch.setattr(jobs, "COMPILE_JOBS", 1)
+    jit.clear_cache()
+    streamed.clear()
+    whole, args = _build()
+    assert _parts(whole) == 1
+    # the text put together from the streamed renderings is the module's own
+    assert f.get_source("ll.raw") == whole.get_source("ll.raw")
+    for a, b in zip(out, _run(whole, args)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_failed_background_part_compiles_again(streamed: DiskCache,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    here: list[str] = []
+    compile_part = jobs.compile_part
+
+    def fails_in_background(text: str) -> jobs.PartResult:
+        if threading.current_thread().name == "tex-llvm":
+            raise RuntimeError("background failure")
+        here.append(text)
+        return compile_part(text)
+
+    monkeypatch.setattr(jobs, "compile_part", fails_in_background)
+    monkeypatch.setattr(os, "fork", _fork_fails)  # so that every part compiles here
+    f, args = _build()
+    assert len(here) == _parts(f) == 4  # the three streamed parts again, and the last
+    _run(f, args)
+
+
+def test_background_thread_stops_when_the_build_fails(streamed: DiskCache,
+                                                      monkeypatch: pytest.MonkeyPatch
+                                                      ) -> None:
+    def broken(self: stream.Streamer) -> str:
+        raise RuntimeError("emission failed")
+
+    monkeypatch.setattr(stream.Streamer, "whole_text", broken)
+    with pytest.raises(RuntimeError, match="emission failed"):
+        _build()
+    assert not _threads()
+
+
+def test_large_function_stops_the_streaming(streamed: DiskCache,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A finished function over the bound streams nothing more: the module is split and
+    compiled in parallel once emitted, as without streaming."""
+    submitted: list[int] = []
+    monkeypatch.setattr(stream, "MAX_STREAMED_INSTRUCTIONS", 0)
+    monkeypatch.setattr(jobs.Background, "submit", lambda self, k, t: submitted.append(k))
+    f, args = _build()
+    assert submitted == [] and _parts(f) >= 2
+    _run(f, args)

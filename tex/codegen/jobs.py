@@ -1,0 +1,355 @@
+"""Compiling the parts of a split module (``split.py``) to object code, in forked processes.
+
+``compile_parts(texts)`` turns each part's unoptimized IR text into a ``PartResult``: its
+object code for the host (emitted by the target machine MCJIT itself uses), its optimized
+IR text and the external functions it declares. This process and up to ``jobs - 1``
+children forked for the purpose (which inherit the texts) take parts from one queue,
+largest first, until none is left: a pipe holding one byte per part index, each read of a
+byte claiming a part, so a process slowed by a costly part or a busy CPU simply takes fewer
+(static shares were off by a third: LLVM's cost per character of IR varies tenfold between
+functions). For each part a process parses, verifies, optimizes (``optimize``: the O3
+pipeline) and emits object code; a child then sends all its results over a pipe and exits.
+On two CPUs two parts compile at once: threads could not do this, llvmlite holds one lock
+around every call into LLVM. ``Background`` is that one thread: it compiles parts in this
+process while the caller goes on in Python (``stream.py``: emitting the rest of the module).
+
+Fork safety. The children are forked while this thread holds tex's ``LLVM_LOCK`` and
+llvmlite's own lock, so no thread of the process is inside LLVM at that moment and LLVM's
+state is consistent in the child (glibc makes ``malloc`` safe across ``fork``). The child
+runs only LLVM calls on objects of its own, a write to its pipe and ``os._exit`` (no
+``atexit`` handlers, no cleanup of the parent's objects; it never needs libgomp, whose
+threads do not exist in it). A ``Background`` thread of the same build is stopped before
+its parts are forked for (``tex.codegen.llvm``); one of another build waits at ``LLVM_LOCK``
+while the children are forked. Only Linux forks; elsewhere, without access to llvmlite's
+lock, or with ``TEX_COMPILE_JOBS`` at 1, every part compiles here, one after the other.
+
+Failures never hang or crash the build: the parts of a child that cannot be forked, exits
+nonzero, dies, sends a malformed reply, or has not answered ``max(CHILD_WAIT_MIN_S,
+CHILD_WAIT_FACTOR * t)`` seconds after the queue ran dry (``t``: the longest part this
+process compiled; the child is killed then) are compiled in this process instead, which
+raises the proper error when the IR itself is at fault.
+
+``TEX_COMPILE_JOBS`` (read at import): how many processes compile the parts of one module
+at once; default: the CPUs this process may run on, at most ``MAX_DEFAULT_JOBS``; 0 or 1:
+no child process.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import struct
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import llvmlite.binding as llvm
+
+from .. import debug
+from .host import LLVM_LOCK, declared_externals, host_target, optimize
+
+__all__ = ["PartResult", "Background", "compile_part", "compile_parts", "can_fork",
+           "COMPILE_JOBS", "MAX_DEFAULT_JOBS", "MAX_PARTS", "CHILD_WAIT_MIN_S",
+           "CHILD_WAIT_FACTOR"]
+
+MAX_DEFAULT_JOBS = 4
+# how long the children get once this process has compiled its own part (see above)
+CHILD_WAIT_MIN_S = 60.0
+CHILD_WAIT_FACTOR = 20.0
+# a reply record: the part's index and three lengths, then the three payloads
+_RECORD = struct.Struct("<QQQQ")
+MAX_PARTS = 255  # parts are claimed as one byte each
+
+
+def _default_jobs() -> int:
+    """The CPUs this process may run on, at most ``MAX_DEFAULT_JOBS``."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, MAX_DEFAULT_JOBS))
+
+
+COMPILE_JOBS = max(1, debug.count_setting("TEX_COMPILE_JOBS", debug.env("TEX_COMPILE_JOBS"),
+                                          _default_jobs()))
+
+
+@dataclass(frozen=True)
+class PartResult:
+    """One compiled part: object code, optimized IR text, the external functions it
+    declares (other parts' functions among them)."""
+
+    object: bytes
+    text: str
+    externals: tuple[str, ...]
+
+
+def compile_part(text: str) -> PartResult:
+    """Parse, verify, optimize and emit object code for one part, in this process."""
+    host = host_target()
+    context = llvm.create_context()  # freed with the module (see tex.codegen.llvm)
+    with LLVM_LOCK:
+        try:
+            mod = optimize(text, host, context)
+            try:
+                with debug.timed("llvm.print"):
+                    opt = str(mod)
+                externals = tuple(declared_externals(mod))
+                with debug.timed("llvm.codegen"):
+                    obj = host.target_machine(jit=True).emit_object(mod)
+            finally:
+                mod.close()  # before its context
+        finally:
+            context.close()
+    return PartResult(obj, opt, externals)
+
+
+class Background:
+    """One thread compiling parts in this process while its caller goes on with Python
+    work (emitting the rest of the module): llvmlite releases the GIL inside LLVM, so the
+    two run at once. Parts are compiled in the order submitted; ``stop`` waits for the part
+    under way only, and hands back the results and the parts not started. A part that
+    fails gives no result (its caller compiles it again, which raises the proper error).
+    Only one thread: llvmlite's lock lets no two run LLVM at once."""
+
+    def __init__(self) -> None:
+        self._pending: deque[tuple[int, str]] = deque()
+        self._done: dict[int, PartResult] = {}
+        self._failed: list[tuple[int, str]] = []
+        self._cond = threading.Condition()
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+
+    def submit(self, index: int, text: str) -> None:
+        """Compile part ``index`` (``text``) in the background."""
+        with self._cond:
+            self._pending.append((index, text))
+            self._cond.notify()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="tex-llvm", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._stopped:
+                    self._cond.wait()
+                if self._stopped:
+                    return
+                index, text = self._pending.popleft()
+            try:
+                with debug.timings():  # this thread's phases are nobody's table
+                    result: PartResult | None = compile_part(text)
+            except Exception:  # compiled again by the caller, which raises then
+                result = None
+            with self._cond:
+                if result is not None:
+                    self._done[index] = result
+                else:
+                    self._failed.append((index, text))
+
+    def stop(self) -> tuple[dict[int, PartResult], list[tuple[int, str]]]:
+        """Stop after the part under way: the results, and the parts without one (never
+        started, or failed)."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+        if self._thread is not None:
+            self._thread.join()
+        with self._cond:
+            rest = sorted([*self._failed, *self._pending])
+            self._pending.clear()
+            self._failed.clear()
+            return dict(self._done), rest
+
+
+def _llvmlite_lock() -> Any:
+    """llvmlite's lock around every call into LLVM, or None when this llvmlite has none
+    reachable (then nothing forks)."""
+    lock = getattr(getattr(llvm.ffi, "lib", None), "_lock", None)
+    return lock if hasattr(lock, "__enter__") and hasattr(lock, "__exit__") else None
+
+
+def can_fork() -> bool:
+    """Whether parts may compile in forked children here (Linux, llvmlite's lock)."""
+    return sys.platform.startswith("linux") and hasattr(os, "fork") and \
+        _llvmlite_lock() is not None
+
+
+def _encode(index: int, r: PartResult) -> bytes:
+    """One reply record: the part's index, three lengths, then the three payloads."""
+    text, externals = r.text.encode(), "\n".join(r.externals).encode()
+    return _RECORD.pack(index, len(r.object), len(text), len(externals)) + r.object + \
+        text + externals
+
+
+def _decode(data: bytes, parts: int) -> dict[int, PartResult] | None:
+    """A child's reply (its parts by index), or None when it is malformed."""
+    out: dict[int, PartResult] = {}
+    view = memoryview(data)
+    while view:
+        if len(view) < _RECORD.size:
+            return None
+        index, n_obj, n_text, n_ext = _RECORD.unpack_from(view)
+        end = _RECORD.size + n_obj + n_text + n_ext
+        if index >= parts or len(view) < end:
+            return None
+        a, b = _RECORD.size + n_obj, _RECORD.size + n_obj + n_text
+        try:
+            text, ext = bytes(view[a:b]).decode(), bytes(view[b:end]).decode()
+        except UnicodeDecodeError:
+            return None
+        out[index] = PartResult(bytes(view[_RECORD.size:a]), text,
+                                tuple(ext.split("\n")) if ext else ())
+        view = view[end:]
+    return out
+
+
+def _claim(queue: int) -> int | None:
+    """The index of the next part nobody has taken from the queue (None: none left).
+    A pipe holding one byte per part, written whole before any reader starts: each read
+    of one byte takes one part, whichever process reads it."""
+    data = os.read(queue, 1)
+    return data[0] if data else None
+
+
+@dataclass
+class _Child:
+    """A forked child compiling parts: its process id and the read end of its pipe."""
+
+    pid: int
+    fd: int
+    reaped: bool = False
+
+
+def _child_main(texts: Sequence[str], queue: int, fd: int) -> None:
+    """In the child: compile the parts it claims, reply with all of them, leave (never
+    returns)."""
+    code = 1
+    try:
+        replies = []
+        while (k := _claim(queue)) is not None:
+            replies.append(_encode(k, compile_part(texts[k])))
+        view = memoryview(b"".join(replies))
+        while view:
+            view = view[os.write(fd, view):]
+        code = 0
+    finally:
+        os._exit(code)  # no atexit handlers, no finalizers of the parent's objects
+
+
+def _fork(texts: Sequence[str], queue: int, n: int) -> list[_Child]:
+    """Up to ``n`` children taking parts from ``queue`` (fewer where ``fork`` fails), forked
+    while no thread is in LLVM."""
+    children: list[_Child] = []
+    with LLVM_LOCK, _llvmlite_lock():
+        for _ in range(n):
+            try:
+                r, w = os.pipe()
+            except OSError:
+                break
+            try:
+                pid = os.fork()
+            except OSError:
+                os.close(r)
+                os.close(w)
+                break
+            if pid == 0:
+                os.close(r)
+                _child_main(texts, queue, w)
+            os.close(w)  # before the next fork: only its own child may hold the write end
+            children.append(_Child(pid, r))
+    return children
+
+
+def _reap(child: _Child, kill: bool) -> int | None:
+    """Wait for ``child`` (killed first with ``kill``): its exit code, None when unknown
+    (killed, or reaped by someone else)."""
+    with contextlib.suppress(OSError):
+        os.close(child.fd)
+    if child.reaped:
+        return None
+    child.reaped = True
+    if kill:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child.pid, signal.SIGKILL)
+    try:
+        _, status = os.waitpid(child.pid, 0)
+    except ChildProcessError:  # SIGCHLD ignored: the system reaped it
+        return None
+    return os.waitstatus_to_exitcode(status)
+
+
+def _collect(child: _Child, deadline: float, parts: int) -> dict[int, PartResult]:
+    """The parts the child compiled; none when it failed or missed ``deadline`` (then it
+    is killed)."""
+    chunks: list[bytes] = []
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([child.fd], [], [], remaining)[0]:
+                _reap(child, kill=True)
+                return {}
+            data = os.read(child.fd, 1 << 20)
+            if not data:
+                break
+            chunks.append(data)
+    except OSError:
+        _reap(child, kill=True)
+        return {}
+    if _reap(child, kill=False) not in (0, None):
+        return {}
+    return _decode(b"".join(chunks), parts) or {}
+
+
+def _queue(order: Sequence[int]) -> int | None:
+    """A pipe's read end holding ``order`` one byte each, its write end closed (None when
+    no pipe could be made)."""
+    try:
+        r, w = os.pipe()
+    except OSError:
+        return None
+    try:
+        os.write(w, bytes(order))  # far below a pipe's capacity: never blocks
+    except OSError:
+        os.close(r)
+        return None
+    finally:
+        os.close(w)
+    return r
+
+
+def compile_parts(texts: Sequence[str], jobs: int | None = None) -> list[PartResult]:
+    """Compile every part (see the module docstring) with up to ``jobs`` processes
+    (default ``COMPILE_JOBS``): this one and ``jobs - 1`` children take parts from one
+    queue, largest first, until none is left."""
+    jobs = COMPILE_JOBS if jobs is None else jobs
+    results: dict[int, PartResult] = {}
+    queue = None
+    if jobs > 1 and 1 < len(texts) <= MAX_PARTS and can_fork():
+        queue = _queue(sorted(range(len(texts)), key=lambda k: -len(texts[k])))
+    if queue is not None:
+        children = _fork(texts, queue, min(jobs, len(texts)) - 1)
+        try:
+            longest = 0.0
+            while (k := _claim(queue)) is not None:
+                start = time.monotonic()
+                results[k] = compile_part(texts[k])
+                longest = max(longest, time.monotonic() - start)
+            # each child has at most the part it is compiling left to do
+            deadline = time.monotonic() + max(CHILD_WAIT_MIN_S, CHILD_WAIT_FACTOR * longest)
+            with debug.timed("llvm.wait"):
+                for child in children:
+                    results.update(_collect(child, deadline, len(texts)))
+        finally:
+            os.close(queue)
+            for child in children:
+                if not child.reaped:
+                    _reap(child, kill=True)
+    # what no process compiled (no children, a child failed or was too slow) compiles here
+    return [results[k] if k in results else compile_part(t) for k, t in enumerate(texts)]
