@@ -22,7 +22,6 @@ points to, so both stay valid there.
 from __future__ import annotations
 
 import ctypes
-import threading
 
 import llvmlite.binding as llvm
 
@@ -162,7 +161,6 @@ done:
 '''.replace("SLOTS", str(SLOTS)).replace("@ALLOC", "@" + ALLOC_SYMBOL) \
    .replace("@FREE", "@" + FREE_SYMBOL)
 
-_lock = threading.Lock()
 # the engine that owns the compiled allocator (per process: it holds the kept blocks)
 _engine: list[llvm.ExecutionEngine] = []
 
@@ -185,7 +183,7 @@ def limit_bytes() -> int:
 
 def ensure_workspace() -> None:
     """Compile the allocator and register its two symbols (once per process)."""
-    with _lock, LLVM_LOCK:
+    with LLVM_LOCK:  # (one lock: no order to get wrong with the JIT's)
         if _engine:
             return
         mod = llvm.parse_assembly(_IR)
