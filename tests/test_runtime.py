@@ -7,6 +7,7 @@ import time
 import numpy as np
 import pytest
 
+import tex
 from tex.build import build, build_lowered
 from tex.dtype import DTYPES, float32, int32
 from tex.ir.expr import Cast, Const, Var
@@ -337,3 +338,29 @@ def test_concurrent_builds() -> None:
     for t in threads:
         t.join()
     assert results == [True] * 6
+
+
+def test_exact_arguments_take_the_fast_path_and_others_the_full_checks(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Arrays of exactly the build's dtype object, shape and C strides skip the full
+    checks; anything else (a subclass, a C-contiguous array whose size-1 dimension has
+    another stride, an overlapping output) goes through them: same results, same errors."""
+    A = tex.placeholder((1, 5), name="A")
+    B = tex.compute((1, 5), lambda i, j: A[i, j] * 2.0, name="B")
+    f = tex.build(tex.create_schedule(B.op), [A, B])
+    a = np.arange(5, dtype=np.float32).reshape(1, 5)
+    out = np.zeros((1, 5), np.float32)
+    calls: list[int] = []
+    checked = type(f)._checked_args
+    monkeypatch.setattr(type(f), "_checked_args",
+                        lambda self, arrays: calls.append(1) or checked(self, arrays))
+    f(a, out)
+    assert calls == [] and out.tolist() == [[0, 2, 4, 6, 8]]
+    odd = np.lib.stride_tricks.as_strided(np.arange(5, dtype=np.float32), (1, 5), (4, 4))
+    assert odd.flags.c_contiguous and odd.strides != a.strides
+    out[:] = 0
+    f(odd, out)
+    assert calls == [1] and out.tolist() == [[0, 2, 4, 6, 8]]
+    with pytest.raises(ValueError, match="shares memory"):
+        f(out, out)
+    assert calls == [1, 1]

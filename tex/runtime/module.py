@@ -148,6 +148,16 @@ def arg_specs(params: Sequence[BufferParam | ScalarParam]) -> tuple[ArgSpec, ...
     return tuple(specs)
 
 
+def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """The strides of a C-contiguous array of ``shape`` (what NumPy gives a fresh one)."""
+    strides = []
+    step = itemsize
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
+
+
 def check_host_array(fname: str, spec: ArgSpec, a: np.ndarray) -> None:
     """``a`` (an ndarray) has the dtype and shape of ``spec``, is C-contiguous and, for an
     output, writeable; else ``TypeError``/``ValueError`` naming the argument."""
@@ -207,6 +217,16 @@ class BuiltFunction:
         ctypes_args = [ctypes.c_void_p if isinstance(p, BufferParam)
                        else p.var.dtype.ctype for p in func.params]
         self._outputs = tuple(s.position for s in self._specs if s.is_output)
+        # what _fast_args compares: only for all-buffer functions with no empty array
+        # (an empty one's pointer may be anything: the full checks skip its span)
+        specs = self._specs
+        itemsize = [np.dtype(s.dtype).itemsize for s in specs]
+        self._nbytes = tuple(int(np.prod(s.shape, dtype=np.int64)) * n
+                             for s, n in zip(specs, itemsize))
+        self._fast = tuple(
+            (np.dtype(s.dtype), s.shape, _c_strides(s.shape, n), s.is_output)
+            for s, n in zip(specs, itemsize)) \
+            if all(s.is_buffer for s in specs) and all(self._nbytes) else None
         self._ctype = ctypes.CFUNCTYPE(None, *ctypes_args, ctypes.c_void_p)
         self._main = self._entry(kernel)
         # a kernel with parallel loops cannot run in a child forked after the OpenMP pool
@@ -221,6 +241,38 @@ class BuiltFunction:
 
     # -- calling ---------------------------------------------------------------------------
     def __call__(self, *arrays: Any) -> None:
+        cargs = self._fast_args(arrays)
+        if cargs is None:
+            cargs = self._checked_args(arrays)
+        self._run(cargs)
+
+    def _fast_args(self, arrays: tuple[Any, ...]) -> list[Any] | None:
+        """The C arguments when every argument is exactly what the build expects: an
+        ``ndarray`` of the very dtype object, shape and C strides (writeable for outputs)
+        and no output overlapping another argument; else None (``_checked_args`` then
+        checks in full and names what is wrong). Half the time of the full checks, which
+        is most of a tiny kernel's call."""
+        fast = self._fast
+        if fast is None or len(arrays) != len(fast):
+            return None
+        cargs: list[Any] = []
+        for (dtype, shape, strides, out), a in zip(fast, arrays):
+            if a.__class__ is not np.ndarray or a.dtype is not dtype or a.shape != shape or \
+                    a.strides != strides or (out and not a.flags.writeable):
+                return None
+            cargs.append(data_pointer(a))
+        if self._outputs:
+            nbytes = self._nbytes
+            for k in self._outputs:
+                lo, hi = cargs[k], cargs[k] + nbytes[k]
+                for j, p in enumerate(cargs):
+                    if j != k and lo < p + nbytes[j] and p < hi:
+                        return None  # the full checks raise, naming both
+        return cargs
+
+    def _checked_args(self, arrays: tuple[Any, ...]) -> list[Any]:
+        """The C arguments after every check (``TypeError``/``ValueError`` naming the
+        argument that fails one)."""
         specs = self._specs
         if len(arrays) != len(specs):
             raise TypeError(f"{self.name}() takes {len(specs)} arguments "
@@ -243,6 +295,11 @@ class BuiltFunction:
                 spans.append((ptr, ptr + a.nbytes, spec.position))
         if self._outputs and len(spans) > 1:
             check_overlap(self.name, self._specs, spans)
+        return cargs
+
+    def _run(self, cargs: list[Any]) -> None:
+        """Call the kernel (its serial variant in a forked child) and raise what its error
+        record reports."""
         entry = self._main
         if self._parallel:
             if parallel_allowed():
