@@ -180,10 +180,12 @@ def _size(op: ComputeOp) -> int:
 
 
 def _iterations(op: ComputeOp) -> int:
-    n = _size(op)
-    for iv in op.reduce_axis:
-        n *= iv.dom.extent
-    return n
+    return _size(op) * _reduction_points(op)
+
+
+def _reduction_points(op: ComputeOp) -> int:
+    """Points of ``op``'s reduction per output point (1 without one)."""
+    return math.prod(iv.dom.extent for iv in op.reduce_axis)
 
 
 @dataclass
@@ -710,7 +712,7 @@ class AutoScheduler:
                 op.body[0].combiner.name != "sum" or st.relations:
             return False
         nbytes = max(1, op.output(0).dtype.bits // 8)
-        k = _iterations(op) // max(1, _size(op))
+        k = _reduction_points(op)
         panel = k * bj * nbytes
         r0 = op.reduce_axis[0]
         if panel <= self.info.l2_bytes // 2 or r0.dom.extent < 2:
@@ -730,7 +732,7 @@ class AutoScheduler:
     def pack_panel(self, st: Stage, local: Stage, jo: IterVar, ivar: Var, bj: int) -> None:
         """Copy, once per ``jo`` iteration, the inputs that ``local`` reads without ``ivar``
         (reused by every i tile) into a contiguous buffer, when it fits in L2."""
-        k = _iterations(local.op) // max(1, _size(local.op))
+        k = _reduction_points(local.op)
         nbytes = max(1, local.op.output(0).dtype.bits // 8)
         if k * bj * nbytes > self.info.l2_bytes // 2:
             return
@@ -784,7 +786,7 @@ class AutoScheduler:
         if len(blocked) == 2:
             # the second operand's few rows stay in L1 while a block of the first one's
             # tiles (sized for half the L2) streams past them
-            k_points = _iterations(op) // max(1, _size(op))
+            k_points = _reduction_points(op)
             nbytes = max(1, t.dtype.bits // 8)
             per_tile = tiles[blocked[0]] * k_points * nbytes
             nblock = max(1, (self.info.l2_bytes // 2) // max(1, per_tile))
