@@ -630,6 +630,71 @@ def test_vectorize_falls_back_for_variable_extent() -> None:
     np.testing.assert_array_equal(b, a + np.float32(1))
 
 
+def _latch_hints(raw: str) -> list[str]:
+    """The ``llvm.loop`` options of each loop latch in ``raw`` (LLVM IR text), in order."""
+    nodes = dict(re.findall(r"^(![0-9]+) = (.*)$", raw, re.M))
+    hints = []
+    for ref in re.findall(r"!llvm\.loop (![0-9]+)", raw):
+        options = re.findall(r"![0-9]+", nodes[ref])[1:]  # the first is the ID itself
+        hints.append(" ".join(sorted(nodes[o] for o in options)))
+    return hints
+
+
+def _vector_ops(ir_text: str, op: str) -> int:
+    """How many ``op`` instructions on float vectors ``ir_text`` holds."""
+    return len(re.findall(rf"= {op}\b[^<\n]*<[0-9]+ x float>", ir_text))
+
+
+def test_scheduled_nest_is_not_unrolled_or_vectorized_again_by_llvm() -> None:
+    # a nest the schedule shaped (here: a vectorized inner loop) keeps its loops as
+    # scheduled: LLVM at O3 would unroll the outer loop of 4 (4 vector multiplies)
+    A, B = make_buffer("A", 64, float32), make_buffer("B", 64, float32)
+    i, j = Var("i", int32, "axis"), Var("j", int32, "axis")
+    body = loop(i, 4, loop(j, 16, Store(B, i * 16 + j, A[i * 16 + j] * 3.0),
+                            ForKind.VECTORIZED))
+    f = build_lowered(func("scheduled_nest", [A], [B], body))
+    raw = f.get_source("ll.raw")
+    assert _latch_hints(raw) == [
+        '!{ !"llvm.loop.unroll.disable" } !{ !"llvm.loop.vectorize.enable", i1 0 }']
+    assert _vector_ops(f.get_source("ll"), "fmul") == 1
+    a = RNG.standard_normal(64).astype(np.float32)
+    b = np.zeros(64, np.float32)
+    f(a, b)
+    np.testing.assert_array_equal(b, a * np.float32(3))
+
+
+def test_plain_nest_is_left_to_llvm() -> None:
+    # every loop serial: no hints, and LLVM's loop vectorizer makes vectors of it (what a
+    # TVM user's unscheduled loop gets there)
+    A, B = make_buffer("A", 256, float32), make_buffer("B", 256, float32)
+    i = Var("i", int32, "axis")
+    f = build_lowered(func("plain_nest", [A], [B], loop(i, 256, Store(B, i, A[i] * 3.0))))
+    assert _latch_hints(f.get_source("ll.raw")) == []
+    assert _vector_ops(f.get_source("ll"), "fmul") >= 1
+    a = RNG.standard_normal(256).astype(np.float32)
+    b = np.zeros(256, np.float32)
+    f(a, b)
+    np.testing.assert_array_equal(b, a * np.float32(3))
+
+
+def test_vectorized_loop_left_scalar_is_vectorized_by_llvm() -> None:
+    # a variable extent keeps tex from making vectors: LLVM is asked to, in a nest whose
+    # other loops it leaves alone
+    n = Var("n", int32)
+    A, B = make_buffer("A", 4 * 64, float32), make_buffer("B", 4 * 64, float32)
+    i, j = Var("i", int32, "axis"), Var("j", int32, "axis")
+    inner = For(j, c32(0), n, ForKind.VECTORIZED, Store(B, i * 64 + j, A[i * 64 + j] * 3.0))
+    f = build_lowered(func("var_vec_nest", [A], [B], loop(i, 4, inner), scalars=[n]))
+    assert _latch_hints(f.get_source("ll.raw")) == [
+        '!{ !"llvm.loop.vectorize.enable", i1 1 }',
+        '!{ !"llvm.loop.unroll.disable" } !{ !"llvm.loop.vectorize.enable", i1 0 }']
+    assert _vector_ops(f.get_source("ll"), "fmul") >= 1
+    a = RNG.standard_normal(256).astype(np.float32)
+    b = np.zeros(256, np.float32)
+    f(a, 64, b)
+    np.testing.assert_array_equal(b, a * np.float32(3))
+
+
 def test_unrolled_loop_and_let() -> None:
     A, B = make_buffer("A", 4 * 3, float32), make_buffer("B", 4, float32)
     i, k = Var("i", int32, "axis"), Var("k", int32, "reduce")

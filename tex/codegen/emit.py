@@ -50,6 +50,7 @@ from ..lower.stmt import (
     Stmt,
     Store,
     run_nested,
+    walk_stmts,
 )
 from . import ops, tables
 from .builder import FoldingBuilder
@@ -77,14 +78,28 @@ from .module import (
     lazy_parts,
 )
 
-__all__ = ["FunctionEmitter", "MAX_UNROLL"]
+__all__ = ["FunctionEmitter", "MAX_UNROLL", "scheduled_nest"]
 
 MAX_UNROLL = 4096  # UNROLLED loops longer than this stay loops
+
+_SCHEDULED_KINDS = (ForKind.PARALLEL, ForKind.VECTORIZED, ForKind.UNROLLED)
+
+
+def scheduled_nest(nest: For) -> bool:
+    """Whether the schedule shaped the loop nest ``nest``: some loop of it is parallel,
+    vectorized or unrolled. LLVM leaves such a nest's loops as they are (no unrolling or
+    vectorization of its own, as in Halide: the schedule decided; on a model's gradient
+    LLVM's unroller took 40% of its time and bought no speed); a plain nest (every loop
+    serial) is LLVM's to unroll and vectorize, as at O3."""
+    return any(isinstance(s, For) and s.kind in _SCHEDULED_KINDS for s in walk_stmts(nest))
 
 
 class FunctionEmitter:
     """Emits statements and expressions into one LLVM function (scalar code; subclasses
     add vector, parallel and GPU code)."""
+
+    # loops carry ``llvm.loop`` hints (``counted``); GPU kernels keep LLVM's defaults
+    LOOP_HINTS = True
 
     def __init__(self, mod: ModuleEmitter, fn: ir.Function, in_parallel: bool) -> None:
         self.m = mod
@@ -96,6 +111,9 @@ class FunctionEmitter:
         self.vars: dict[Var, ir.Value] = {}
         self.bufs: dict[Tensor, ir.Value] = {}
         self.memo: dict[Expr, ir.Value] = {}  # values emitted that dominate the builder
+        # whether the loops being emitted belong to a nest the schedule shaped (LLVM then
+        # neither unrolls nor vectorizes them: ``scheduled_nest``); None outside any nest
+        self.scheduled: bool | None = True if in_parallel else None
 
     def bind_params(self, params: Sequence[Param]) -> None:
         """Name the function's arguments after ``params`` and make them its buffers and
@@ -511,6 +529,10 @@ class FunctionEmitter:
                     yield self.visit(child)
             case Store():
                 self.store(s)
+            case For() if self.scheduled is None:  # the outermost loop of a nest
+                self.scheduled = scheduled_nest(s)
+                yield self.loop(s)
+                self.scheduled = None
             case For():
                 yield self.loop(s)
             case LetStmt():
@@ -591,8 +613,11 @@ class FunctionEmitter:
         return lo, self.b.add(lo, ext, name=f"{local_name(s.var.name)}.end")
 
     @contextlib.contextmanager
-    def counted(self, name: str, lo: ir.Value, hi: ir.Value) -> Iterator[ir.Value]:
-        """``for name in [lo, hi)``: yields the index; the body goes where the builder is."""
+    def counted(self, name: str, lo: ir.Value, hi: ir.Value, vectorize: bool = False
+                ) -> Iterator[ir.Value]:
+        """``for name in [lo, hi)``: yields the index; the body goes where the builder is.
+        The loop is LLVM's to unroll and vectorize in a plain nest only (``scheduled``);
+        ``vectorize`` asks LLVM to vectorize it in any nest."""
         b = self.b
         name = local_name(name)
         counter = self.alloca(lo.type, f"{name}.addr")
@@ -609,7 +634,9 @@ class FunctionEmitter:
         if not b.block.is_terminated:
             b.store(b.add(i, ir.Constant(i.type, 1), name=f"{name}.next", flags=["nsw"]),
                     counter)
-            b.branch(cond)
+            latch = b.branch(cond)
+            if self.LOOP_HINTS and (vectorize or self.scheduled):
+                latch.set_metadata("llvm.loop", self.m.loop_id(vectorize))
         b.position_at_end(end)
 
     def loop(self, s: For) -> Nested[None]:
@@ -622,7 +649,9 @@ class FunctionEmitter:
             yield self.unrolled(s)
             return
         lo, hi = self.bounds(s)
-        with self.counted(s.var.name, lo, hi) as i:
+        # a vectorized loop emitted here is scalar code (``VectorEmitter`` could not make
+        # vectors of it): LLVM's loop vectorizer is asked to
+        with self.counted(s.var.name, lo, hi, vectorize=s.kind is ForKind.VECTORIZED) as i:
             self.vars[s.var] = i
             yield self.visit(s.body)
         del self.vars[s.var]

@@ -77,6 +77,18 @@ class CodegenOptions:
     bounds_check: bool = True
 
 
+class _LoopID(ir.MDValue):
+    """An ``llvm.loop`` ID: a node whose first operand is itself (LangRef), which makes
+    each one distinct; compared and hashed by identity (llvmlite's by operands would
+    recurse)."""
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __hash__(self) -> int:
+        return id(self)
+
+
 class ModuleEmitter:
     """Owns the llvmlite module and what its functions share."""
 
@@ -107,6 +119,7 @@ class ModuleEmitter:
         # function of the module but the entry is complete then): tex.codegen.llvm
         # streams finished functions to LLVM while the rest is emitted
         self.on_outlined: Callable[[], None] | None = None
+        self._loop_options: dict[str, tuple[ir.MDValue, ...]] = {}  # ``loop_id``'s
 
     # -- declarations and helper functions ---------------------------------------------
     def declare(self, name: str, ret: ir.Type, args: Sequence[ir.Type]) -> ir.Function:
@@ -121,6 +134,22 @@ class ModuleEmitter:
         """The overloaded intrinsic ``base`` for ``overloads`` (``llvm.fabs.v8f32``)."""
         name = ".".join([base, *(mangle(t) for t in overloads)])
         return self.declare(name, ret, args)
+
+    def loop_id(self, vectorize: bool = False) -> ir.MDValue:
+        """A fresh ``llvm.loop`` ID: by default telling LLVM not to unroll or vectorize the
+        loop (a loop of a nest the schedule shaped: ``emit.scheduled_nest``); with
+        ``vectorize``, asking LLVM to vectorize it (a vectorized loop tex emits scalar)."""
+        key = "vectorize" if vectorize else "scheduled"
+        if key not in self._loop_options:
+            def option(name: str, *value: ir.Value) -> ir.MDValue:
+                return self.ir.add_metadata([ir.MetaDataString(self.ir, name), *value])
+            self._loop_options[key] = \
+                (option("llvm.loop.vectorize.enable", ir.Constant(I1, 1)),) if vectorize else \
+                (option("llvm.loop.unroll.disable"),
+                 option("llvm.loop.vectorize.enable", ir.Constant(I1, 0)))
+        loop_id = _LoopID(self.ir, [], name=str(len(self.ir.metadata)))
+        loop_id.operands = (loop_id, *self._loop_options[key])
+        return loop_id
 
     def check_number(self, op: BoundsReportOp) -> ir.Constant:
         """1 + the number of bounds check ``op`` (0 in the record means no violation)."""

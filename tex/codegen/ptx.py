@@ -179,6 +179,9 @@ class _PTXFunctionEmitter(FunctionEmitter):
     """One kernel's body."""
 
     m: _PTXModuleEmitter
+    # NVPTX's pipeline unrolls a kernel's serial loops as it sees fit (never measured
+    # without: no GPU on the machines this was written on)
+    LOOP_HINTS = False
 
     def bind_indices(self) -> None:
         """Read the kernel's hardware indices (``threadIdx.x``...) once, at entry."""

@@ -14,8 +14,8 @@ every lane is active; a ``Select`` whose branches load evaluates each branch wit
 mask. An ``Allocate`` inside the body gets one private copy per lane (interleaved, on the
 stack).
 
-``vector_plan`` decides, before any code: the loop stays scalar (which LLVM's loop
-vectorizer may still vectorize) when the extent is not constant, an inner loop's bounds
+``vector_plan`` decides, before any code: the loop stays scalar (an ``llvm.loop`` hint
+asks LLVM's loop vectorizer to vectorize it) when the extent is not constant, an inner loop's bounds
 vary across lanes, the private copies would exceed ``MAX_STACK_BYTES``, or lanes could
 observe each other through memory (a buffer written at two different indices, read at an
 index other than the one it is written at, or written at a lane-invariant index by more
