@@ -16,12 +16,11 @@ total (wall clock, and the CPU time: steadier when other processes share the
 machine) and of each phase (``lower`` with its passes, ``legalize``, ``llvm.emit``: building
 the LLVM IR in Python, ``llvm.print``: its text, ``llvm.split``: cutting a large module
 into parts, ``llvm.parse``, ``llvm.opt``: LLVM's optimization pipeline, ``llvm.codegen``:
-machine code, ``llvm.wait``: waiting for the parts compiled by the background thread and
-by child processes, ``llvm.link``: loading the parts' objects; with parts, the LLVM phases
-count only the parts compiled by this process's main thread, and ``llvm.emit`` includes
-rendering the parts streamed during emission), then the forward's total, and the number
-of lines of the gradient's unoptimized LLVM IR. The CPU column counts this process (its
-background LLVM thread too) and its compiling children: above the wall clock when they
+machine code, ``llvm.wait``: waiting for the parts compiled by child processes,
+``llvm.link``: loading the parts' objects; with parts, the LLVM phases count only the
+parts compiled by this process), then the forward's total, and the number
+of lines of the gradient's unoptimized LLVM IR. The CPU column counts this process and
+its compiling children: above the wall clock when they
 ran at once.
 
     python benchmarks/compile_time.py                     # every program, 3 repetitions

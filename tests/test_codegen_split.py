@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import numpy as np
 import pytest
 
 import tex
-from tex.codegen import jobs, stream
+from tex.codegen import jobs
 from tex.codegen import llvm as codegen_llvm
 from tex.codegen.split import split_text
 from tex.runtime import jit
@@ -266,74 +265,3 @@ def test_compile_parts_keeps_the_order_of_the_parts() -> None:
     results = jobs.compile_parts(texts, 2)
     assert [f'@f{k}()' in r.text for k, r in enumerate(results)] == [True] * 7
     assert all(r.object and r.externals == () for r in results)
-
-
-@pytest.fixture
-def streamed(split_builds: DiskCache, monkeypatch: pytest.MonkeyPatch) -> DiskCache:
-    """Split builds whose every outlined function is streamed to the background thread
-    as soon as the entry has emitted it."""
-    monkeypatch.setattr(stream, "CHUNK_INSTRUCTIONS", 1)
-    return split_builds
-
-
-def _threads() -> list[str]:
-    return [t.name for t in threading.enumerate() if t.name == "tex-llvm"]
-
-
-def test_streamed_build_equals_whole_build(streamed: DiskCache,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    f, args = _build()
-    # the three parallel bodies streamed one by one, then the entry's part
-    assert _parts(f) == 4 and not _threads()
-    out = _run(f, args)
-    monkeypatch.setattr(jobs, "COMPILE_JOBS", 1)
-    jit.clear_cache()
-    streamed.clear()
-    whole, args = _build()
-    assert _parts(whole) == 1
-    # the text put together from the streamed renderings is the module's own
-    assert f.get_source("ll.raw") == whole.get_source("ll.raw")
-    for a, b in zip(out, _run(whole, args)):
-        np.testing.assert_array_equal(a, b)
-
-
-def test_failed_background_part_compiles_again(streamed: DiskCache,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    here: list[str] = []
-    compile_part = jobs.compile_part
-
-    def fails_in_background(text: str) -> jobs.PartResult:
-        if threading.current_thread().name == "tex-llvm":
-            raise RuntimeError("background failure")
-        here.append(text)
-        return compile_part(text)
-
-    monkeypatch.setattr(jobs, "compile_part", fails_in_background)
-    monkeypatch.setattr(os, "fork", _fork_fails)  # so that every part compiles here
-    f, args = _build()
-    assert len(here) == _parts(f) == 4  # the three streamed parts again, and the last
-    _run(f, args)
-
-
-def test_background_thread_stops_when_the_build_fails(streamed: DiskCache,
-                                                      monkeypatch: pytest.MonkeyPatch
-                                                      ) -> None:
-    def broken(self: stream.Streamer) -> str:
-        raise RuntimeError("emission failed")
-
-    monkeypatch.setattr(stream.Streamer, "whole_text", broken)
-    with pytest.raises(RuntimeError, match="emission failed"):
-        _build()
-    assert not _threads()
-
-
-def test_large_function_stops_the_streaming(streamed: DiskCache,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """A finished function over the bound streams nothing more: the module is split and
-    compiled in parallel once emitted, as without streaming."""
-    submitted: list[int] = []
-    monkeypatch.setattr(stream, "MAX_STREAMED_INSTRUCTIONS", 0)
-    monkeypatch.setattr(jobs.Background, "submit", lambda self, k, t: submitted.append(k))
-    f, args = _build()
-    assert submitted == [] and _parts(f) >= 2
-    _run(f, args)

@@ -10,17 +10,15 @@ byte claiming a part, so a process slowed by a costly part or a busy CPU simply 
 functions). For each part a process parses, verifies, optimizes (``optimize``: the O3
 pipeline) and emits object code; a child then sends all its results over a pipe and exits.
 On two CPUs two parts compile at once: threads could not do this, llvmlite holds one lock
-around every call into LLVM. ``Background`` is that one thread: it compiles parts in this
-process while the caller goes on in Python (``stream.py``: emitting the rest of the module).
+around every call into LLVM.
 
 Fork safety. The children are forked while this thread holds tex's ``LLVM_LOCK`` and
 llvmlite's own lock, so no thread of the process is inside LLVM at that moment and LLVM's
 state is consistent in the child (glibc makes ``malloc`` safe across ``fork``). The child
 runs only LLVM calls on objects of its own, a write to its pipe and ``os._exit`` (no
 ``atexit`` handlers, no cleanup of the parent's objects; it never needs libgomp, whose
-threads do not exist in it). A ``Background`` thread of the same build is stopped before
-its parts are forked for (``tex.codegen.llvm``); one of another build waits at ``LLVM_LOCK``
-while the children are forked. Only Linux forks; elsewhere, without access to llvmlite's
+threads do not exist in it). Another thread's build waits at ``LLVM_LOCK`` while the
+children are forked. Only Linux forks; elsewhere, without access to llvmlite's
 lock, or with ``TEX_COMPILE_JOBS`` at 1, every part compiles here, one after the other.
 
 Failures never hang or crash the build: the parts of a child that cannot be forked, exits
@@ -41,9 +39,7 @@ import select
 import signal
 import struct
 import sys
-import threading
 import time
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,7 +49,7 @@ import llvmlite.binding as llvm
 from .. import debug
 from .host import LLVM_LOCK, declared_externals, host_target, optimize
 
-__all__ = ["PartResult", "Background", "compile_part", "compile_parts", "can_fork",
+__all__ = ["PartResult", "compile_part", "compile_parts", "can_fork",
            "COMPILE_JOBS", "MAX_DEFAULT_JOBS", "MAX_PARTS", "CHILD_WAIT_MIN_S",
            "CHILD_WAIT_FACTOR"]
 
@@ -107,65 +103,6 @@ def compile_part(text: str) -> PartResult:
         finally:
             context.close()
     return PartResult(obj, opt, externals)
-
-
-class Background:
-    """One thread compiling parts in this process while its caller goes on with Python
-    work (emitting the rest of the module): llvmlite releases the GIL inside LLVM, so the
-    two run at once. Parts are compiled in the order submitted; ``stop`` waits for the part
-    under way only, and hands back the results and the parts not started. A part that
-    fails gives no result (its caller compiles it again, which raises the proper error).
-    Only one thread: llvmlite's lock lets no two run LLVM at once."""
-
-    def __init__(self) -> None:
-        self._pending: deque[tuple[int, str]] = deque()
-        self._done: dict[int, PartResult] = {}
-        self._failed: list[tuple[int, str]] = []
-        self._cond = threading.Condition()
-        self._stopped = False
-        self._thread: threading.Thread | None = None
-
-    def submit(self, index: int, text: str) -> None:
-        """Compile part ``index`` (``text``) in the background."""
-        with self._cond:
-            self._pending.append((index, text))
-            self._cond.notify()
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="tex-llvm", daemon=True)
-            self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._pending and not self._stopped:
-                    self._cond.wait()
-                if self._stopped:
-                    return
-                index, text = self._pending.popleft()
-            try:
-                with debug.timings():  # this thread's phases are nobody's table
-                    result: PartResult | None = compile_part(text)
-            except Exception:  # compiled again by the caller, which raises then
-                result = None
-            with self._cond:
-                if result is not None:
-                    self._done[index] = result
-                else:
-                    self._failed.append((index, text))
-
-    def stop(self) -> tuple[dict[int, PartResult], list[tuple[int, str]]]:
-        """Stop after the part under way: the results, and the parts without one (never
-        started, or failed)."""
-        with self._cond:
-            self._stopped = True
-            self._cond.notify()
-        if self._thread is not None:
-            self._thread.join()
-        with self._cond:
-            rest = sorted([*self._failed, *self._pending])
-            self._pending.clear()
-            self._failed.clear()
-            return dict(self._done), rest
 
 
 def _llvmlite_lock() -> Any:

@@ -21,16 +21,16 @@ entry and its outlined functions in runs of about equal size) that are optimized
 into object code by parallel processes (``jobs.py``); the ``CompiledModule`` then holds
 the parts' object files, which the JIT loads into one engine, and its optimized IR and
 assembly are the parts' texts one after the other (each part a module of its own:
-``; ModuleID`` starts the next). When children may compile parts, the outlined functions
-finished while the entry is still being emitted are compiled in parts meanwhile, by a
-background thread (``stream.py``), and the rest is split around them. The unoptimized
-text (``get_source("ll.raw")``) is always the whole module as emitted.
+``; ModuleID`` starts the next). The unoptimized text (``get_source("ll.raw")``) is
+always the whole module as emitted. (Compiling finished functions in a background thread
+while Python emits the rest was tried and removed: each part's fixed cost made the six
+largest model gradients' builds take 30% more CPU time and no less wall time on 2 cores.)
 
 ``TEX_DUMP=llvm,llvm.opt,asm`` prints the three texts.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import llvmlite.binding as llvm
@@ -46,7 +46,6 @@ from .jobs import PartResult
 from .module import ERRORS, CodegenOptions, ModuleEmitter
 from .parallel import OUTLINE_MIN_NESTS, ParallelEmitter, loop_nests
 from .split import Split, split_text
-from .stream import Streamer
 
 __all__ = ["CompiledModule", "emit_llvm", "emit_module", "compile_llvm", "SPLIT_MIN_CHARS"]
 
@@ -113,11 +112,8 @@ def emit_llvm(func: LoweredFunc, options: CodegenOptions | None = None,
 
 
 def emit_module(func: LoweredFunc, options: CodegenOptions | None = None,
-                host: HostTarget | None = None,
-                on_start: Callable[[ModuleEmitter, ir.Function], None] | None = None
-                ) -> ModuleEmitter:
-    """The module emitter after emitting ``func`` (its IR, notes, error record, checks);
-    ``on_start(emitter, entry)`` runs once the entry function exists, before its body."""
+                host: HostTarget | None = None) -> ModuleEmitter:
+    """The module emitter after emitting ``func`` (its IR, notes, error record, checks)."""
     options = options or CodegenOptions()
     host = host or host_target()
     symbol = symbol_name(func.name)
@@ -137,9 +133,6 @@ def emit_module(func: LoweredFunc, options: CodegenOptions | None = None,
     record.add_attribute("captures(none)")
     f.bufs[ERRORS] = record
     f.outline_nests = loop_nests(func.body) > OUTLINE_MIN_NESTS
-    f.is_entry = True
-    if on_start is not None:
-        on_start(m, fn)
     f.stmt(func.body)
     f.finish()
     return m
@@ -164,23 +157,6 @@ def _from_parts(symbol: str, text: str, m: ModuleEmitter, results: Sequence[Part
     return CompiledModule(symbol, text, "\n".join(texts), None, m.errors, tuple(m.notes),
                           tuple(m.checks), objects=tuple(r.object for r in results),
                           parts_opt=texts, externals=externals)
-
-
-def _compile_streamed(text: str, streamer: Streamer, n_jobs: int
-                      ) -> tuple[list[PartResult], frozenset[str]] | None:
-    """The parts a ``Streamer`` compiled during emission, then the rest of the module
-    (``text``) split around them and compiled (``jobs.compile_parts``), with the parts the
-    background thread did not compile; None when the text cannot be split."""
-    with debug.timed("llvm.split"):
-        split = split_text(text, n_jobs * PARTS_PER_JOB, frozenset(streamer.placed))
-    with debug.timed("llvm.wait"):
-        done, rest = streamer.finish()
-    if split is None:
-        return None
-    results = jobs.compile_parts([*(t for _, t in rest), *split.texts], n_jobs)
-    late = dict(zip((k for k, _ in rest), results))
-    streamed = [done[k] if k in done else late[k] for k in range(streamer.parts)]
-    return [*streamed, *results[len(rest):]], frozenset(streamer.placed) | split.all_defined
 
 
 def compile_llvm(func: LoweredFunc, options: CodegenOptions | None = None,
@@ -208,30 +184,16 @@ def compile_llvm(func: LoweredFunc, options: CodegenOptions | None = None,
     """
     options = options or CodegenOptions()
     n_jobs = jobs.COMPILE_JOBS if n_jobs is None else n_jobs
-    streamers: list[Streamer] = []
-
-    def stream(m: ModuleEmitter, entry: ir.Function) -> None:
-        streamers.append(Streamer(m.ir, entry))
-        m.on_outlined = streamers[0].outlined
-
-    streaming = n_jobs >= 2 and jobs.can_fork()
-    try:
-        with debug.timed("llvm.emit"):
-            m = emit_module(func, options, on_start=stream if streaming else None)
-        streamer = streamers[0] if streamers and streamers[0].parts else None
-        with debug.timed("llvm.print"):
-            text = streamer.whole_text() if streamer is not None else str(m.ir)
-        debug.dump("llvm", text)
-        symbol = symbol_name(func.name)
-        parts = _compile_streamed(text, streamer, n_jobs) if streamer is not None else None
-        split = _split(text, n_jobs) if streamer is None else None
-        if parts is None and split is not None:
-            parts = jobs.compile_parts(split.texts, n_jobs), split.all_defined
-    finally:
-        for s in streamers:  # stopped here whatever happened (a no-op when done)
-            s.finish()
-    if parts is not None:
-        compiled = _from_parts(symbol, text, m, *parts)
+    with debug.timed("llvm.emit"):
+        m = emit_module(func, options)
+    with debug.timed("llvm.print"):
+        text = str(m.ir)
+    debug.dump("llvm", text)
+    symbol = symbol_name(func.name)
+    split = _split(text, n_jobs)
+    if split is not None:
+        compiled = _from_parts(symbol, text, m, jobs.compile_parts(split.texts, n_jobs),
+                               split.all_defined)
     else:
         # a context per module: the global one would keep every module's uniqued constants
         # and metadata for good (10 to 15 KB per kernel)

@@ -16,7 +16,7 @@ passed otherwise), so concurrent calls of one function never see each other's fa
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import llvmlite.ir as ir
@@ -115,10 +115,6 @@ class ModuleEmitter:
         # outlined functions by ``outline_key``, with the notes emitting them made: an
         # identical parallel loop or nest calls the same function
         self.outlined: dict[str, tuple[ir.Function, tuple[str, ...]]] = {}
-        # called each time the entry function has emitted an outlined function (every
-        # function of the module but the entry is complete then): tex.codegen.llvm
-        # streams finished functions to LLVM while the rest is emitted
-        self.on_outlined: Callable[[], None] | None = None
         self._loop_options: dict[str, tuple[ir.MDValue, ...]] = {}  # ``loop_id``'s
 
     # -- declarations and helper functions ---------------------------------------------

@@ -67,8 +67,6 @@ class ParallelEmitter(VectorEmitter):
         super().__init__(mod, fn, in_parallel)
         # loop nests of this function become functions of their own (``outlined``)
         self.outline_nests = False
-        # the emitter of the module's entry function (not of an outlined one)
-        self.is_entry = False
 
     def visit(self, s: Stmt) -> Nested[None]:
         """``s``; with ``outline_nests``, a sequence's loops as calls of outlined nests."""
@@ -172,8 +170,6 @@ class ParallelEmitter(VectorEmitter):
         fn = emit()
         if key is not None:
             m.outlined[key] = (fn, tuple(m.notes[first:]))
-        if self.is_entry and m.on_outlined is not None:
-            m.on_outlined()
         return fn
 
     def parallel(self, s: For) -> None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["Split", "split_text", "stream_part", "declaration"]
+__all__ = ["Split", "split_text"]
 
 # a global name as llvmlite prints it: @"quoted" or @plain
 _GLOBAL = re.compile(r'@("[^"\\]*"|[-\w.$]+)')
@@ -58,7 +58,7 @@ class _Function:
     refs: frozenset[str]  # the global names it refers to (itself aside)
 
 
-def declaration(define: str) -> str:
+def _declaration(define: str) -> str:
     """The ``declare`` line of the function whose ``define`` line is ``define``."""
     return _DEFINE.sub("declare ", define, count=1)
 
@@ -156,7 +156,7 @@ def _render(parsed: tuple[list[str], list[str], list[_Function], list[str]],
     by_name = {f.name: f for f in functions}
     out = [*header, *declares]
     refs = sorted({r for n in names for r in by_name[n].refs if r in foreign})
-    out += [declaration(by_name[r].define) for r in refs]
+    out += [_declaration(by_name[r].define) for r in refs]
     for f in functions:
         if f.name in names:
             define = _DEFINE.sub("define ", f.define, count=1) if f.name in exported \
@@ -166,10 +166,9 @@ def _render(parsed: tuple[list[str], list[str], list[_Function], list[str]],
     return "\n".join(out) + "\n"
 
 
-def split_text(text: str, parts: int, placed: frozenset[str] = frozenset()) -> Split | None:
+def split_text(text: str, parts: int) -> Split | None:
     """``text`` (one module, as llvmlite prints it) in at most ``parts`` parts (see the
-    module docstring), leaving out the functions ``placed`` in parts already made
-    (``stream_part``); None when it cannot be split or has fewer than two functions."""
+    module docstring); None when it cannot be split or has fewer than two functions."""
     parsed = _parse(text)
     if parsed is None:
         return None
@@ -178,13 +177,12 @@ def split_text(text: str, parts: int, placed: frozenset[str] = frozenset()) -> S
         return None
     entry = functions[0].name
     attached = {f.name for f in functions if _attached(f, entry)}
-    roots = [f for f in functions if f.name not in attached and f.name not in placed]
+    roots = [f for f in functions if f.name not in attached]
     starts = _cuts([len(f.body) for f in roots], parts) if roots else []
-    if not placed and len(starts) < 2:
+    if len(starts) < 2:
         return None
     runs = [roots[a:b] for a, b in zip(starts, [*starts[1:], len(roots)])]
     part_of = {f.name: p for p, run in enumerate(runs) for f in run}
-    part_of.update((name, -1) for name in placed)
     by_name = {f.name: f for f in functions}
     # each part's functions: its roots and the attached functions they use
     members = [_closure({f.name for f in run}, by_name, attached) for run in runs]
@@ -194,20 +192,3 @@ def split_text(text: str, parts: int, placed: frozenset[str] = frozenset()) -> S
     texts = [_render(parsed, names, {r for r, q in part_of.items() if q != p}, exported)
              for p, names in enumerate(members)]
     return Split(tuple(texts), tuple(frozenset(f.name for f in run) for run in runs))
-
-
-def stream_part(text: str, roots: frozenset[str], entry: str) -> str | None:
-    """The part holding the functions ``roots`` of ``text`` (the functions of a module
-    complete so far, ``entry`` not yet among them) and the attached functions they use;
-    every one of ``roots`` exported, as later parts may call it. None when ``text`` cannot
-    be split."""
-    parsed = _parse(text)
-    if parsed is None:
-        return None
-    functions = parsed[2]
-    by_name = {f.name: f for f in functions}
-    if not roots <= by_name.keys():
-        return None
-    attached = {f.name for f in functions if _attached(f, entry)}
-    foreign = {f.name for f in functions if f.name not in attached} - roots
-    return _render(parsed, _closure(set(roots), by_name, attached), foreign, set(roots))
