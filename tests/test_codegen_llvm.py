@@ -1000,6 +1000,10 @@ def test_identical_parallel_loops_share_one_function(outer: int | None) -> None:
     raw = f.get_source("ll.raw")
     bodies = re.findall(r'define internal void @"[^"]*\.par\d+\.body"', raw)
     assert len(bodies) == (3 if outer is None else 4)
+    # one wrapper per closure type: (body, source, destination, error record, range),
+    # and with ``outer`` the two loops reading its variable add it to theirs
+    wrappers = re.findall(r'define internal void @"[^"]*\.wrapper\d+"', raw)
+    assert len(wrappers) == (1 if outer is None else 2)
     x1, x2, z = (RNG.standard_normal(s).astype(np.float32) for s in (64, 64, 128))
     y = [np.zeros(o.shape, np.float32) for o in outs]
     f(x1, x2, z, *y)

@@ -116,6 +116,8 @@ class ModuleEmitter:
         # identical parallel loop or nest calls the same function
         self.outlined: dict[str, tuple[ir.Function, tuple[str, ...]]] = {}
         self._loop_options: dict[str, tuple[ir.MDValue, ...]] = {}  # ``loop_id``'s
+        # the parallel loops' wrappers by closure type (``ParallelEmitter.parallel``)
+        self.wrappers: dict[str, ir.Function] = {}
 
     # -- declarations and helper functions ---------------------------------------------
     def declare(self, name: str, ret: ir.Type, args: Sequence[ir.Type]) -> ir.Function:

@@ -3,7 +3,8 @@
 A ``For`` PARALLEL is outlined into ``@<name>.parN.body(noalias ptrs..., scalars..., lo,
 hi)`` (captured buffers and variables become parameters, so ``noalias`` survives; never
 inlined, so LLVM optimizes it once: a third less optimization time on a CNN gradient, for
-one call per thread) and a wrapper ``@<name>.parN(ptr %closure)`` that unpacks a struct and
+one call per thread) and run by a wrapper ``@<name>.wrapperK(ptr %closure)`` that unpacks
+a struct (the body's address first: loops with closures of one type share the wrapper) and
 calls the body on chunks of ``[0, extent)`` claimed from a counter in the closure (an
 atomic add; about ``CHUNKS_PER_THREAD`` chunks per thread), so that a thread sharing its
 core with another process takes fewer chunks instead of holding up the region; which
@@ -33,7 +34,18 @@ import llvmlite.ir as ir
 from ..ir.expr import TensorRead, Var
 from ..ir.tensor import Tensor
 from ..ir.visit import post_order
-from ..lower.stmt import Allocate, For, ForKind, Nested, Seq, Stmt, Store, stmt_exprs, walk_stmts
+from ..lower.stmt import (
+    Allocate,
+    For,
+    ForKind,
+    Nested,
+    Seq,
+    Stmt,
+    Store,
+    stmt_exprs,
+    symbol_name,
+    walk_stmts,
+)
 from .emit import FunctionEmitter
 from .irtypes import I32, I64, PTR, VOID, local_name, scalar_type
 from .module import ERRORS, ModuleEmitter
@@ -47,6 +59,19 @@ CHUNKS_PER_THREAD = 4
 
 # a function with more loop nests than this emits each as a function of its own
 OUTLINE_MIN_NESTS = 64
+
+
+class _Callee:
+    """A function pointer as llvmlite's ``call`` takes a callee: with its function type
+    (opaque pointers carry none)."""
+
+    def __init__(self, ptr: ir.Value, function_type: ir.FunctionType) -> None:
+        self.ptr = ptr
+        self.type = ptr.type
+        self.function_type = function_type
+
+    def get_reference(self) -> str:
+        return self.ptr.get_reference()  # type: ignore[no-any-return]
 
 
 def loop_nests(body: Stmt) -> int:
@@ -181,8 +206,8 @@ class ParallelEmitter(VectorEmitter):
         # captured values: variables and buffers used inside and bound out here
         bufs, scalars = self.captures(s.body)
         scalars = [v for v in scalars if v is not s.var]
-        # the closure: captures, start, extent, next unclaimed iteration
-        fields = [PTR] * len(bufs) + [self.vars[v].type for v in scalars] + [t, t, I64]
+        # the closure: the body, captures, start, extent, next unclaimed iteration
+        fields = [PTR] * (1 + len(bufs)) + [self.vars[v].type for v in scalars] + [t, t, I64]
         closure_t = ir.LiteralStructType(fields)
 
         def emit() -> ir.Function:
@@ -200,15 +225,20 @@ class ParallelEmitter(VectorEmitter):
                 inner.vars[s.var] = i
                 inner.stmt(s.body)
             inner.finish()
-            # the wrapper GOMP calls on every thread
-            return self.parallel_wrapper(name, inner.fn, closure_t, t)
+            return inner.fn
 
-        wrapper = self.shared("parallel", s, [*bufs, *scalars], emit)
+        body = self.shared("parallel", s, [*bufs, *scalars], emit)
+        # the wrapper GOMP calls on every thread: one per closure type
+        wrapper = m.wrappers.get(str(closure_t))
+        if wrapper is None:
+            wrapper = m.wrappers[str(closure_t)] = self.parallel_wrapper(
+                f"{symbol_name(m.func.name)}.wrapper{len(m.wrappers) + 1}", closure_t, t,
+                body.function_type)
         # the parent: fill the closure, fork and join
-        name = wrapper.name
+        name = body.name.removesuffix(".body")
         data = self.alloca(closure_t, f"{name}.closure")
-        for k, v in enumerate([*(self.bufs[x] for x in bufs), *(self.vars[v] for v in scalars),
-                               lo, ext, ir.Constant(I64, 0)]):
+        for k, v in enumerate([body, *(self.bufs[x] for x in bufs),
+                               *(self.vars[v] for v in scalars), lo, ext, ir.Constant(I64, 0)]):
             p = self.b.gep(data, [ir.Constant(I32, 0), ir.Constant(I32, k)], inbounds=True,
                            source_etype=closure_t, name=f"{name}.field{k}")
             self.b.store(v, p)
@@ -232,11 +262,13 @@ class ParallelEmitter(VectorEmitter):
         least = self.b.select(self.b.icmp_signed("<", ext64, threads64), ext64, threads64)
         return self.b.trunc(least, I32)
 
-    def parallel_wrapper(self, name: str, body_fn: ir.Function,
-                         closure_t: ir.LiteralStructType, t: ir.Type) -> ir.Function:
-        """``@<name>(ptr %closure)``, run by every thread: unpack the closure (captures,
-        start, extent, counter) and call ``body_fn`` on chunks of the range claimed from the
-        counter until none is left."""
+    def parallel_wrapper(self, name: str, closure_t: ir.LiteralStructType, t: ir.Type,
+                         body_t: ir.FunctionType) -> ir.Function:
+        """``@<name>(ptr %closure)``, run by every thread: unpack the closure (body,
+        captures, start, extent, counter) and call the body (of type ``body_t``) on chunks
+        of the range claimed from the counter until none is left. Every parallel loop with
+        the same closure type shares it (a call through a pointer once per chunk costs
+        nothing; a wrapper of its own per loop was a sixth of a model's LLVM IR)."""
         m = self.m
         wrapper = ir.Function(m.ir, ir.FunctionType(VOID, [PTR]), name)
         wrapper.linkage = "internal"
@@ -248,6 +280,7 @@ class ParallelEmitter(VectorEmitter):
                   for k in range(len(closure_t.elements))]
         vals = [wb.load(p, typ=ft) for p, ft in zip(fields[:-1], closure_t.elements[:-1])]
         counter = fields[-1]
+        body_fn, *vals = vals
         start, extent = vals[-2:]
         nth = wb.sext(wb.call(m.declare("omp_get_num_threads", I32, []), [], name="nth"), I64)
         ext64 = wb.sext(extent, I64) if t != I64 else extent
@@ -269,7 +302,7 @@ class ParallelEmitter(VectorEmitter):
         last = wb.select(wb.icmp_signed("<", end, ext64), end, ext64, name="last")
         lo_t = wb.trunc(first, t) if t != I64 else first
         hi_t = wb.trunc(last, t) if t != I64 else last
-        wb.call(body_fn, [*vals[:-2], wb.add(start, lo_t), wb.add(start, hi_t)])
+        wb.call(_Callee(body_fn, body_t), [*vals[:-2], wb.add(start, lo_t), wb.add(start, hi_t)])
         wb.branch(claim)
         wb.position_at_end(done)
         wb.ret_void()
