@@ -695,6 +695,30 @@ def test_vectorized_loop_left_scalar_is_vectorized_by_llvm() -> None:
     np.testing.assert_array_equal(b, a * np.float32(3))
 
 
+def test_index_arithmetic_is_emitted_once_across_stores_and_unrolled_copies() -> None:
+    # i * 3 feeds the six accesses of three stores and of the copies of an unrolled loop:
+    # emitted once; the loads of B after each store to it are emitted again (a store may
+    # change what they read)
+    A, B = make_buffer("A", 12, float32), make_buffer("B", 12, float32)
+    i, k = Var("i", int32, "axis"), Var("k", int32, "axis")
+    body = seq(Store(B, i * 3, A[i * 3] * 2.0),
+               loop(k, 2, Store(B, i * 3 + 1 + k, A[i * 3 + 1 + k] + B[i * 3 + k]),
+                    ForKind.UNROLLED))
+    f = build_lowered(func("cse", [A], [B], loop(i, 4, body)))
+    raw = f.get_source("ll.raw")
+    assert len(re.findall(r"= mul i32 %\"i\", 3", raw)) == 1
+    assert len(re.findall(r"= load float, ptr %\"B\.ptr", raw)) == 2
+    a = RNG.standard_normal(12).astype(np.float32)
+    b = np.zeros(12, np.float32)
+    f(a, b)
+    want = np.zeros(12, np.float32)
+    for r in range(4):
+        want[3 * r] = a[3 * r] * np.float32(2)
+        for c in range(2):
+            want[3 * r + 1 + c] = a[3 * r + 1 + c] + want[3 * r + c]
+    np.testing.assert_array_equal(b, want)
+
+
 def test_unrolled_loop_and_let() -> None:
     A, B = make_buffer("A", 4 * 3, float32), make_buffer("B", 4, float32)
     i, k = Var("i", int32, "axis"), Var("k", int32, "reduce")

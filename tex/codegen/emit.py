@@ -35,6 +35,7 @@ from ..debug import InternalError
 from ..dtype import DType, float32
 from ..ir.expr import Binary, Cast, Compare, Const, Expr, Op, Select, TensorRead, Unary, Var
 from ..ir.tensor import Tensor
+from ..ir.visit import post_order
 from ..lower.bounds_check import BoundsReportOp, is_report
 from ..lower.stmt import (
     Allocate,
@@ -110,7 +111,15 @@ class FunctionEmitter:
         self.in_parallel = in_parallel
         self.vars: dict[Var, ir.Value] = {}
         self.bufs: dict[Tensor, ir.Value] = {}
-        self.memo: dict[Expr, ir.Value] = {}  # values emitted that dominate the builder
+        # values emitted that dominate the builder (``forget`` all when it leaves their
+        # block); ``deps``: the variables each depends on (``forget_var`` when one is bound
+        # anew); ``impure``: those that read memory (``forget_loads`` at a store)
+        self.memo: dict[Expr, ir.Value] = {}
+        self.deps: dict[Expr, frozenset[Var]] = {}
+        self.impure: set[Expr] = set()
+        # values derived from emitted instructions (splats, widenings, lane 0), under the
+        # memo's dominance rules: (what, id of the source, detail) -> (source, value)
+        self.derived: dict[tuple[str, int, object], tuple[ir.Value, ir.Value]] = {}
         # whether the loops being emitted belong to a nest the schedule shaped (LLVM then
         # neither unrolls nor vectorizes them: ``scheduled_nest``); None outside any nest
         self.scheduled: bool | None = True if in_parallel else None
@@ -153,16 +162,34 @@ class FunctionEmitter:
             a.align = align
         return a
 
+    def derive(self, what: str, v: ir.Value, detail: object,
+               make: Callable[[], ir.Value]) -> ir.Value:
+        """``make()``, a value computed from the instruction or argument ``v``, emitted
+        once while ``v`` dominates the builder (a constant's is made each time: it has no
+        lasting identity)."""
+        if not isinstance(v, (ir.Instruction, ir.Argument)):
+            return make()
+        key = (what, id(v), detail)
+        hit = self.derived.get(key)
+        if hit is not None and hit[0] is v:
+            return hit[1]
+        out = make()
+        self.derived[key] = (v, out)
+        return out
+
     def splat(self, v: ir.Value, lanes: int) -> ir.Value:
         """``v`` broadcast to ``lanes`` lanes (unchanged if it has them, or for 0)."""
         if lanes_of(v) == lanes or lanes == 0:
             return v
         if isinstance(v, ir.Constant):
             return ir.Constant(ir.VectorType(v.type, lanes), [v] * lanes)
-        vt = ir.VectorType(v.type, lanes)
-        one = self.b.insert_element(ir.Constant(vt, ir.Undefined), v, ir.Constant(I32, 0))
-        return self.b.shuffle_vector(one, ir.Constant(vt, ir.Undefined),
-                                     ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
+
+        def make() -> ir.Value:
+            vt = ir.VectorType(v.type, lanes)
+            one = self.b.insert_element(ir.Constant(vt, ir.Undefined), v, ir.Constant(I32, 0))
+            return self.b.shuffle_vector(one, ir.Constant(vt, ir.Undefined),
+                                         ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
+        return self.derive("splat", v, lanes, make)
 
     def unify(self, *vals: ir.Value) -> list[ir.Value]:
         """Broadcast scalars next to vectors."""
@@ -175,7 +202,8 @@ class FunctionEmitter:
         if t == I64:
             return v
         target = with_lanes(I64, lanes_of(v))
-        return self.b.sext(v, target) if d.kind == "int" else self.b.zext(v, target)
+        return self.derive("i64", v, d.kind, lambda: self.b.sext(v, target) if d.kind == "int"
+                           else self.b.zext(v, target))
 
     def resize_int(self, v: ir.Value, src: DType, dst: DType) -> ir.Value:
         """An integer value converted to another integer dtype."""
@@ -216,16 +244,41 @@ class FunctionEmitter:
                                 "by an enclosing Allocate", self.m.func)
         return ptr
 
+    def forget(self) -> None:
+        """Empty the memo: the builder left the block its values dominate (or a buffer
+        they may read is bound anew)."""
+        self.memo.clear()
+        self.deps.clear()
+        self.impure.clear()
+        self.derived.clear()
+
+    def forget_var(self, v: Var) -> None:
+        """Drop the memo's values that depend on ``v``: it is bound anew (the next copy
+        of an unrolled body, a let, a loop). The others stay: index arithmetic of outer
+        loops is emitted once for all the copies."""
+        for e in [e for e, d in self.deps.items() if v in d]:
+            del self.memo[e], self.deps[e]
+            self.impure.discard(e)
+
+    def forget_loads(self) -> None:
+        """Drop the memo's values that read memory (a store may have changed it)."""
+        for e in self.impure:
+            del self.memo[e]
+            self.deps.pop(e, None)
+        self.impure.clear()
+
     @contextlib.contextmanager
     def side(self) -> Iterator[None]:
         """One side of a branch: on exit the memo forgets what was emitted inside (it does
         not dominate what follows). The memo is restored in place: ``value`` holds it."""
-        saved = dict(self.memo)
+        tables = (self.memo, self.deps, self.impure, self.derived)
+        saved = tuple(t.copy() for t in tables)
         try:
             yield
         finally:
-            self.memo.clear()
-            self.memo.update(saved)
+            for now, before in zip(tables, saved):
+                now.clear()
+                now.update(before)  # type: ignore[attr-defined]
 
     # -- expressions -------------------------------------------------------------------
     def value(self, root: Expr) -> ir.Value:
@@ -242,7 +295,9 @@ class FunctionEmitter:
             if node in memo:
                 continue
             if state == 1:
-                memo[node] = self.emit(node, [memo[k] for k in node.children()])
+                kids = node.children()
+                memo[node] = self.emit(node, [memo[k] for k in kids])
+                self.record(node, kids)
                 continue
             if self.m.is_lazy(node):
                 pre = [] if state == 2 else [k for k in self.before_branches(node)
@@ -252,14 +307,32 @@ class FunctionEmitter:
                     stack.extend((k, 0) for k in reversed(pre))
                 else:
                     memo[node] = self.lazy(node)
+                    # (its sides may read memory; it depends on every variable they use)
+                    self.impure.add(node)
+                    self.deps[node] = frozenset(n for n in post_order(node)
+                                                if isinstance(n, Var))
                 continue
             kids = node.children()
             if not kids:
                 memo[node] = self.leaf(node)
+                self.record(node, kids)
                 continue
             stack.append((node, 1))
             stack.extend((k, 0) for k in reversed(kids) if k not in memo)
         return memo[root]
+
+    def record(self, node: Expr, kids: Sequence[Expr]) -> None:
+        """What the memo keeps of ``node`` (emitted from ``kids``): the variables it
+        depends on, whether it reads memory."""
+        deps = self.deps
+        if isinstance(node, Var):
+            deps[node] = frozenset((node,))
+        else:
+            d = frozenset().union(*(deps[k] for k in kids if k in deps))
+            if d:
+                deps[node] = d
+        if isinstance(node, TensorRead) or any(k in self.impure for k in kids):
+            self.impure.add(node)
 
     def before_branches(self, e: Expr) -> list[Expr]:
         """What a lazy ``e`` evaluates before branching: its condition, the sub-expressions
@@ -336,10 +409,10 @@ class FunctionEmitter:
             vb = self.value(b)
             else_end = bb.block
         n = max(lanes_of(va), lanes_of(vb))
-        if n:
-            with bb.goto_block(then_end):
+        if n:  # (each splat in its side's block: not for the memo of what follows)
+            with bb.goto_block(then_end), self.side():
                 va = self.splat(va, n)
-            with bb.goto_block(else_end):
+            with bb.goto_block(else_end), self.side():
                 vb = self.splat(vb, n)
         bb.branch(join_bb)
         with bb.goto_block(then_end):
@@ -499,7 +572,7 @@ class FunctionEmitter:
 
     def store(self, s: Store) -> None:
         """Emit the ``Store`` ``s``."""
-        self.memo.clear()
+        self.forget_loads()
         buf, d = s.buffer, s.buffer.dtype
         base = self.buffer(buf)
         ix = self.value(s.index)
@@ -548,29 +621,30 @@ class FunctionEmitter:
 
     def if_then_else(self, s: IfThenElse) -> Nested[None]:
         """Emit the ``IfThenElse`` ``s``."""
-        self.memo.clear()
+        self.forget()
         yield self.conditional(s, self.value(s.cond))
 
     def conditional(self, s: IfThenElse, c: ir.Value) -> Nested[None]:
         """``s``'s branches on its emitted scalar condition ``c``."""
         b = self.b
         if s.else_case is None:
-            with b.if_then(c):
+            with b.if_then(c), self.side():
                 yield self.visit(s.then_case)
         else:
             with b.if_else(c) as (then, otherwise):
-                with then:
+                with then, self.side():
                     yield self.visit(s.then_case)
-                with otherwise:
+                with otherwise, self.side():
                     yield self.visit(s.else_case)
 
     @contextlib.contextmanager
     def let(self, s: LetStmt) -> Iterator[None]:
         """The scope of a ``LetStmt`` (not its body): its variable bound inside."""
-        self.memo.clear()
+        self.forget_var(s.var)
         self.vars[s.var] = self.value(s.value)
         yield
         del self.vars[s.var]
+        self.forget_var(s.var)
 
     @contextlib.contextmanager
     def allocation(self, s: Allocate) -> Iterator[None]:
@@ -579,10 +653,12 @@ class FunctionEmitter:
         buf = s.buffer
         n = int(buf.shape[0])
         nbytes = n * buf.dtype.itemsize
+        self.forget()  # (reads of the buffer's earlier binding)
         if nbytes <= MAX_STACK_BYTES:
             self.bufs[buf] = self.alloca(storage_type(buf.dtype), buf.name, count=n, align=64)
             yield
             del self.bufs[buf]
+            self.forget()
             return
         b = self.b
         # the runtime's allocator keeps freed blocks for the next call (fresh pages from
@@ -599,12 +675,14 @@ class FunctionEmitter:
         self.bufs[buf] = p
         yield
         del self.bufs[buf]
+        self.forget()
         b.call(free, [p, size])
 
     # -- loops -------------------------------------------------------------------------
     def bounds(self, s: For) -> tuple[ir.Value, ir.Value]:
-        """``[lo, hi)`` of the loop ``s``, in its variable's dtype."""
-        self.memo.clear()
+        """``[lo, hi)`` of the loop ``s``, in its variable's dtype (emitted before the loop:
+        what the memo holds dominates it, but for values of the variable's last binding)."""
+        self.forget_var(s.var)
         d = s.var.dtype
         lo = self.cast(self.value(s.min), s.min.dtype, d)
         ext = self.cast(self.value(s.extent), s.extent.dtype, d)
@@ -638,6 +716,7 @@ class FunctionEmitter:
             if self.LOOP_HINTS and (vectorize or self.scheduled):
                 latch.set_metadata("llvm.loop", self.m.loop_id(vectorize))
         b.position_at_end(end)
+        self.forget()  # what the body emitted does not dominate the exit
 
     def loop(self, s: For) -> Nested[None]:
         """Emit the loop ``s``: unrolled, or a counted loop (subclasses add kinds)."""
@@ -660,6 +739,7 @@ class FunctionEmitter:
         """The body of ``s`` once per value of its variable (a constant extent)."""
         lo, _ = self.bounds(s)
         for k in range(int(s.extent.value)):  # type: ignore[attr-defined]
+            self.forget_var(s.var)
             if isinstance(lo, ir.Constant):
                 self.vars[s.var] = ir.Constant(lo.type, lo.constant + k)
             else:
@@ -667,3 +747,4 @@ class FunctionEmitter:
                                               name=f"{local_name(s.var.name)}.{k}")
             yield self.visit(s.body)
         self.vars.pop(s.var, None)
+        self.forget_var(s.var)

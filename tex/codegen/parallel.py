@@ -171,7 +171,7 @@ class ParallelEmitter(VectorEmitter):
             return inner.fn
 
         fn = self.shared("nest", s, [*bufs, *scalars], emit)
-        self.memo.clear()
+        self.forget()
         self.b.call(fn, [*(self.bufs[x] for x in bufs), *(self.vars[v] for v in scalars)])
         if m.errors and any(isinstance(x, Allocate) for x in walk_stmts(s)):
             # a failed malloc returned from the nest: return from here too

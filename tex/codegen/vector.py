@@ -289,7 +289,7 @@ class VectorEmitter(FunctionEmitter):
         if outer is None:  # every lane on: run the branch unmasked
             allf = self.m.intrinsic("llvm.vector.reduce.and", I1, [c.type], [c.type])
             with b.if_else(b.call(allf, [c], name="all")) as (fast, masked):
-                with fast:
+                with fast, self.side():
                     yield self.visit(s.then_case)
                 with masked:
                     yield self.masked_branches(s, None, c)
@@ -322,6 +322,7 @@ class VectorEmitter(FunctionEmitter):
             with super().allocation(s):
                 yield
             return
+        self.forget()
         buf = s.buffer
         n = int(buf.shape[0])
         self.bufs[buf] = self.alloca(storage_type(buf.dtype), buf.name, count=n * self.lanes,
@@ -330,6 +331,7 @@ class VectorEmitter(FunctionEmitter):
         yield
         del self.bufs[buf]
         self.private.discard(buf)
+        self.forget()
 
     # -- loops -------------------------------------------------------------------------
     def loop(self, s: For) -> Nested[None]:
@@ -371,11 +373,13 @@ class VectorEmitter(FunctionEmitter):
         """One chunk of ``w`` lanes from ``base`` (a multiple of ``align``)."""
         t = base.type
         steps = ir.Constant(ir.VectorType(t, w), [ir.Constant(t, k) for k in range(w)])
+        self.forget_var(s.var)
         with self.vector_scope(w, s.var, align):
             self.vars[s.var] = self.b.add(self.splat(base, w), steps,
                                           name=local_name(s.var.name))
             yield self.visit(s.body)
             del self.vars[s.var]
+        self.forget_var(s.var)
 
     # -- memory ------------------------------------------------------------------------
     def access(self, buf: Tensor, index: Expr, ix: ir.Value,
@@ -412,7 +416,8 @@ class VectorEmitter(FunctionEmitter):
 
     def lane0_index(self, ix: ir.Value, d: DType) -> ir.Value:
         """Lane 0 of the index vector ``ix`` (dtype ``d``) as i64."""
-        first = self.b.extract_element(ix, ir.Constant(I32, 0))
+        first = self.derive("lane0", ix, None,
+                            lambda: self.b.extract_element(ix, ir.Constant(I32, 0)))
         return self.to_i64(first, d)
 
     def call_report(self, fn: ir.Function, check: ir.Constant, i64: ir.Value,
