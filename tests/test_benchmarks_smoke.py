@@ -4,9 +4,14 @@ gradients (workloads, models, TVM's test list) against NumPy's hand-written ones
 ``contention.py --quick`` times one workload with and without a busy core."""
 from __future__ import annotations
 
+import os
+import struct
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ("dense", "conv2d", "maxpool2d", "softmax", "layernorm", "elementwise",
@@ -191,3 +196,90 @@ def test_models_quick(tmp_path: Path) -> None:
         compile_ = sub["compile"]
         assert compile_["jit_cache_miss"] and compile_["api_rebuild_cached"], name
         assert compile_["warm"]["disk_hits"] == 1, name
+
+
+def _load_profile(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """benchmarks/profile.py as a module (not named ``profile``: the standard library has
+    one); the TEX_CACHE_DIR its ``bench_env`` import sets is undone after the test."""
+    import importlib.util
+
+    monkeypatch.setenv("TEX_CACHE_DIR", os.environ.get("TEX_CACHE_DIR", ""))
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("tex_bench_profile",
+                                                  ROOT / "benchmarks" / "profile.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # dataclasses look it up
+    spec.loader.exec_module(module)
+    return module
+
+
+def _executable_ranges() -> list[tuple[int, int]]:
+    """The executable mappings of this process."""
+    ranges = []
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        span, perms = line.split()[:2]
+        if "x" in perms:
+            lo, hi = (int(a, 16) for a in span.split("-"))
+            ranges.append((lo, hi))
+    return ranges
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="Linux only")
+@pytest.mark.parametrize("split", [False, True], ids=["whole", "split"])
+def test_profile_perf_map(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                          split: bool) -> None:
+    """benchmarks/profile.py's perf map, without perf, of the sumsq workload's gradient
+    (its entry, two parallel loop bodies and their wrappers), whole and split into parts
+    (an object file each, loaded at addresses of their own): the entry is where tex calls
+    it, and every function lies in executable memory holding its object's code, byte for
+    byte where no relocation was applied."""
+    import ctypes
+
+    import tex
+    from tex.codegen import jobs
+    from tex.codegen import llvm as codegen_llvm
+
+    prof = _load_profile(monkeypatch)
+    from workloads import WORKLOADS
+
+    if split:
+        monkeypatch.setattr(codegen_llvm, "SPLIT_MIN_CHARS", 0)
+        monkeypatch.setattr(jobs, "COMPILE_JOBS", 2)
+    w = WORKLOADS["sumsq"]()  # full shapes (parallel loops), never run
+    # a name of its own: neither cache holds the other variant's code under its key
+    f = tex.build([w.loss, *tex.differentiate(w.loss, w.wrt)], name=f"profile_{split}")
+    symbols, unplaced = prof.symbol_map(f)
+    assert not unplaced
+    entry = f._kernel.name
+    assert [s.start for s in symbols if s.name == entry] == [f._kernel.address]
+    assert any(s.name.startswith(f"{entry}.par") for s in symbols), symbols
+    parts = f.get_source("ll").count("; ModuleID")
+    assert len({s.part for s in symbols}) == parts and (parts >= 2) == split
+
+    executable = _executable_ranges()
+    objects = prof.loaded_objects(f)
+    for s in symbols:
+        assert any(lo <= s.start and s.start + s.size <= hi for lo, hi in executable), s
+        obj = objects[s.part]
+        sections = prof.elf_sections(obj)
+        (fn,) = [fn for fn in prof.elf_functions(obj)
+                 if fn.name == s.name and fn.size == s.size]
+        code = sections[fn.section]
+        relocated = set()  # the bytes relocations rewrite (at most 8 from each offset)
+        for rela in sections:
+            if rela.type == 4 and rela.info == fn.section:  # SHT_RELA for this section
+                for at in range(rela.offset, rela.offset + rela.size, rela.entsize):
+                    (offset,) = struct.unpack_from("<Q", obj, at)
+                    relocated.update(range(offset, offset + 8))
+        loaded = ctypes.string_at(s.start, s.size)
+        original = obj[code.offset + fn.offset:code.offset + fn.offset + fn.size]
+        differ = [k for k in range(s.size) if loaded[k] != original[k]
+                  and fn.offset + k not in relocated]
+        assert not differ, (s, differ[:8])
+
+    path = prof.write_perf_map(symbols, tmp_path / "perf.map")
+    lines = [line.split() for line in path.read_text().splitlines()]
+    assert [(int(a, 16), int(n, 16), name) for a, n, name in lines] == \
+        [(s.start, s.size, s.name) for s in symbols]
+    assert [int(a, 16) for a, _, name in lines if name == entry] == [f._kernel.address]
