@@ -152,6 +152,13 @@ def s(e: Expr, dom: dict | None = D, **kw: bool) -> str:
     ((k // 4) * 4 + k % 4, "k"),
     (k - (k // 4) * 4, "k % 4"),
     (((k + n) // 8) * 16 + ((k + n) % 8) * 2, "k * 2 + n * 2"),
+    # the remainder's operand reduced modulo the divisor: still the quotient's
+    ((k * 16 + n) // 3 * 3 + (k * 16 + n) % 3, "k * 16 + n"),
+    ((k * 16 + n) // 3 * 6 + (k + n + 3) % 3 * 2, "k * 32 + n * 2"),
+    # mixed-radix digits (a fused (q, r, s) of a 3 x 3 kernel), scaled by a stride
+    (k // 9 * 4608 + k // 3 % 3 * 1536 + k % 3 * 512, "k * 512"),
+    ((k * 16 + n) // 9 * 9 + (k * 16 + n) // 3 % 3 * 3 + (k * 16 + n) % 3, "k * 16 + n"),
+    (k // 9 * 9 + k // 3 % 3 * 2 + k % 3, "k // 9 * 9 + k % 3 + k // 3 % 3 * 2"),  # not 3
 ])
 def test_linear(expr: Expr, expected: str) -> None:
     assert s(expr) == expected

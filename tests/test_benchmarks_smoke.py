@@ -199,14 +199,14 @@ def test_models_quick(tmp_path: Path) -> None:
 
 
 def _load_profile(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    """benchmarks/profile.py as a module (not named ``profile``: the standard library has
-    one); the TEX_CACHE_DIR its ``bench_env`` import sets is undone after the test."""
+    """benchmarks/profile_nests.py as a module; the TEX_CACHE_DIR its ``bench_env`` import
+    sets is undone after the test."""
     import importlib.util
 
     monkeypatch.setenv("TEX_CACHE_DIR", os.environ.get("TEX_CACHE_DIR", ""))
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     spec = importlib.util.spec_from_file_location("tex_bench_profile",
-                                                  ROOT / "benchmarks" / "profile.py")
+                                                  ROOT / "benchmarks" / "profile_nests.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, spec.name, module)  # dataclasses look it up
@@ -229,7 +229,7 @@ def _executable_ranges() -> list[tuple[int, int]]:
 @pytest.mark.parametrize("split", [False, True], ids=["whole", "split"])
 def test_profile_perf_map(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                           split: bool) -> None:
-    """benchmarks/profile.py's perf map, without perf, of the sumsq workload's gradient
+    """benchmarks/profile_nests.py's perf map, without perf, of the sumsq workload's gradient
     (its entry, two parallel loop bodies and their wrappers), whole and split into parts
     (an object file each, loaded at addresses of their own): the entry is where tex calls
     it, and every function lies in executable memory holding its object's code, byte for

@@ -361,7 +361,11 @@ class Analyzer:
     def fuse_divmod(self, lf: LinearForm) -> LinearForm:
         """Recombine quotient and remainder terms of one division.
 
-        ``(x // c)*c + x % c -> x`` and ``x - (x // c)*c -> x % c`` (times any coefficient).
+        ``(x // c)*c + y % c -> x`` when ``y`` equals ``x`` modulo ``c`` (an earlier rewrite
+        may have reduced the remainder's coefficients: ``(i + 16*j) % 3 -> (i + j) % 3``)
+        and ``x - (x // c)*c -> x % c`` (times any coefficient); also ``(x // (c*k))*k +
+        (x // c) % k -> x // c`` (c, k > 0: the digits of a mixed radix, as fusing a conv
+        kernel's ``(q, r, s)`` into one axis writes them), which the first rule then takes.
         """
         divs = {(t.a, t.b.value): t for t in lf.terms
                 if isinstance(t, Binary) and t.op is Op.FLOORDIV and isinstance(t.b, Const)}
@@ -370,13 +374,23 @@ class Analyzer:
         for m in list(lf.terms):
             if not (isinstance(m, Binary) and m.op is Op.FLOORMOD and isinstance(m.b, Const)):
                 continue
-            d = divs.get((m.a, m.b.value))
+            y, k = m.a, m.b.value
             a = lf.terms.get(m)
-            if d is None or a is None or lf.terms.get(d) != a * m.b.value:
+            if a is None or k <= 0:
                 continue
-            # a*c*(x // c) + a*(x % c) == a*x
-            lf = lf.sub(LinearForm({m: a, d: a * m.b.value}, 0, lf.dtype))
-            lf = lf.add(self.linear(m.a).scale(a))
+            # the quotients whose remainder ``m`` is: x // k for x == y (mod k), and
+            # x // (c*k) == (x // c) // k for y = x // c
+            cands = [(x, d) for (x, c), d in divs.items()
+                     if c == k and (x is y or self._congruent(x, y, k))]
+            if isinstance(y, Binary) and y.op is Op.FLOORDIV and isinstance(y.b, Const) \
+                    and y.b.value > 0 and (y.a, y.b.value * k) in divs:
+                cands.append((y, divs[(y.a, y.b.value * k)]))
+            for x, d in cands:
+                if lf.terms.get(d) == a * k:
+                    # a*k*(x // k) + a*(x % k) == a*x
+                    lf = lf.sub(LinearForm({m: a, d: a * k}, 0, lf.dtype))
+                    lf = lf.add(self.linear(x).scale(a))
+                    break
         for (x, c), d in divs.items():
             k = lf.terms.get(d)
             if k is None or c == 0 or k % c:
@@ -391,6 +405,12 @@ class Analyzer:
             lf = lf.sub(lx).sub(LinearForm({d: k}, 0, lf.dtype))
             lf = lf.add(LinearForm.atom(mod, a))
         return lf
+
+    def _congruent(self, x: Expr, y: Expr, k: int) -> bool:
+        """Whether ``x == y (mod k)`` for all values: their difference's coefficients and
+        constant are multiples of ``k``."""
+        d = self.linear(x).sub(self.linear(y))
+        return d.const % k == 0 and all(c % k == 0 for c in d.terms.values())
 
     # -- comparisons ----------------------------------------------------------------------
     def compare_constraint(self, cmp: Compare) -> Constraint | bool:

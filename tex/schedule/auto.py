@@ -573,9 +573,18 @@ class AutoScheduler:
         axes = list(st.op.axis)
         if not axes:
             return
+        across = self.transposed_axis(st.op)
+        if across is not None:
+            # runs of axes contiguous on both sides are one axis: a conv kernel's (512, 3,
+            # 3) block of rows is one of 4,608 elements (its 3 x 3 alone was too short to
+            # vectorize or to tile)
+            lead, tail = self.contiguous_runs(st.op, across)
+            across = st.fuse(*lead) if len(lead) > 1 else across
+            if len(tail) > 1:
+                st.fuse(*tail)
+            axes = list(st.leaf_iter_vars)
         last = axes[-1]
         outer = axes[:-1]
-        across = self.transposed_axis(st.op)
         if across is not None and last.dom.extent >= lanes and across.dom.extent >= lanes:
             # a transposing copy: square tiles, so that the rows a tile's vectors gather
             # from stay in L1 while the tile walks along them (untiled, every gathered
@@ -604,6 +613,31 @@ class AutoScheduler:
         else:
             outer = axes
         self.parallel_outer(st, outer)
+
+    def contiguous_runs(self, op: ComputeOp, across: IterVar
+                        ) -> tuple[list[IterVar], list[IterVar]]:
+        """For a transposing copy ``T[.., a, b, c, ..] = X[.., a, b, c]`` (``across`` the
+        output axis indexing ``X``'s last dimension), the output axes ending at ``across``,
+        and those ending at the last output axis, that index consecutive dimensions of
+        ``X`` of their own extents, in order: fused, each run is one axis, contiguous in
+        the output and in ``X`` alike."""
+        body = self.expanded(op)[0]
+        assert isinstance(body, TensorRead)
+        idx, shape, axes = body.indices, body.tensor.shape, list(op.axis)
+
+        def ending_at(j: int, d: int) -> list[IterVar]:  # output axis j, X's dim d
+            if int(shape[d]) != axes[j].dom.extent:
+                return []
+            k = j
+            while d > 0 and k > 0 and idx[d - 1] is axes[k - 1].var and \
+                    int(shape[d - 1]) == axes[k - 1].dom.extent:
+                d, k = d - 1, k - 1
+            return axes[k:j + 1]
+
+        lead = ending_at(axes.index(across), len(idx) - 1) if idx[-1] is across.var else []
+        dims = [d for d, e in enumerate(idx[:-1]) if e is axes[-1].var]
+        tail = ending_at(len(axes) - 1, dims[0]) if len(dims) == 1 else []
+        return lead, tail
 
     def transposed_axis(self, op: ComputeOp) -> IterVar | None:
         """For a copy ``T[.., a, .., b] = X[.., b, .., a]`` (its body one read, the last

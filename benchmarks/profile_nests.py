@@ -17,10 +17,10 @@ process (started here, enabled only around the loop through its control FIFO), a
 measured time per call, and for tex's functions the tensors they take (their parameters in
 the unoptimized IR; a parallel body also names the nest that runs it).
 
-    python benchmarks/profile.py resnet_28                  # fwd + bwd of a model layer
-    python benchmarks/profile.py bert --fwd --threads 1 --seconds 10
-    python benchmarks/profile.py --workload conv2d          # a WORKLOADS.md program
-    python benchmarks/profile.py resnet_28 --map-only       # the map, a loop, your own perf
+    python benchmarks/profile_nests.py resnet_28                  # fwd + bwd of a model layer
+    python benchmarks/profile_nests.py bert --fwd --threads 1 --seconds 10
+    python benchmarks/profile_nests.py --workload conv2d          # a WORKLOADS.md program
+    python benchmarks/profile_nests.py resnet_28 --map-only       # the map, a loop, your own perf
 
 Without a usable ``perf`` (not installed, ``perf_event_paranoid`` too strict, refused by
 the kernel), the script says so and exits with status 2; ``--map-only`` needs no ``perf``.
@@ -489,7 +489,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         profile(args)
     except ProfileError as err:
-        print(f"profile.py: {err}", file=sys.stderr)
+        print(f"profile_nests.py: {err}", file=sys.stderr)
         return 2
     return 0
 
