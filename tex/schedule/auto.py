@@ -588,14 +588,17 @@ class AutoScheduler:
         if across is not None and last.dom.extent >= lanes and across.dom.extent >= lanes:
             # a transposing copy: square tiles, so that the rows a tile's vectors gather
             # from stay in L1 while the tile walks along them (untiled, every gathered
-            # element came from L2: 6 ns per element)
+            # element came from L2: 6 ns per element); the tiles of one band of output
+            # columns follow one another along the input's rows: 2 x lanes streams the
+            # prefetcher follows, where a band of rows at a time read one line of every
+            # input row per step (resnet_28's activation copy: 12.8 -> 8.4 ms)
             t = 2 * lanes
             ao, ai = st.split(across, factor=t, tail="shift")
             lo, li = st.split(last, factor=t, tail="shift")
             rest = [a for a in outer if a is not across]
-            st.reorder(*rest, ao, lo, ai, li)
+            st.reorder(*rest, lo, ao, ai, li)
             st.vectorize(li)
-            self.parallel_outer(st, [*rest, ao, lo])
+            self.parallel_outer(st, [*rest, lo, ao])
             return
         if across is not None and across.dom.extent >= 2 * lanes:
             # the last axis too short to vectorize (a 3 x 3 kernel's): rows of the input
