@@ -252,7 +252,8 @@ _NOT_TENSORS = {"tex.errors", "closure"}
 def function_tensors(raw_ir: str) -> dict[str, str]:
     """Per function of the module, the tensors it takes (its pointer parameters, the error
     record and closures aside); a parallel loop body also names the function that runs it
-    (``in <nest>``)."""
+    (``in <nest>``), and a function run more than once a call (identical loops share one
+    outlined function) says how many times (``x10 per call``: its time is theirs)."""
     params: dict[str, list[str]] = {}
     bodies: dict[str, list[str]] = {}
     current = None
@@ -265,13 +266,32 @@ def function_tensors(raw_ir: str) -> dict[str, str]:
             bodies[current] = []
         elif current is not None:
             bodies[current].append(line)
+    # refs[f][g]: how many times g's code names f (a call, or a body stored in a closure)
+    refs: dict[str, dict[str, int]] = {f: {} for f in params}
+    for g, lines in bodies.items():
+        for ln in lines:
+            for f in re.findall(r'@"([^"]+)"', ln):
+                if f in refs and f != g:
+                    refs[f][g] = refs[f].get(g, 0) + 1
+    runs: dict[str, int] = {}
+    for f in params:  # outlined functions are defined after their callers' first use
+        stack = [f]
+        while stack:
+            top = stack[-1]
+            todo = [g for g in refs[top] if g not in runs]
+            if todo:
+                stack.extend(todo)
+                continue
+            runs[top] = sum(k * runs[g] for g, k in refs[top].items()) or 1
+            stack.pop()
     out = {}
     for name, tensors in params.items():
         text = " ".join(tensors)
         if name.endswith(".body"):
-            users = [u for u, lines in bodies.items()
-                     if u != name and any(f'@"{name}"' in ln for ln in lines)]
+            users = list(refs[name])
             text = f"(in {', '.join(users)}) {text}" if users else text
+        if runs[name] > 1:  # one outlined function shared by identical loops
+            text = f"x{runs[name]} per call: {text}"
         out[name] = text
     return out
 

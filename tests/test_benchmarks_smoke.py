@@ -283,3 +283,20 @@ def test_profile_perf_map(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert [(int(a, 16), int(n, 16), name) for a, n, name in lines] == \
         [(s.start, s.size, s.name) for s in symbols]
     assert [int(a, 16) for a, _, name in lines if name == entry] == [f._kernel.address]
+
+
+def test_profile_counts_runs_of_shared_functions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A parallel body whose nest the entry calls twice (identical loops share one outlined
+    function) runs twice a call, and its row says so: its samples are both loops'."""
+    prof = _load_profile(monkeypatch)
+    raw = "\n".join([
+        'define void @"m"(ptr %"x", ptr %"tex.errors")',
+        '  call void @"m.nest1"(ptr %"x")', '  call void @"m.nest1"(ptr %"x")',
+        '  call void @"m.nest2"(ptr %"x")', "}",
+        'define internal void @"m.nest1"(ptr noalias %"a")',
+        '  store ptr @"m.par1.body", ptr %"c"', "}",
+        'define internal void @"m.par1.body"(ptr noalias %"a", i32 %"lo", i32 %"hi")', "}",
+        'define internal void @"m.nest2"(ptr noalias %"b")', "}"])
+    rows = prof.function_tensors(raw)
+    assert rows == {"m": "x", "m.nest1": "x2 per call: a",
+                    "m.par1.body": "x2 per call: (in m.nest1) a", "m.nest2": "b"}
