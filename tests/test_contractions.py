@@ -292,3 +292,28 @@ def test_few_panels_are_shared_in_chunks_of_tiles(rng: np.random.Generator) -> N
     loops = [st for st in walk_stmts(tex.lower(auto_schedule([C], AVX2), [A, B, C]).body)
              if isinstance(st, For) and st.kind is ForKind.PARALLEL]
     assert len(loops) == 1 and 8 <= loops[0].extent.value <= 16, [str(f.extent) for f in loops]
+
+
+def test_readers_of_one_transposed_layout_share_its_copy(rng: np.random.Generator) -> None:
+    """Two per-channel reductions over the same activations (a batch norm's gradient
+    sums, keepdims): the first makes the transposed copies ``A.T``, ``B.T`` (channels
+    last), the second reads them instead of copying again (resnet_28's gradient made 10
+    copies of 8 x 128 x 28 x 28 a call where 6 tensors; each copy costs about 0.8 ms)."""
+    n, c, hw = 8, 128, 28
+    A = tex.placeholder((n, c, hw, hw), name="A")
+    B = tex.placeholder((n, c, hw, hw), name="B")
+    M = tex.placeholder((1, c, 1, 1), name="M")
+
+    def per_channel(name: str, f) -> tex.Tensor:  # noqa: ANN001
+        r = [tex.reduce_axis((0, e), name=f"{name}{k}") for k, e in enumerate((n, hw, hw))]
+        return tex.compute((1, c, 1, 1), lambda i, q, j, k: tex.sum(
+            f(r[0], q, r[1], r[2]), axis=r), name=name)
+
+    S1 = per_channel("S1", lambda a, q, h, w: (A[a, q, h, w] - M[0, q, 0, 0]) * B[a, q, h, w])
+    S2 = per_channel("S2", lambda a, q, h, w: (A[a, q, h, w] - M[0, q, 0, 0]) ** 2
+                     * B[a, q, h, w])
+    _check([S1, S2], [A, B, M], AVX2, rng)
+    copies = [st.op.name for st in auto_schedule([S1, S2], AVX2).stages
+              if st.op.tag == "relayout"]
+    # (S1, S2: the sums computed channels last, copied back)
+    assert sorted(copies) == ["A.T", "B.T", "M.T", "S1", "S2"]
