@@ -63,14 +63,12 @@ def loop_domains(body: Stmt) -> dict[Var, Interval]:
 def simplify_pass(func: LoweredFunc) -> LoweredFunc:
     """Indices and conditions simplified on the loop domains (tex.arith rules, no sympy)."""
     an = Analyzer(loop_domains(func.body))
+    # (original node -> result) for every sub-term, shared by all the function's
+    # expressions: an index term common to many statements is simplified once
     memo: dict[Expr, Expr] = {}
 
     def fn(e: Expr) -> Expr:
-        got = memo.get(e)
-        if got is None:
-            got = an.rewrite(e)
-            memo[e] = got
-        return got
+        return an.rewrite(e, memo)
 
     return LoweredFunc(func.name, func.params, map_exprs(func.body, fn), func.attrs)
 
