@@ -170,7 +170,8 @@ def partition_loops(func: LoweredFunc) -> LoweredFunc:
     ``for (o, 12, 1) { if (...) s }``. Only guards in or around vectorized loops are
     considered (split remainders of vectorized axes), and only the guard-free middle part is
     partitioned further, so code grows at most threefold per loop."""
-    an = Analyzer(loop_domains(func.body))
+    dom = loop_domains(func.body)
+    an = Analyzer(dom)
     vector_memo: dict[Stmt, bool] = {}  # statement -> whether it holds a vectorized loop
 
     def vectorized(st: Stmt) -> Nested[bool]:
@@ -220,9 +221,12 @@ def partition_loops(func: LoweredFunc) -> LoweredFunc:
                 lo, hi = new_lo, new_hi
                 decided[id(g)] = r[2]
             if decided and lo < hi and (lo, hi) != (lo0, hi0):
-                # in [lo, hi) the comparisons on the loop variable hold: keep only the rest
-                middle = yield visit(For(s.var, i32(lo), i32(hi - lo), s.kind,
-                                         _drop_guards(s.body, decided), s.thread_tag))
+                # in [lo, hi) the comparisons on the loop variable hold: keep only the rest,
+                # and the selects they decide there (an inlined producer's guards) resolved
+                body = _decided_selects(_drop_guards(s.body, decided),
+                                        Analyzer({**dom, s.var: Interval(lo, hi - 1)}))
+                middle = yield visit(For(s.var, i32(lo), i32(hi - lo), s.kind, body,
+                                         s.thread_tag))
                 # the peeled parts keep their guards; their loops get fresh variables (a
                 # loop variable is bound by exactly one loop)
                 head = _rename_loop(For(s.var, i32(lo0), i32(lo - lo0), s.kind, s.body,
@@ -240,7 +244,8 @@ def tighten_vector_loops(func: LoweredFunc) -> LoweredFunc:
     over just the range where they hold: ``vectorized for (v, 0, 8) { if (v + 24*8 < 197)
     s }`` (a split remainder ``partition_loops`` peeled) -> ``vectorized for (v, 0, 5) s``,
     a narrower vector instead of masked loads and stores on every access."""
-    an = Analyzer(loop_domains(func.body))
+    dom = loop_domains(func.body)
+    an = Analyzer(dom)
 
     def visit(s: Stmt) -> Nested[Stmt]:
         s = with_stmt_children(s, (yield from each_nested(visit, stmt_children(s))))
@@ -275,6 +280,7 @@ def tighten_vector_loops(func: LoweredFunc) -> LoweredFunc:
             body = s.body if kept is None else Store(
                 s.body.buffer, s.body.index,
                 sel.a if not kept else Select(fold.conjoin(kept), sel.a, sel.b))
+        body = _decided_selects(body, Analyzer({**dom, s.var: Interval(lo, hi - 1)}))
         return For(s.var, i32(lo), i32(hi - lo), s.kind, body, s.thread_tag)
 
     return LoweredFunc(func.name, func.params, run_nested(visit(func.body)), func.attrs)
@@ -308,6 +314,22 @@ def _drop_guards(root: Stmt, keep: Mapping[int, list[Expr]]) -> Stmt:
         return with_stmt_children(s, (yield from each_nested(visit, stmt_children(s))))
 
     return run_nested(visit(root))
+
+
+def _decided_selects(body: Stmt, an: Analyzer) -> Stmt:
+    """``body`` with every select whose condition ``an``'s domains decide replaced by the
+    side it takes (simplify_pass ran on the domains before partitioning: a peeled loop
+    variable's was the hull of both parts, so the main part's guards stayed)."""
+    memo: dict[Expr, Expr] = {}
+
+    def decide(e: Expr) -> Expr | None:
+        if isinstance(e, Select):
+            c = an.rewrite(e.cond)
+            if isinstance(c, Const):
+                return e.a if c.value else e.b
+        return None
+
+    return map_exprs(body, lambda e: rewrite(e, decide, memo))
 
 
 def _rename_loop(loop: For) -> For:
