@@ -24,15 +24,19 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..dtype import boolean
 from ..ir import fold
-from ..ir.expr import Binary, Const, Expr, IterVar, Op, Range, Var
+from ..ir.expr import Binary, Const, Expr, IterVar, Op, Range, TensorRead, Var
 from ..ir.visit import collect_vars, post_order, substitute
 from . import Analyzer, Interval
 from .solve import box_of
+
+if TYPE_CHECKING:
+    from ..ir.tensor import Tensor
 
 __all__ = ["Phase", "split_phases"]
 
@@ -85,6 +89,35 @@ class PhaseSplit:
             return fold.binary(Op.SUB, v, Const(ph.lows[i], v.dtype))
         return fold.binary(Op.SUB, fold.binary(Op.FLOORDIV, v, Const(m, v.dtype)),
                            Const(ph.lows[i], v.dtype))
+
+    def suffix(self, ph: Phase) -> str:
+        """A name for ``ph``: its residues on the split axes (``1_0``)."""
+        return "_".join(str(r) for r, m in zip(ph.residues, self.moduli) if m > 1)
+
+    def merge(self, full: Sequence[IterVar], zero: Const,
+              make: Callable[[Phase], Tensor], cond: Callable[[Phase], Expr] | None = None,
+              where: Expr | None = None) -> tuple[Expr, list[Tensor]]:
+        """The gradient at a point of ``full`` from its phase: ``make(ph)`` is the tensor
+        of a phase that sums taps (read at ``index``); a phase without taps is a gather,
+        its value read in place (under ``cond(ph)``, default its own condition). ``where``
+        is also required of every phase. Returns the merged expression and the tensors
+        made, in the order made (the last phase first: the selects nest from it)."""
+        term: Expr = zero
+        made: list[Tensor] = []
+        for ph in reversed(self.phases):
+            at = [self.index(ph, i) for i in range(len(full))]
+            sel = self.selects(ph, full)
+            if where is not None:
+                sel = fold.binary(Op.AND, where, sel)
+            if not ph.reduce:  # every tap fixed: read in place by the merge
+                m = {g.var: x for g, x in zip(ph.grid, at)}
+                c = ph.cond if cond is None else cond(ph)
+                term = fold.select(sel, substitute(fold.select(c, ph.value, zero), m), term)
+                continue
+            t = make(ph)
+            made.append(t)
+            term = fold.select(sel, TensorRead(t, at), term)
+        return term, made
 
     def selects(self, ph: Phase, full: Sequence[IterVar]) -> Expr:
         """The condition under which a point of the gradient (its axes ``full``, which

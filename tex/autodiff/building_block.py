@@ -330,29 +330,23 @@ class _Edge:
             return False
         self.step(f"split by stride phase ({' x '.join(map(str, split.moduli))}): "
                   f"{len(split.phases)} dense sums")
-        term: Expr = Const(0.0, value.dtype)
-        for ph in reversed(split.phases):
-            pdom = dom_of(ph.grid, ph.reduce)
-            pcond = self._guard(ph.cond, pdom)
-            at = [split.index(ph, i) for i in range(len(ax))]
-            sel = split.selects(ph, ax)
-            if outer is not None:  # the phase's own sum checks the conditions on its axes
-                sel = fold.binary(Op.AND, self._guard(outer, dom), sel)
-            if not ph.reduce:  # every tap fixed: a gather, read in place by the merge
-                m = {g.var: x for g, x in zip(ph.grid, at)}
-                term = fold.select(sel, substitute(fold.select(
-                    pcond, ph.value, Const(0.0, ph.value.dtype)), m), term)
-                continue
 
-            def body(v: tuple[Expr, ...], ph: Phase = ph, pcond: Expr = pcond) -> Expr:
+        def make(ph: Phase) -> Tensor:
+            pcond = self._guard(ph.cond, dom_of(ph.grid, ph.reduce))
+
+            def body(v: tuple[Expr, ...]) -> Expr:
                 m = {g.var: x for g, x in zip(ph.grid, v)}
                 return te.sum(substitute(ph.value, m), axis=list(ph.reduce),
                               where=substitute(pcond, m))
 
-            suffix = "_".join(str(r) for r, m in zip(ph.residues, split.moduli) if m > 1)
-            t = make_compute(f"{name}_phase{suffix}", [g.dom.extent for g in ph.grid], body,
-                             [g.var.name for g in ph.grid])
-            term = fold.select(sel, TensorRead(t, at), term)
+            return make_compute(f"{name}_phase{split.suffix(ph)}",
+                                [g.dom.extent for g in ph.grid], body,
+                                [g.var.name for g in ph.grid])
+
+        # the phase's own sum checks the conditions on its axes (``outer``)
+        term, _ = split.merge(ax, Const(0.0, value.dtype), make,
+                              cond=lambda ph: self._guard(ph.cond, dom_of(ph.grid, ph.reduce)),
+                              where=None if outer is None else self._guard(outer, dom))
         self.terms.append(term)
         return True
 

@@ -27,9 +27,10 @@ from __future__ import annotations
 import math
 
 from ..arith import Analyzer, Interval
+from ..arith.phases import Phase
 from ..arith.phases import split_phases as phase_split
 from ..ir import fold
-from ..ir.expr import Binary, Const, Expr, IterVar, Op, Range, Reduce, Select, TensorRead, Var
+from ..ir.expr import Binary, Const, Expr, IterVar, Op, Range, Reduce, Select, Var
 from ..ir.tensor import ComputeOp, Tensor
 from ..ir.visit import post_order, substitute
 from .inline import Inliner
@@ -63,22 +64,15 @@ def polyphase(s: Schedule, stage: Stage) -> list[Tensor] | None:
     single = size * math.prod(iv.dom.extent for iv in body.axis)
     if 10 * (split.iterations() + size) > 9 * single:
         return None
-    term: Expr = zero
-    tensors: list[Tensor] = []
-    for ph in reversed(split.phases):
-        at = [split.index(ph, i) for i in range(len(op.axis))]
-        sel = split.selects(ph, op.axis)
-        if not ph.reduce:  # every tap fixed: read in place by the merge
-            m = {g.var: x for g, x in zip(ph.grid, at)}
-            term = fold.select(sel, substitute(fold.select(ph.cond, ph.value, zero), m), term)
-            continue
-        name = "_".join(str(r) for r, m in zip(ph.residues, split.moduli) if m > 1)
-        phase_op = ComputeOp(f"{op.name}.phase{name}", list(ph.grid),
+
+    def make(ph: Phase) -> Tensor:
+        phase_op = ComputeOp(f"{op.name}.phase{split.suffix(ph)}", list(ph.grid),
                              [Reduce(body.combiner, [ph.value], list(ph.reduce), ph.cond)],
                              op.tag, op.attrs)
         s.insert_stage(Stage(phase_op, s), stage)
-        tensors.append(phase_op.output(0))
-        term = fold.select(sel, TensorRead(phase_op.output(0), at), term)
+        return phase_op.output(0)
+
+    term, tensors = split.merge(op.axis, zero, make)
     if not tensors:
         return None  # (only gathers: nothing for the scheduler to split)
     s.replace_op(stage, ComputeOp(op.name, op.axis, [term], tag="phase_merge"))
