@@ -645,24 +645,6 @@ def _vector_ops(ir_text: str, op: str) -> int:
     return len(re.findall(rf"= {op}\b[^<\n]*<[0-9]+ x float>", ir_text))
 
 
-def test_scheduled_nest_is_not_unrolled_or_vectorized_again_by_llvm() -> None:
-    # a nest the schedule shaped (here: a vectorized inner loop) keeps its loops as
-    # scheduled: LLVM at O3 would unroll the outer loop of 4 (4 vector multiplies)
-    A, B = make_buffer("A", 64, float32), make_buffer("B", 64, float32)
-    i, j = Var("i", int32, "axis"), Var("j", int32, "axis")
-    body = loop(i, 4, loop(j, 16, Store(B, i * 16 + j, A[i * 16 + j] * 3.0),
-                            ForKind.VECTORIZED))
-    f = build_lowered(func("scheduled_nest", [A], [B], body))
-    raw = f.get_source("ll.raw")
-    assert _latch_hints(raw) == [
-        '!{ !"llvm.loop.unroll.disable" } !{ !"llvm.loop.vectorize.enable", i1 0 }']
-    assert _vector_ops(f.get_source("ll"), "fmul") == 1
-    a = RNG.standard_normal(64).astype(np.float32)
-    b = np.zeros(64, np.float32)
-    f(a, b)
-    np.testing.assert_array_equal(b, a * np.float32(3))
-
-
 def test_plain_nest_is_left_to_llvm() -> None:
     # every loop serial: no hints, and LLVM's loop vectorizer makes vectors of it (what a
     # TVM user's unscheduled loop gets there)
@@ -678,16 +660,14 @@ def test_plain_nest_is_left_to_llvm() -> None:
 
 
 def test_vectorized_loop_left_scalar_is_vectorized_by_llvm() -> None:
-    # a variable extent keeps tex from making vectors: LLVM is asked to, in a nest whose
-    # other loops it leaves alone
+    # a variable extent keeps tex from making vectors: LLVM is asked to (a hint on that
+    # loop only)
     n = Var("n", int32)
     A, B = make_buffer("A", 4 * 64, float32), make_buffer("B", 4 * 64, float32)
     i, j = Var("i", int32, "axis"), Var("j", int32, "axis")
     inner = For(j, c32(0), n, ForKind.VECTORIZED, Store(B, i * 64 + j, A[i * 64 + j] * 3.0))
     f = build_lowered(func("var_vec_nest", [A], [B], loop(i, 4, inner), scalars=[n]))
-    assert _latch_hints(f.get_source("ll.raw")) == [
-        '!{ !"llvm.loop.vectorize.enable", i1 1 }',
-        '!{ !"llvm.loop.unroll.disable" } !{ !"llvm.loop.vectorize.enable", i1 0 }']
+    assert _latch_hints(f.get_source("ll.raw")) == ['!{ !"llvm.loop.vectorize.enable", i1 1 }']
     assert _vector_ops(f.get_source("ll"), "fmul") >= 1
     a = RNG.standard_normal(256).astype(np.float32)
     b = np.zeros(256, np.float32)

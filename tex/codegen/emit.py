@@ -51,7 +51,6 @@ from ..lower.stmt import (
     Stmt,
     Store,
     run_nested,
-    walk_stmts,
 )
 from . import ops, tables
 from .builder import FoldingBuilder
@@ -79,27 +78,17 @@ from .module import (
     lazy_parts,
 )
 
-__all__ = ["FunctionEmitter", "MAX_UNROLL", "scheduled_nest"]
+__all__ = ["FunctionEmitter", "MAX_UNROLL"]
 
 MAX_UNROLL = 4096  # UNROLLED loops longer than this stay loops
-
-_SCHEDULED_KINDS = (ForKind.PARALLEL, ForKind.VECTORIZED, ForKind.UNROLLED)
-
-
-def scheduled_nest(nest: For) -> bool:
-    """Whether the schedule shaped the loop nest ``nest``: some loop of it is parallel,
-    vectorized or unrolled. LLVM leaves such a nest's loops as they are (no unrolling or
-    vectorization of its own, as in Halide: the schedule decided; on a model's gradient
-    LLVM's unroller took 40% of its time and bought no speed); a plain nest (every loop
-    serial) is LLVM's to unroll and vectorize, as at O3."""
-    return any(isinstance(s, For) and s.kind in _SCHEDULED_KINDS for s in walk_stmts(nest))
 
 
 class FunctionEmitter:
     """Emits statements and expressions into one LLVM function (scalar code; subclasses
     add vector, parallel and GPU code)."""
 
-    # loops carry ``llvm.loop`` hints (``counted``); GPU kernels keep LLVM's defaults
+    # vectorized loops emitted as scalar code ask LLVM's vectorizer for them (``counted``);
+    # GPU kernels keep LLVM's defaults
     LOOP_HINTS = True
 
     def __init__(self, mod: ModuleEmitter, fn: ir.Function, in_parallel: bool) -> None:
@@ -120,9 +109,6 @@ class FunctionEmitter:
         # values derived from emitted instructions (splats, widenings, lane 0), under the
         # memo's dominance rules: (what, id of the source, detail) -> (source, value)
         self.derived: dict[tuple[str, int, object], tuple[ir.Value, ir.Value]] = {}
-        # whether the loops being emitted belong to a nest the schedule shaped (LLVM then
-        # neither unrolls nor vectorizes them: ``scheduled_nest``); None outside any nest
-        self.scheduled: bool | None = True if in_parallel else None
 
     def bind_params(self, params: Sequence[Param]) -> None:
         """Name the function's arguments after ``params`` and make them its buffers and
@@ -602,10 +588,6 @@ class FunctionEmitter:
                     yield self.visit(child)
             case Store():
                 self.store(s)
-            case For() if self.scheduled is None:  # the outermost loop of a nest
-                self.scheduled = scheduled_nest(s)
-                yield self.loop(s)
-                self.scheduled = None
             case For():
                 yield self.loop(s)
             case LetStmt():
@@ -694,8 +676,7 @@ class FunctionEmitter:
     def counted(self, name: str, lo: ir.Value, hi: ir.Value, vectorize: bool = False
                 ) -> Iterator[ir.Value]:
         """``for name in [lo, hi)``: yields the index; the body goes where the builder is.
-        The loop is LLVM's to unroll and vectorize in a plain nest only (``scheduled``);
-        ``vectorize`` asks LLVM to vectorize it in any nest."""
+        ``vectorize`` asks LLVM's loop vectorizer for it (an ``llvm.loop`` hint)."""
         b = self.b
         name = local_name(name)
         counter = self.alloca(lo.type, f"{name}.addr")
@@ -713,8 +694,8 @@ class FunctionEmitter:
             b.store(b.add(i, ir.Constant(i.type, 1), name=f"{name}.next", flags=["nsw"]),
                     counter)
             latch = b.branch(cond)
-            if self.LOOP_HINTS and (vectorize or self.scheduled):
-                latch.set_metadata("llvm.loop", self.m.loop_id(vectorize))
+            if self.LOOP_HINTS and vectorize:
+                latch.set_metadata("llvm.loop", self.m.vectorize_loop_id())
         b.position_at_end(end)
         self.forget()  # what the body emitted does not dominate the exit
 
