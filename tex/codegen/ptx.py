@@ -179,8 +179,7 @@ class _PTXFunctionEmitter(FunctionEmitter):
     """One kernel's body."""
 
     m: _PTXModuleEmitter
-    # NVPTX's pipeline unrolls a kernel's serial loops as it sees fit (never measured
-    # without: no GPU on the machines this was written on)
+    # a kernel's SIMD loops run serially per thread (lower.gpu): no vectorizer hints
     LOOP_HINTS = False
 
     def bind_indices(self) -> None:
