@@ -15,11 +15,11 @@ mask. An ``Allocate`` inside the body gets one private copy per lane (interleave
 stack).
 
 ``vector_plan`` decides, before any code: the loop stays scalar (an ``llvm.loop`` hint
-asks LLVM's loop vectorizer to vectorize it) when the extent is not constant, an inner loop's bounds
-vary across lanes, the private copies would exceed ``MAX_STACK_BYTES``, or lanes could
-observe each other through memory (a buffer written at two different indices, read at an
-index other than the one it is written at, or written at a lane-invariant index by more
-than one store). ``CompiledModule.notes`` records each decision.
+asks LLVM's loop vectorizer for it) when the extent is not constant, an inner loop's
+bounds vary across lanes, the private copies would exceed ``MAX_STACK_BYTES``, or lanes
+could observe each other through memory (a buffer written at two different indices, read
+at an index other than the one it is written at, or written at a lane-invariant index by
+more than one store). ``CompiledModule.notes`` records each decision.
 """
 from __future__ import annotations
 
