@@ -18,6 +18,11 @@ Conversion (one way, never converted back):
     conditions                   !, &&, || kept; any other bool node (a comparison, a
                                  bool read) an opaque boolean Symbol
 
+Before converting, a float screen evaluates the expression itself on Python floats at a
+few points of its atoms (``_float_screen``): values that differ between points mean it is
+neither zero nor a constant, the answer None, without sympy. Most expressions the zero
+proofs ask about are such, and the conversion was most of what sympy cost them.
+
 Invariant:
 
 - ``float_is_zero`` answers True only on a proof. Opaque atoms are independent real
@@ -30,44 +35,52 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import sympy
 
 from ..ir.expr import Binary, Cast, Const, Expr, Op, Select, Unary
+from ..ir.visit import post_order
 from .sympy_bridge import SympyExpr, convert_post_order
 
 __all__ = ["float_is_zero", "FLOAT_SIMPLIFY_MAX_OPS", "FLOAT_EXPAND_MAX_OPS",
            "FLOAT_EXPAND_MAX_TERMS", "FLOAT_MAX_PIECEWISE", "SYMPY_FLOAT_UNARY",
-           "SYMPY_FLOAT_BINARY"]
+           "SYMPY_FLOAT_BINARY", "FloatOp"]
+
+class FloatOp(NamedTuple):
+    """A float operator's sympy form, and its value on Python floats (the float screen)."""
+
+    sympy: Callable[..., SympyExpr]
+    value: Callable[..., float]
+
 
 # one entry per float operator with a sympy meaning; any other float operator is an atom
-SYMPY_FLOAT_UNARY: dict[Op, Callable[[SympyExpr], SympyExpr]] = {
-    Op.NEG: lambda a: -a,
-    Op.EXP: sympy.exp,
-    Op.LOG: sympy.log,
-    Op.LOG2: lambda a: sympy.log(a) / sympy.log(2),
-    Op.LOG10: lambda a: sympy.log(a) / sympy.log(10),
-    Op.SQRT: sympy.sqrt,
-    Op.RSQRT: lambda a: 1 / sympy.sqrt(a),
-    Op.SIN: sympy.sin,
-    Op.COS: sympy.cos,
-    Op.TAN: sympy.tan,
-    Op.TANH: sympy.tanh,
-    Op.SIGMOID: lambda a: 1 / (1 + sympy.exp(-a)),
-    Op.ERF: sympy.erf,
-    Op.ABS: sympy.Abs,
-    Op.FLOOR: sympy.floor,
-    Op.CEIL: sympy.ceiling,
+SYMPY_FLOAT_UNARY: dict[Op, FloatOp] = {
+    Op.NEG: FloatOp(lambda a: -a, lambda a: -a),
+    Op.EXP: FloatOp(sympy.exp, math.exp),
+    Op.LOG: FloatOp(sympy.log, math.log),
+    Op.LOG2: FloatOp(lambda a: sympy.log(a) / sympy.log(2), math.log2),
+    Op.LOG10: FloatOp(lambda a: sympy.log(a) / sympy.log(10), math.log10),
+    Op.SQRT: FloatOp(sympy.sqrt, math.sqrt),
+    Op.RSQRT: FloatOp(lambda a: 1 / sympy.sqrt(a), lambda a: 1 / math.sqrt(a)),
+    Op.SIN: FloatOp(sympy.sin, math.sin),
+    Op.COS: FloatOp(sympy.cos, math.cos),
+    Op.TAN: FloatOp(sympy.tan, math.tan),
+    Op.TANH: FloatOp(sympy.tanh, math.tanh),
+    Op.SIGMOID: FloatOp(lambda a: 1 / (1 + sympy.exp(-a)), lambda a: 1 / (1 + math.exp(-a))),
+    Op.ERF: FloatOp(sympy.erf, math.erf),
+    Op.ABS: FloatOp(sympy.Abs, abs),
+    Op.FLOOR: FloatOp(sympy.floor, math.floor),
+    Op.CEIL: FloatOp(sympy.ceiling, math.ceil),
 }
-SYMPY_FLOAT_BINARY: dict[Op, Callable[[SympyExpr, SympyExpr], SympyExpr]] = {
-    Op.ADD: lambda a, b: a + b,
-    Op.SUB: lambda a, b: a - b,
-    Op.MUL: lambda a, b: a * b,
-    Op.DIV: lambda a, b: a / b,
-    Op.POW: lambda a, b: a ** b,
-    Op.MAX: lambda a, b: sympy.Max(a, b),
-    Op.MIN: lambda a, b: sympy.Min(a, b),
+SYMPY_FLOAT_BINARY: dict[Op, FloatOp] = {
+    Op.ADD: FloatOp(lambda a, b: a + b, lambda a, b: a + b),
+    Op.SUB: FloatOp(lambda a, b: a - b, lambda a, b: a - b),
+    Op.MUL: FloatOp(lambda a, b: a * b, lambda a, b: a * b),
+    Op.DIV: FloatOp(lambda a, b: a / b, lambda a, b: a / b),
+    Op.POW: FloatOp(lambda a, b: a ** b, math.pow),
+    Op.MAX: FloatOp(lambda a, b: sympy.Max(a, b), max),
+    Op.MIN: FloatOp(lambda a, b: sympy.Min(a, b), min),
 }
 
 # sympy.simplify is tried only on expressions with at most this many operations (it is slow)
@@ -143,9 +156,9 @@ class _FloatToSympy:
                 case Binary(Op.OR, a, b):
                     return sympy.Or(m[a], m[b])
                 case Unary(op, a):
-                    return SYMPY_FLOAT_UNARY[op](m[a])
+                    return SYMPY_FLOAT_UNARY[op].sympy(m[a])
                 case Binary(op, a, b):
-                    return SYMPY_FLOAT_BINARY[op](m[a], m[b])
+                    return SYMPY_FLOAT_BINARY[op].sympy(m[a], m[b])
                 case Select(c, a, b):
                     return sympy.Piecewise((m[a], m[c]), (m[b], True))
                 case Cast(_, a):
@@ -182,6 +195,80 @@ def _screen_nonzero(e: SympyExpr) -> bool:
         if v.is_real and v.is_number and v.is_finite and abs(v) > _SCREEN_TOLERANCE:
             return True
     return False
+
+
+# the float screen: points tried, and "clearly not zero": the value against the largest
+# magnitude met while evaluating (an identity leaves a few rounding errors of that size)
+_FLOAT_SCREEN_POINTS = 3
+_FLOAT_SCREEN_RELATIVE = 1e-9
+
+
+def _float_screen(expr: Expr) -> bool | None:
+    """The screen of ``_screen_nonzero`` on the expression itself, in Python floats, before
+    the (much slower) conversion to sympy: the atoms as ``_FloatToSympy`` makes them, each
+    given a value (rationals in [1/7, 3], conditions all true, all false, then mixed).
+
+    True: not a constant (two points give clearly different values), so neither zero nor
+    a non-zero constant; False: no atoms, and clearly not zero; None: nothing learnt (the
+    same value at every point, which may be a constant the atoms cancel out of, ``x / x``;
+    or zero within rounding; or undefined: a log of a negative, an overflow)."""
+    nodes = list(post_order(expr))
+    is_atom = _FloatToSympy._is_atom
+    atoms = [n for n in nodes if is_atom(n)]
+    rng = random.Random(0)
+    seen: list[tuple[float, float]] = []  # (value, the largest magnitude met) per point
+    for point in range(_FLOAT_SCREEN_POINTS):
+        values: dict[Expr, Any] = {}
+        for a in atoms:
+            if a.dtype.is_bool:
+                values[a] = point == 0 or (point == 2 and rng.random() < 0.5)
+            else:
+                values[a] = rng.randint(1, 21) / 7
+        top = 1.0
+        try:
+            for n in nodes:
+                if n in values:
+                    continue
+                v = _float_value(n, values)
+                values[n] = v
+                if not isinstance(v, bool):
+                    top = max(top, abs(v))
+        except (ArithmeticError, ValueError, _NonFinite):
+            continue
+        v = values[expr]
+        if not (math.isfinite(v) and math.isfinite(top)):
+            continue
+        if not atoms:
+            return False if abs(v) > _FLOAT_SCREEN_RELATIVE * top else None
+        for w, top2 in seen:
+            if abs(v - w) > _FLOAT_SCREEN_RELATIVE * max(top, top2):
+                return True
+        seen.append((v, top))
+    return None
+
+
+def _float_value(node: Expr, values: dict[Expr, Any]) -> Any:
+    """A node that is not an atom, on its operands' values."""
+    match node:
+        case Const(value, dtype):
+            if not dtype.is_bool and not math.isfinite(value):
+                raise _NonFinite(str(node))
+            return bool(value) if dtype.is_bool else float(value)
+        case Unary(Op.NOT, a):
+            return not values[a]
+        case Binary(Op.AND, a, b):
+            return values[a] and values[b]
+        case Binary(Op.OR, a, b):
+            return values[a] or values[b]
+        case Unary(op, a):
+            return float(SYMPY_FLOAT_UNARY[op].value(values[a]))
+        case Binary(op, a, b):
+            return float(SYMPY_FLOAT_BINARY[op].value(values[a], values[b]))
+        case Select(c, a, b):
+            return values[a] if values[c] else values[b]
+        case Cast(_, a):
+            return values[a]
+    raise ValueError(f"no float value for {node}")  # not reached: atoms have values
 
 
 def _expanded_terms(e: SympyExpr, cap: int) -> int:
@@ -266,6 +353,11 @@ def float_is_zero(expr: Expr) -> bool | None:
     """
     if not isinstance(expr, Expr) or not expr.dtype.is_float:
         raise TypeError(f"float_is_zero: expects a float expression, got {expr!r}")
+    screened = _float_screen(expr)
+    if screened is not None:
+        # the answer below, without sympy: most expressions asked about are not zero, and
+        # the conversion is most of what sympy costs them
+        return None if screened else False
     try:
         e = _FloatToSympy().convert(expr)
     except (_NonFinite, NotImplementedError):  # inf/nan, or too deep for sympy
