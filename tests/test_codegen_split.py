@@ -219,11 +219,11 @@ def test_failed_child_part_compiles_here(split_builds: DiskCache,
 
 def test_disk_cache_round_trip_of_a_split_module(split_builds: DiskCache) -> None:
     f, args = _build()
-    (entry,) = split_builds.entries()
-    assert split_builds.stats["writes"] == 1
+    assert len(split_builds.entries()) == 2  # the kernel, and the schedule's front entry
+    assert split_builds.stats["writes"] == 2
     jit.clear_cache()
     g, args = _build()
-    assert split_builds.stats["hits"] == 1 and g._kernel is not f._kernel
+    assert split_builds.stats["hits"] == 2 and g._kernel is not f._kernel
     for fmt in ("ll", "ll.raw", "asm"):
         assert g.get_source(fmt) == f.get_source(fmt)
     for a, b in zip(_run(f, args), _run(g, args)):
@@ -250,12 +250,13 @@ def test_damaged_split_entry_is_rebuilt(split_builds: DiskCache,
     writes = split_builds.stats["writes"]
     f, args = _build()  # the entry is dropped, the function compiled and stored anew
     _run(f, args)
-    assert split_builds.stats["writes"] == writes + 1
+    # the kernel and (found first, then written again after the rebuild) the front entry
+    assert split_builds.stats["writes"] == writes + 2
     jit.clear_cache()
     hits = split_builds.stats["hits"]
-    _run(*_build())  # the new entry loads
-    assert split_builds.stats["hits"] == hits + 1
-    assert split_builds.stats["writes"] == writes + 1
+    _run(*_build())  # the new entries load
+    assert split_builds.stats["hits"] == hits + 2
+    assert split_builds.stats["writes"] == writes + 2
 
 
 def test_compile_parts_keeps_the_order_of_the_parts() -> None:

@@ -66,15 +66,22 @@ def test_processes_share_the_disk_cache(tmp_path: Path) -> None:
     first = [_start(tmp_path), _start(tmp_path)]
     cold = [_report(p) for p in first]
     entries = sorted(tmp_path.iterdir())
-    assert len(entries) == 2 and all(p.suffix == ".texc" for p in entries)
+    # per function: its kernel, and its front entry (the schedule's key -> the kernel's)
+    assert len(entries) == 4 and all(p.suffix == ".texc" for p in entries)
+    assert sum(_is_front(p) for p in entries) == 2
     for r in cold:  # one may load what the other finished first
-        assert r["stats"]["writes"] + r["stats"]["hits"] == 2 and r["stats"]["corrupt"] == 0
+        assert r["stats"]["writes"] + r["stats"]["hits"] >= 4 and r["stats"]["corrupt"] == 0
     warm = _report(_start(tmp_path))
-    assert warm["stats"]["hits"] == 2 and warm["stats"]["writes"] == 0
+    assert warm["stats"]["hits"] == 4 and warm["stats"]["writes"] == 0
     assert warm["stats"]["misses"] == 0 and warm["stats"]["corrupt"] == 0
     for key in ("b", "g", "error", "texts"):
         assert warm[key] == cold[0][key] == cold[1][key], key
     assert "index 99" in warm["error"]
+
+
+def _is_front(path: Path) -> bool:
+    """Whether the entry at ``path`` is a front entry (``tex.runtime.jit.FrontCache``)."""
+    return b'"front"' in path.read_bytes()[:4096]
 
 
 def _elementwise(c: float) -> tex.runtime.BuiltFunction:
@@ -106,8 +113,12 @@ def test_in_process_reload_and_bounds_checks(disk: DiskCache) -> None:
     C = tex.compute((3, 4), lambda i, j: W[I[i], j] * 2.0, name="C")
     f = tex.build([C], name="disk_gather")
     jit.clear_cache()
-    g = tex.build([C], name="disk_gather")
-    assert disk.stats["writes"] == 1 and disk.stats["hits"] == 1
+    with tex.debug.timings() as tm:
+        g = tex.build([C], name="disk_gather")
+    # the front entry and the kernel loaded, not lowered again
+    assert disk.stats["writes"] == 2 and disk.stats["hits"] == 2
+    assert tm.seconds("lower") == 0 and tm.seconds("build.front_key") > 0
+    assert g.lowered == f.lowered and g.args == f.args
     assert g._kernel is not f._kernel
     assert g.get_source("asm") == f.get_source("asm")
     w = np.arange(20, dtype=np.float32).reshape(5, 4)
@@ -134,21 +145,26 @@ def _garbage(data: bytes) -> bytes:
     return b"\0" * len(data)
 
 
+@pytest.mark.parametrize("kind", ["kernel", "front"])
 @pytest.mark.parametrize("damage", [_truncate, _flip, _wrong_key, _garbage, lambda d: b""])
-def test_damaged_entry_is_rebuilt(disk: DiskCache, damage) -> None:
+def test_damaged_entry_is_rebuilt(disk: DiskCache, damage, kind: str) -> None:
+    """A damaged kernel or front entry is deleted and written again; the build gives the
+    right numbers either way."""
     _check(_elementwise(2.5), 2.5)
-    (entry,) = disk.entries()
+    (entry,) = [p for p in disk.entries() if _is_front(p) == (kind == "front")]
     good = entry.read_bytes()
     assert good.startswith(MAGIC)
     entry.write_bytes(damage(good))
     jit.clear_cache()
-    _check(_elementwise(2.5), 2.5)  # compiled again, not loaded
-    assert disk.stats["corrupt"] == 1 and disk.stats["hits"] == 0
-    assert disk.stats["writes"] == 2
+    _check(_elementwise(2.5), 2.5)  # the damaged entry made again, not loaded
+    assert disk.stats["corrupt"] == 1
+    # a damaged kernel: the front entry is read (then lowered, compiled, both written);
+    # a damaged front entry: lowered, the kernel read, the front entry written
+    assert (disk.stats["hits"], disk.stats["writes"]) == ((1, 4) if kind == "kernel" else (1, 3))
     assert entry.read_bytes() == good  # the bad entry replaced by a good one
     jit.clear_cache()
     _check(_elementwise(2.5), 2.5)
-    assert disk.stats["hits"] == 1
+    assert disk.stats["hits"] == 3
 
 
 def test_least_recently_used_entries_are_evicted(tmp_path: Path) -> None:
@@ -227,13 +243,13 @@ def test_unwritable_directory_warns_once_and_builds(tmp_path: Path,
 def test_clear_cache_disk(disk: DiskCache) -> None:
     _elementwise(7.5)
     _elementwise(8.5)
-    assert len(disk.entries()) == 2
+    assert len(disk.entries()) == 4  # two kernels and their front entries
     jit.clear_cache()
-    assert len(disk.entries()) == 2  # the default keeps the disk cache
+    assert len(disk.entries()) == 4  # the default keeps the disk cache
     tex.runtime.clear_cache(disk=True)
     assert disk.entries() == []
     _check(_elementwise(7.5), 7.5)
-    assert disk.stats["writes"] == 3
+    assert disk.stats["writes"] == 6
 
 
 def test_size_bound_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

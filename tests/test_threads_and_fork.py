@@ -132,6 +132,37 @@ def test_forked_child_after_a_parallel_kernel_computes_correctly(threads: str | 
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")
+def test_forked_child_runs_functions_found_by_their_schedules_key() -> None:
+    """A second build of a schedule is not lowered (the front cache); the serial variant a
+    forked child needs is then lowered from the schedule, which must be unchanged: a
+    schedule changed since its build raises, naming the function."""
+    r = _run(PARALLEL_KERNEL + """
+    from tex.debug import timings
+    with timings() as tm:
+        f2 = tex.build(s, [A, B])
+        s3 = tex.create_schedule(B.op); s3[B].parallel(B.op.axis[0])
+        f3 = tex.build(s3, [A, B], name="changed")
+        f4 = tex.build(s3, [A, B], name="changed")
+    assert tm.seconds("lower") > 0 and sum(n == "lower" for n, _, _ in tm.rows) == 1
+    s3[B].split(B.op.axis[1], factor=8)  # after the build
+    b = np.zeros_like(a); f2(a, b); assert (b == a * 2 + 1).all()
+    pid = os.fork()
+    if pid == 0:
+        c = np.zeros_like(a); f2(a, c); ok = bool((c == a * 2 + 1).all())
+        try:
+            f4(a, c)
+            ok = False
+        except RuntimeError as e:
+            ok &= "changed: its schedule was changed after it was built" in str(e)
+        os._exit(0 if ok else 3)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, status
+    print("ok")
+    """, TEX_NUM_THREADS="2")
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")
 def test_child_forked_before_any_parallel_run_keeps_parallel_loops() -> None:
     r = _run(PARALLEL_KERNEL + """
     from tex.runtime import openmp

@@ -14,7 +14,9 @@ driver (``tex.runtime.cuda``, loaded on the first call).
 Building is cached in-process (``tex.runtime.jit``): the same lowered function with the
 same options returns at once, sharing machine code with the first build. Below that, the
 disk cache (``tex.runtime.diskcache``) holds the object code other processes compiled:
-a hit skips legalization and all LLVM work (lowering still runs: it makes the key).
+a hit skips legalization and all LLVM work. A CPU build first looks the schedule itself up
+(``tex.schedule.key``, ``jit.FRONT``): a hit skips lowering as well, which is most of what
+a second process's build costs.
 """
 from __future__ import annotations
 
@@ -28,14 +30,24 @@ import numpy as np
 
 from . import debug
 from .codegen import CodegenOptions, compile_llvm
+from .debug import InternalError
 from .ir.expr import Var
 from .ir.tensor import Tensor
 from .ir.visit import placeholders_of
 from .lower.bounds_check import check_program, strip_checks
 from .lower.legalize import legalize
 from .lower.stmt import LoweredFunc
-from .runtime.jit import CACHE, Kernel, cache_key, jit_compile, load_cached
-from .runtime.module import BuiltFunction
+from .runtime.jit import (
+    CACHE,
+    FRONT,
+    FrontEntry,
+    Kernel,
+    cache_key,
+    front_key,
+    jit_compile,
+    load_cached,
+)
+from .runtime.module import BuiltFunction, param_signature
 from .runtime.openmp import load_openmp, parallel_allowed
 from .target import parse_cuda_target, target_kind
 
@@ -107,35 +119,112 @@ def build_lowered(func: LoweredFunc, target: str = "llvm",
         For an unknown target, or a loop the target cannot run (GPU thread loops).
     """
     bounds_check = _check_flag(bounds_check, "build: bounds_check")
-    if not bounds_check:
-        func = strip_checks(func)
     if _target(target) == "cuda":
-        return build_cuda(func, target, fastmath)
+        return build_cuda(strip_checks(func) if not bounds_check else func, target, fastmath)
     target = _target(target)
+    options = _cpu_options(_check_flag(fastmath, "build: fastmath"), bounds_check)
+    return _build_cpu(func, target, options, None)
+
+
+def _cpu_options(fastmath: bool, bounds_check: bool) -> CodegenOptions:
+    """The code generator's options for a CPU build now."""
     # in a child forked after a parallel loop ran, libgomp's pool is gone: build serially
     openmp = load_openmp() is not None and parallel_allowed()
-    options = CodegenOptions(fastmath=_check_flag(fastmath, "build: fastmath"),
-                             num_threads=debug.current().num_threads,
-                             openmp=openmp, bounds_check=bounds_check)
+    return CodegenOptions(fastmath=fastmath, num_threads=debug.current().num_threads,
+                          openmp=openmp, bounds_check=bounds_check)
 
-    def compiled(opts: CodegenOptions) -> Kernel:
-        with debug.timed("build.cache_key"):
-            key = cache_key(func, target, opts)
-        kernel = CACHE.get(key)
+
+def _kernel(func: LoweredFunc, target: str, options: CodegenOptions) -> tuple[Kernel, str]:
+    """The kernel of ``func`` (checks already stripped where asked) and its cache key: from
+    the in-process cache, the disk cache, or compiled now (and stored in both)."""
+    with debug.timed("build.cache_key"):
+        key = cache_key(func, target, options)
+    kernel = CACHE.get(key)
+    if kernel is None:
+        with debug.timed("build.disk_load"):
+            kernel = load_cached(key)  # another process compiled it: no LLVM work
         if kernel is None:
-            with debug.timed("build.disk_load"):
-                kernel = load_cached(key)  # another process compiled it: no LLVM work
-            if kernel is None:
-                with debug.timed("legalize"):
-                    legal = legalize(func, target)
-                debug.dump("legalize", legal)
-                kernel = jit_compile(compile_llvm(legal, opts), key)
-            kernel = CACHE.put(key, kernel)
-        return kernel
+            with debug.timed("legalize"):
+                legal = legalize(func, target)
+            debug.dump("legalize", legal)
+            kernel = jit_compile(compile_llvm(legal, options), key)
+        kernel = CACHE.put(key, kernel)
+    return kernel, key
 
+
+def _build_cpu(func: LoweredFunc, target: str, options: CodegenOptions, front: str | None
+               ) -> BuiltFunction:
+    """``func`` built for the host; with ``front`` (the schedule's key), what a later build
+    of the same schedule needs is stored under it (``FRONT``)."""
+    if not options.bounds_check:
+        func = strip_checks(func)
+    lowered = str(func)
+    kernel, key = _kernel(func, target, options)
+    signature = param_signature(func.params)
+    if front is not None:
+        FRONT.put(front, FrontEntry(key, lowered, tuple(out for _, out in signature)))
     # the serial variant, for a call in a forked child (compiled there, on first need)
-    serial = (lambda: compiled(replace(options, openmp=False))) if openmp else None
-    return BuiltFunction(func, compiled(options), target, serial)
+    serial = (lambda: _kernel(func, target, replace(options, openmp=False))[0]) \
+        if options.openmp else None
+    return BuiltFunction(func.name, signature, lowered, kernel, target, serial)
+
+
+def _front_key(sch: Any, args: Any, name: str, target: str, options: CodegenOptions
+               ) -> str | None:
+    """The key of building ``sch`` with ``args`` before lowering (``FRONT``); None where
+    the front cache does not apply: dumps asked for (they show every pass), arguments that
+    are not a list of tensors and variables (``lower`` says what is wrong), something in
+    the schedule the key has no place for."""
+    from .schedule.key import schedule_text
+
+    if debug.current().dump or not isinstance(args, (list, tuple)) or \
+            not all(isinstance(a, (Tensor, Var)) for a in args) or not isinstance(name, str):
+        return None
+    with debug.timed("build.front_key"):
+        text = schedule_text(sch, args)
+        return None if text is None else front_key(text, name, target, options)
+
+
+def _build_front(front: str, sch: Any, args: Sequence[Tensor | Var], name: str, target: str,
+                 options: CodegenOptions) -> BuiltFunction | None:
+    """The function a build of the same schedule made before (in this process or, through
+    the disk cache, another), without lowering it again; None when there is none.
+
+    The schedule is lowered only to check the key (``TEX_CACHE_VERIFY=1``), or for the
+    serial variant a forked child compiles (``_build_cpu``); it must then still be the
+    schedule built (a changed one raises ``RuntimeError``)."""
+    from .lower import lower
+
+    entry = FRONT.get(front)
+    if entry is None or len(entry.outputs) != len(args):
+        return None
+    kernel = CACHE.get(entry.key)
+    if kernel is None:
+        with debug.timed("build.disk_load"):
+            kernel = load_cached(entry.key)
+        if kernel is None:
+            return None
+        kernel = CACHE.put(entry.key, kernel)
+
+    def lowered_again() -> LoweredFunc:
+        func = lower(sch, args, name=name)
+        if not options.bounds_check:
+            func = strip_checks(func)
+        if cache_key(func, target, options) == entry.key:
+            return func
+        if _front_key(sch, args, name, target, options) != front:
+            raise RuntimeError(f"{name}: its schedule was changed after it was built; build "
+                               "it again to run it here (a child process compiles the "
+                               "serial variant of a parallel function from its schedule)")
+        raise InternalError(f"build '{name}': the schedule lowers to another function than "
+                            "the one cached under its key")
+
+    if (debug.env("TEX_CACHE_VERIFY") or "").strip() not in ("", "0"):
+        lowered_again()
+    serial = (lambda: _kernel(lowered_again(), target, replace(options, openmp=False))[0]) \
+        if options.openmp else None
+    return BuiltFunction(name, tuple(zip(args, entry.outputs)), entry.lowered, kernel,
+                         target, serial)
 
 
 def _default_args(outputs: Sequence[Tensor]) -> list[Tensor]:
@@ -212,9 +301,14 @@ def build(sch: Any, args: Sequence[Tensor | Var] | None = None, target: str = "l
                         "e.g. tex.build(s, [A, B, C])")
     if kind == "cuda":  # lower checks args (a list of tensors and vars, or one of them)
         return build_lowered(lower(sch, args, name=name), target, fastmath, bounds_check)
+    options = _cpu_options(bool(fastmath), bool(bounds_check))
     with debug.timed("build"):
-        func = lower(sch, args, name=name)
-        return build_lowered(func, target, fastmath, bounds_check)
+        front = _front_key(sch, args, name, kind, options)
+        if front is not None:
+            built = _build_front(front, sch, args, name, kind, options)
+            if built is not None:
+                return built
+        return _build_cpu(lower(sch, args, name=name), kind, options, front)
 
 
 class _CallableModule(types.ModuleType):

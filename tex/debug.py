@@ -64,6 +64,9 @@ ENVIRONMENT: dict[str, str] = {
     "TEX_COMPILE_JOBS": "processes compiling the parts of a large module at once (1: none)",
     "TEX_JIT_CACHE": "entries of the in-process compile cache, read at import (0: none)",
     "TEX_CACHE_DIR": "the disk compile cache's directory ('' or 'none': no disk cache)",
+    "TEX_CACHE_VERIFY": "1: a build found by its schedule's key (before lowering) lowers "
+                        "anyway and raises InternalError unless the lowered function's key "
+                        "matches (a check of that key; slow)",
     "TEX_CACHE_SIZE": "the disk compile cache's bound in MB, read at import (0: none)",
     "TEX_WORKSPACE_CACHE_MB": "bytes (MB) of kernels' freed temporaries kept for reuse, read "
                               "at the first build (0: none; default 1024)",

@@ -47,6 +47,7 @@ from .module import (
     check_overlap,
     conversion_hint,
     data_pointer,
+    param_signature,
     time_calls,
 )
 
@@ -464,7 +465,7 @@ class CudaFunction:
         self._driver_factory = driver
         self._loaded: tuple[Any, dict[str, Any]] | None = None
         self._lowered_text = str(func)
-        self._specs = arg_specs(func.params)
+        self._specs = arg_specs(param_signature(func.params))
 
     # -- calling ---------------------------------------------------------------------------
     def _load(self) -> tuple[Any, dict[str, Any]]:

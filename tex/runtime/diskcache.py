@@ -2,7 +2,9 @@
 
 ``tex.runtime.jit`` stores what a second process needs to skip LLVM (the object code MCJIT
 emitted, the entry's name and error-record flag, the bounds checks, the ``get_source``
-texts) as named sections; this module owns the files, the key, the bound and the counters.
+texts) as named sections, and, under a schedule's key, what it needs to skip lowering (the
+lowered function's key and text: ``jit.FrontCache``); this module owns the files, the key,
+the bound and the counters.
 
 Directory: ``TEX_CACHE_DIR`` (read at import); unset: ``$XDG_CACHE_HOME/tex``, else
 ``~/.cache/tex``; empty or ``none``: no disk cache. Bound: ``TEX_CACHE_SIZE=<MB>``, default

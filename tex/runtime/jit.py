@@ -28,6 +28,12 @@ twice returns the same kernel without compiling; the least recently used entry i
 when full (functions already built from it keep working and keep it alive).
 ``clear_cache()`` empties it, ``CACHE.resize(n)`` changes the bound.
 
+In front of it, ``FRONT`` maps a schedule's key (``front_key``: the canonical text of the
+schedule and its arguments, ``tex.schedule.key``, with the name, target, options and host)
+to a ``FrontEntry``: the lowered function's key, its printed text and which arguments are
+outputs; all a ``BuiltFunction`` needs besides the kernel, so a hit skips lowering. It keeps
+as many entries in memory as ``CACHE`` keeps kernels, and each in the disk cache too.
+
 The disk cache (``tex.runtime.diskcache``) sits below it: ``jit_compile(compiled, key)``
 captures the object code MCJIT emits (its object-cache hook: no second code generation)
 and stores it with the entry's name, error-record flag, bounds checks, declared externals
@@ -70,7 +76,8 @@ from .workspace import ensure_workspace
 from .workspace import release as release_workspace
 
 __all__ = ["Kernel", "jit_compile", "load_cached", "cache_key", "CompileCache", "CACHE",
-           "CACHE_SIZE", "DEFAULT_CACHE_SIZE", "clear_cache"]
+           "CACHE_SIZE", "DEFAULT_CACHE_SIZE", "FRONT", "FrontCache", "FrontEntry",
+           "clear_cache", "front_key"]
 
 DEFAULT_CACHE_SIZE = 64
 
@@ -357,7 +364,8 @@ def cache_key(func: LoweredFunc, target: str, options: CodegenOptions) -> str:
 
 
 class CompileCache:
-    """A thread-safe LRU map from cache keys to kernels."""
+    """A thread-safe LRU map from cache keys to kernels (``FrontCache`` keeps its entries
+    in one too)."""
 
     def __init__(self, size: int = CACHE_SIZE) -> None:
         self.size = size
@@ -407,11 +415,77 @@ class CompileCache:
 CACHE = CompileCache()
 
 
+@dataclass(frozen=True)
+class FrontEntry:
+    """What a build found by its front key needs besides the kernel: the lowered
+    function's key (``cache_key``), its printed text, and which arguments are outputs."""
+
+    key: str
+    lowered: str
+    outputs: tuple[bool, ...]
+
+
+def front_key(text: str, name: str, target: str, options: CodegenOptions) -> str:
+    """The key of building a schedule before it is lowered: ``text`` is its canonical
+    text with the arguments (``tex.schedule.key.schedule_text``)."""
+    host = host_target()
+    h = hashlib.sha256(b"front\0")
+    for part in (text, name, target, repr(options), host.cpu, host.features):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+class FrontCache:
+    """Front key -> ``FrontEntry``: an LRU in memory (as many entries as ``bound`` keeps
+    kernels) over the disk cache, where an entry is its own file."""
+
+    def __init__(self, bound: CompileCache) -> None:
+        self.bound = bound
+        self._memory = CompileCache(bound.size)
+
+    def get(self, key: str) -> FrontEntry | None:
+        entry = self._memory.get(key)
+        if entry is not None:
+            return entry  # type: ignore[return-value]
+        sections = DISK.get(key)
+        if sections is None:
+            return None
+        try:
+            meta = json.loads(sections["front"].decode())
+            entry = FrontEntry(str(meta["key"]),
+                               zlib.decompress(sections["lowered"]).decode(),
+                               tuple(bool(x) for x in meta["outputs"]))
+        except (KeyError, ValueError, TypeError, UnicodeDecodeError, zlib.error):
+            DISK.discard(key)
+            return None
+        self._remember(key, entry)
+        return entry
+
+    def put(self, key: str, entry: FrontEntry) -> None:
+        self._remember(key, entry)
+        meta = {"key": entry.key, "outputs": list(entry.outputs)}
+        DISK.put(key, {"front": json.dumps(meta).encode(),
+                       "lowered": zlib.compress(entry.lowered.encode(), 1)})
+
+    def _remember(self, key: str, entry: FrontEntry) -> None:
+        if self._memory.size != self.bound.size:  # CACHE.resize: the same bound here
+            self._memory.resize(self.bound.size)
+        self._memory.put(key, entry)  # type: ignore[arg-type]
+
+    def clear(self) -> None:
+        self._memory.clear()
+
+
+FRONT = FrontCache(CACHE)
+
+
 def clear_cache(disk: bool = False) -> None:
     """Forget every cached kernel (functions already built keep theirs) and free the
     temporaries kept for reuse (``tex.runtime.workspace``); ``disk=True`` also deletes the
     disk cache's entries (``tex.runtime.diskcache``)."""
     CACHE.clear()
+    FRONT.clear()
     release_workspace()
     if disk:
         DISK.clear()

@@ -32,11 +32,15 @@ from ..debug import OutOfBoundsError
 from ..dtype import DType
 from ..ir.expr import Var
 from ..ir.tensor import Tensor
-from ..lower.stmt import BufferParam, LoweredFunc, ScalarParam
+from ..lower.stmt import BufferParam, ScalarParam
 from .jit import Kernel
 from .openmp import note_parallel_run, parallel_allowed
 
-__all__ = ["BuiltFunction", "SOURCE_FORMATS", "ArgSpec", "conversion_hint", "data_pointer"]
+__all__ = ["BuiltFunction", "SOURCE_FORMATS", "ArgSpec", "Signature", "arg_specs",
+           "conversion_hint", "data_pointer", "param_signature"]
+
+# a function's arguments in call order, each with whether it is an output
+Signature = tuple[tuple[Tensor | Var, bool], ...]
 
 SOURCE_FORMATS = {"ll": "opt", "llvm": "opt", "ll.opt": "opt", "ll.raw": "raw",
                   "llvm.raw": "raw", "asm": "asm", "s": "asm"}
@@ -135,16 +139,22 @@ def _converter(d: DType) -> Callable[[Any, ArgSpec], Any]:
     return _float_converter(d) if d.is_float else _int_converter(d)
 
 
-def arg_specs(params: Sequence[BufferParam | ScalarParam]) -> tuple[ArgSpec, ...]:
-    """What each argument of a function with these parameters must be."""
+def param_signature(params: Sequence[BufferParam | ScalarParam]) -> Signature:
+    """A lowered function's parameters as (argument, whether it is an output) pairs."""
+    return tuple((p.tensor, p.is_output) if isinstance(p, BufferParam) else (p.var, False)
+                 for p in params)
+
+
+def arg_specs(signature: Signature) -> tuple[ArgSpec, ...]:
+    """What each argument of a function with this signature must be."""
     specs: list[ArgSpec] = []
-    for k, p in enumerate(params):
-        if isinstance(p, BufferParam):
-            specs.append(ArgSpec(k, p.tensor.name, True, p.is_output, p.tensor.dtype.numpy,
-                               tuple(int(n) for n in p.tensor.shape), None))
+    for k, (a, is_output) in enumerate(signature):
+        if isinstance(a, Tensor):
+            specs.append(ArgSpec(k, a.name, True, is_output, a.dtype.numpy,
+                                 tuple(int(n) for n in a.shape), None))
         else:
-            d = p.var.dtype
-            specs.append(ArgSpec(k, p.var.name, False, False, d.numpy, (), _converter(d)))
+            d = a.dtype
+            specs.append(ArgSpec(k, a.name, False, False, d.numpy, (), _converter(d)))
     return tuple(specs)
 
 
@@ -205,17 +215,16 @@ class BuiltFunction:
         ``"llvm"``.
     """
 
-    def __init__(self, func: LoweredFunc, kernel: Kernel, target: str = "llvm",
-                 serial: Callable[[], Kernel] | None = None) -> None:
-        self.name = func.name
+    def __init__(self, name: str, signature: Signature, lowered: str, kernel: Kernel,
+                 target: str = "llvm", serial: Callable[[], Kernel] | None = None) -> None:
+        self.name = name
         self.target = target
-        self.args: list[Tensor | Var] = [
-            p.tensor if isinstance(p, BufferParam) else p.var for p in func.params]
+        self.args: list[Tensor | Var] = [a for a, _ in signature]
         self._kernel = kernel
-        self._lowered_text = str(func)
-        self._specs = arg_specs(func.params)
-        ctypes_args = [ctypes.c_void_p if isinstance(p, BufferParam)
-                       else p.var.dtype.ctype for p in func.params]
+        self._lowered_text = lowered
+        self._specs = arg_specs(signature)
+        ctypes_args = [ctypes.c_void_p if isinstance(a, Tensor) else a.dtype.ctype
+                       for a, _ in signature]
         self._outputs = tuple(s.position for s in self._specs if s.is_output)
         # what _fast_args compares: only for all-buffer functions with no empty array
         # (an empty one's pointer may be anything: the full checks skip its span)

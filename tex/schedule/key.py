@@ -1,0 +1,149 @@
+"""``schedule_text``: a schedule and its arguments as canonical text, the build cache's key
+before lowering.
+
+``tex.build`` looks a program up twice: by this text (what the user built: the DAG, every
+stage's loops, annotations and attach point, the argument list), and, when that misses, by
+the lowered function (``tex.runtime.jit.cache_key``). A hit on the first skips ``lower``,
+which is most of a second process's build (``tex.runtime.jit.FrontCache``).
+
+The text lists every object the schedule reaches, numbered in the order a walk from the
+arguments, the outputs and the stages meets them: one line per object with its class and
+the fields ``FIELDS`` names for that class, references to other objects as ``%k``. Names
+are kept (the lowered function prints them), so the text is exactly as specific as the
+lowered key. ``IGNORED`` lists the fields left out, each with the reason; a test checks
+that every slot of every class is in one table or the other, so a field added later must
+be decided on. An object of a class in neither table makes the schedule unkeyable
+(``None``): the build then lowers, as it always did.
+
+The walk is iterative (no recursion a long program can exhaust) and visits each shared
+node once, so the text grows with the DAG, not with the expression trees it would expand
+to.
+"""
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from typing import Any
+
+from ..dtype import DType
+from ..ir.expr import (
+    Binary,
+    Cast,
+    CommReducer,
+    Compare,
+    Const,
+    IterVar,
+    Range,
+    Reduce,
+    Select,
+    TensorRead,
+    Unary,
+    Var,
+)
+from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
+from .axes import Fuse, Split, ThreadAxis
+from .schedule import Schedule, Stage
+
+__all__ = ["FIELDS", "IGNORED", "STAGE_FIELDS", "STAGE_IGNORED", "schedule_text"]
+
+# class -> the fields that decide what lowering makes of an object of it (the class itself
+# is always part of the line); every class that may be reached must be listed
+FIELDS: dict[type, tuple[str, ...]] = {
+    Const: ("dtype", "value"),
+    Var: ("dtype", "name", "kind"),
+    TensorRead: ("dtype", "tensor", "indices"),
+    Unary: ("dtype", "op", "a"),
+    Binary: ("dtype", "op", "a", "b"),
+    Compare: ("dtype", "op", "a", "b"),
+    Select: ("dtype", "cond", "a", "b"),
+    Cast: ("dtype", "a"),
+    Reduce: ("dtype", "combiner", "source", "axis", "condition", "init", "value_index"),
+    IterVar: ("var", "dom"),
+    Range: ("min", "extent"),
+    CommReducer: ("name", "lhs", "rhs", "result", "identity"),
+    Tensor: ("op", "value_index"),
+    PlaceholderOp: ("name", "tag", "attrs", "shape", "dtype"),
+    ComputeOp: ("name", "tag", "attrs", "axis", "reduce_axis", "_body"),
+    Split: ("parent", "outer", "inner", "factor", "tail"),
+    Fuse: ("outer", "inner", "fused"),
+    ThreadAxis: ("tag",),
+}
+
+# class -> {slot: why it is not part of the text}
+IGNORED: dict[type, dict[str, str]] = {
+    PlaceholderOp: {
+        "seq": "creation order in this process; the argument list is explicit",
+        "_outputs": "the tensors of the operation, reached from their readers"},
+    ComputeOp: {
+        "_outputs": "the tensors of the operation, reached from their readers",
+        "_inputs": "derived from the body"},
+}
+
+# the attributes of a Stage in the text, and those left out (with the reason)
+STAGE_FIELDS = ("op", "all_iter_vars", "leaf_iter_vars", "relations", "annotations",
+                "bindings", "attach_type", "attach_stage", "attach_ivar", "scope", "is_output")
+STAGE_IGNORED: dict[str, str] = {
+    "schedule": "the schedule being keyed",
+    "_op": "read through the property op (refreshed first)",
+    "_attach_stage": "read through the property attach_stage",
+    "origin_op": "the operation before the schedule rewrote it; lowering reads op",
+}
+
+_PLAIN = (type(None), bool, int, float, str)
+
+
+class _Unkeyable(Exception):
+    """An object of a class neither table knows."""
+
+
+def schedule_text(sch: Schedule, args: Sequence[Any]) -> str | None:
+    """The canonical text of ``sch`` built with ``args`` (see the module docstring); None
+    when something in it has no place in the text."""
+    ids: dict[int, int] = {}
+    queue: list[Any] = []  # objects numbered, in number order; their lines come in order
+    keep: list[Any] = []  # what ids refers to, alive until the walk ends
+
+    def ref(obj: Any) -> str:
+        k = ids.get(id(obj))
+        if k is None:
+            if type(obj) not in FIELDS:
+                raise _Unkeyable(type(obj).__name__)
+            k = ids[id(obj)] = len(queue)
+            queue.append(obj)
+            keep.append(obj)
+        return f"%{k}"
+
+    def enc(value: Any) -> str:
+        cls = type(value)
+        if cls in _PLAIN:
+            return repr(value)
+        if cls in FIELDS:
+            return ref(value)
+        if cls is tuple or cls is list:
+            return "[" + ",".join(enc(v) for v in value) + "]"
+        if cls is dict:
+            return "{" + ",".join(f"{enc(k)}:{enc(v)}" for k, v in value.items()) + "}"
+        if cls is DType:
+            return value.name
+        if isinstance(value, enum.Enum):
+            return f"{cls.__name__}.{value.name}"
+        if isinstance(value, Stage):
+            return f"stage{positions[value]}"
+        raise _Unkeyable(cls.__name__)
+
+    positions = {st: k for k, st in enumerate(sch.stages)}
+    try:
+        head = ["args " + enc(list(args)), "outputs " + enc(list(sch.outputs))]
+        for st in sch.stages:
+            head.append("stage " + ",".join(enc(getattr(st, f)) for f in STAGE_FIELDS))
+        lines: list[str] = []
+        done = 0
+        while done < len(queue):  # ref() appends while the lines are made
+            obj = queue[done]
+            fields = FIELDS[type(obj)]
+            lines.append(f"%{done}={type(obj).__name__}("
+                         + ",".join(enc(getattr(obj, f)) for f in fields) + ")")
+            done += 1
+    except _Unkeyable:
+        return None
+    return "\n".join(head + lines)
