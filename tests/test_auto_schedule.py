@@ -84,6 +84,28 @@ def test_matmul_is_blocked_vectorized_and_parallel() -> None:
     assert any(st.scope == "local" for st in s.stages)  # register tile of accumulators
 
 
+def test_dot_tile_horizontal_sums_are_unrolled() -> None:
+    """C[i, j] = sum_k A[i, k] * B[j, k] (k contiguous in both): vector partial sums per
+    tile, then one horizontal sum per accumulator; those loops are unrolled (LLVM leaves
+    loops around longer nests to the schedule: left loops, batch_matmul's gradient ran
+    13% slower)."""
+    rng = np.random.default_rng(3)
+    A = tex.placeholder((24, 64), "float32", name="A")
+    B = tex.placeholder((32, 64), "float32", name="B")
+    k = tex.reduce_axis((0, 64), name="k")
+    C = tex.compute((24, 32), lambda i, j: tex.sum(A[i, k] * B[j, k], axis=k), name="C")
+    s = _run([C], [A, B], [rng.standard_normal((24, 64), "float32"),
+                           rng.standard_normal((32, 64), "float32")])
+    func = tex.lower(s, [A, B, C])
+    final = [st for st in walk_stmts(func.body) if isinstance(st, For)
+             and any(isinstance(x, For) and x.var.name.endswith(".r")
+                     for x in walk_stmts(st.body))
+             and not any(isinstance(x, For) and x.kind is ForKind.VECTORIZED
+                         for x in walk_stmts(st.body))]
+    # the loops around the horizontal sums: the tile's two axes, both unrolled
+    assert [lp.kind for lp in final[-2:]] == [ForKind.UNROLLED, ForKind.UNROLLED], func
+
+
 def test_row_reduction_is_rfactored_into_vector_lanes() -> None:
     rng = np.random.default_rng(1)
     X = tex.placeholder((128, 256), "float32", name="X")

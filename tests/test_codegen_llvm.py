@@ -645,6 +645,36 @@ def _vector_ops(ir_text: str, op: str) -> int:
     return len(re.findall(rf"= {op}\b[^<\n]*<[0-9]+ x float>", ir_text))
 
 
+@pytest.mark.parametrize("rows, taps, hinted", [(8, 3, True), (4, 3, False), (2, 7, False)])
+def test_scheduled_nest_outer_loops_are_not_unrolled_by_llvm(rows: int, taps: int,
+                                                              hinted: bool) -> None:
+    # a nest the schedule shaped (a vectorized inner loop): a loop around a longer loop
+    # nest keeps its shape (LLVM at O3 unrolled outer loops of full unrolls, multiplying
+    # the code); the innermost loop (k, the taps) is still LLVM's to unroll, and so is a
+    # small nest (at most SMALL_NEST_TRIPS iterations in all: a pooling window)
+    from tex.codegen.emit import SMALL_NEST_TRIPS
+
+    assert hinted == (rows * taps > SMALL_NEST_TRIPS)
+    A = make_buffer("A", rows * taps * 8, float32)
+    B = make_buffer("B", rows * 8, float32)
+    i, k, j = (Var(n, int32, "axis") for n in "ikj")
+    row = Store(B, i * 8 + j, B[i * 8 + j] + A[(i * taps + k) * 8 + j] * 3.0)
+    body = loop(i, rows, loop(k, taps, loop(j, 8, row, ForKind.VECTORIZED)))
+    f = build_lowered(func("scheduled_nest", [A], [B], body))
+    assert _latch_hints(f.get_source("ll.raw")) == ([
+        '!{ !"llvm.loop.unroll.disable" } !{ !"llvm.loop.vectorize.enable", i1 0 }']
+        if hinted else [])
+    # i kept as a loop: one row's taps; else all unrolled
+    assert _vector_ops(f.get_source("ll"), "fmul") == (taps if hinted else rows * taps)
+    a = RNG.standard_normal(rows * taps * 8).astype(np.float32)
+    b = RNG.standard_normal(rows * 8).astype(np.float32)
+    want = b.reshape(rows, 8).copy()
+    for k in range(taps):  # the loop's order of additions (each a fused multiply-add)
+        want += a.reshape(rows, taps, 8)[:, k] * np.float32(3)
+    f(a, b)
+    np.testing.assert_allclose(b, want.ravel(), rtol=1e-6, atol=1e-6)
+
+
 def test_plain_nest_is_left_to_llvm() -> None:
     # every loop serial: no hints, and LLVM's loop vectorizer makes vectors of it (what a
     # TVM user's unscheduled loop gets there)

@@ -50,7 +50,10 @@ from ..lower.stmt import (
     Seq,
     Stmt,
     Store,
+    each_nested,
     run_nested,
+    stmt_children,
+    walk_stmts,
 )
 from . import ops, tables
 from .builder import FoldingBuilder
@@ -78,17 +81,63 @@ from .module import (
     lazy_parts,
 )
 
-__all__ = ["FunctionEmitter", "MAX_UNROLL"]
+__all__ = ["FunctionEmitter", "MAX_UNROLL", "SMALL_NEST_TRIPS", "llvm_unrolls",
+           "scheduled_nest"]
 
 MAX_UNROLL = 4096  # UNROLLED loops longer than this stay loops
+
+_SCHEDULED_KINDS = (ForKind.PARALLEL, ForKind.VECTORIZED, ForKind.UNROLLED)
+
+
+def scheduled_nest(nest: For) -> bool:
+    """Whether the schedule shaped the loop nest ``nest``: some loop of it is parallel,
+    vectorized or unrolled. LLVM leaves the loops of such a nest that hold longer loops as
+    they are (no unrolling or vectorization of its own: the schedule decided; unrolled
+    outer loops multiplied the code, and LLVM's unroller took 40% of a model gradient's
+    compile time for no speed), and may unroll its innermost and small loops (a GEMM's k
+    loop, a 3 x 3 window: that still pays; ``llvm_unrolls``); a plain nest (every loop
+    serial) is LLVM's to unroll and vectorize, as at O3."""
+    return any(isinstance(s, For) and s.kind in _SCHEDULED_KINDS for s in walk_stmts(nest))
+
+
+# a loop whose sub-nest of loops runs at most this many iterations in all (a 2 x 2 pooling
+# window, 3 x 3 convolution taps) stays LLVM's to unroll whole, as it would at O3
+SMALL_NEST_TRIPS = 16
+
+
+def llvm_unrolls(loop: For) -> bool:
+    """Whether LLVM may unroll ``loop`` in a nest the schedule shaped: an innermost loop (no
+    serial or parallel loop inside: vectorized loops become vector code, unrolled ones
+    copies), or one whose loops, with it, run at most ``SMALL_NEST_TRIPS`` iterations on
+    every path (constant extents). Unrolling a loop around longer loops multiplied the code
+    and bought no speed (see ``scheduled_nest``)."""
+    def trips(st: Stmt) -> Nested[int | None]:
+        # the most iterations of the serial/parallel loops on a path down from ``st``
+        # (None: a variable extent)
+        counts = yield from each_nested(trips, stmt_children(st))
+        inner = 1
+        for c in counts:
+            if c is None:
+                return None
+            inner = max(inner, c)
+        if isinstance(st, For) and st.kind in (ForKind.SERIAL, ForKind.PARALLEL):
+            if not isinstance(st.extent, Const):
+                return None
+            return int(st.extent.value) * inner
+        return inner
+
+    inside = run_nested(trips(loop.body))
+    if inside == 1:
+        return True  # innermost
+    total = run_nested(trips(loop))
+    return total is not None and total <= SMALL_NEST_TRIPS
 
 
 class FunctionEmitter:
     """Emits statements and expressions into one LLVM function (scalar code; subclasses
     add vector, parallel and GPU code)."""
 
-    # vectorized loops emitted as scalar code ask LLVM's vectorizer for them (``counted``);
-    # GPU kernels keep LLVM's defaults
+    # loops carry ``llvm.loop`` hints (``counted``); GPU kernels keep LLVM's defaults
     LOOP_HINTS = True
 
     def __init__(self, mod: ModuleEmitter, fn: ir.Function, in_parallel: bool) -> None:
@@ -109,6 +158,10 @@ class FunctionEmitter:
         # values derived from emitted instructions (splats, widenings, lane 0), under the
         # memo's dominance rules: (what, id of the source, detail) -> (source, value)
         self.derived: dict[tuple[str, int, object], tuple[ir.Value, ir.Value]] = {}
+        # whether the loops being emitted belong to a nest the schedule shaped (LLVM then
+        # unrolls only its innermost and small loops: ``scheduled_nest``); None
+        # outside any nest
+        self.scheduled: bool | None = True if in_parallel else None
 
     def bind_params(self, params: Sequence[Param]) -> None:
         """Name the function's arguments after ``params`` and make them its buffers and
@@ -588,6 +641,10 @@ class FunctionEmitter:
                     yield self.visit(child)
             case Store():
                 self.store(s)
+            case For() if self.scheduled is None:  # the outermost loop of a nest
+                self.scheduled = scheduled_nest(s)
+                yield self.loop(s)
+                self.scheduled = None
             case For():
                 yield self.loop(s)
             case LetStmt():
@@ -673,10 +730,12 @@ class FunctionEmitter:
         return lo, self.b.add(lo, ext, name=f"{local_name(s.var.name)}.end")
 
     @contextlib.contextmanager
-    def counted(self, name: str, lo: ir.Value, hi: ir.Value, vectorize: bool = False
-                ) -> Iterator[ir.Value]:
+    def counted(self, name: str, lo: ir.Value, hi: ir.Value, vectorize: bool = False,
+                llvm_unrolls: bool = True) -> Iterator[ir.Value]:
         """``for name in [lo, hi)``: yields the index; the body goes where the builder is.
-        ``vectorize`` asks LLVM's loop vectorizer for it (an ``llvm.loop`` hint)."""
+        In a nest the schedule shaped (``scheduled``), a loop LLVM should not unroll (not
+        ``llvm_unrolls``: see that function) carries hints keeping LLVM's unroller and
+        vectorizer off it; ``vectorize`` asks LLVM to vectorize the loop in any nest."""
         b = self.b
         name = local_name(name)
         counter = self.alloca(lo.type, f"{name}.addr")
@@ -694,8 +753,8 @@ class FunctionEmitter:
             b.store(b.add(i, ir.Constant(i.type, 1), name=f"{name}.next", flags=["nsw"]),
                     counter)
             latch = b.branch(cond)
-            if self.LOOP_HINTS and vectorize:
-                latch.set_metadata("llvm.loop", self.m.vectorize_loop_id())
+            if self.LOOP_HINTS and (vectorize or (self.scheduled and not llvm_unrolls)):
+                latch.set_metadata("llvm.loop", self.m.loop_id(vectorize))
         b.position_at_end(end)
         self.forget()  # what the body emitted does not dominate the exit
 
@@ -711,7 +770,8 @@ class FunctionEmitter:
         lo, hi = self.bounds(s)
         # a vectorized loop emitted here is scalar code (``VectorEmitter`` could not make
         # vectors of it): LLVM's loop vectorizer is asked to
-        with self.counted(s.var.name, lo, hi, vectorize=s.kind is ForKind.VECTORIZED) as i:
+        with self.counted(s.var.name, lo, hi, vectorize=s.kind is ForKind.VECTORIZED,
+                          llvm_unrolls=llvm_unrolls(s)) as i:
             self.vars[s.var] = i
             yield self.visit(s.body)
         del self.vars[s.var]

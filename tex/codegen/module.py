@@ -115,7 +115,7 @@ class ModuleEmitter:
         # outlined functions by ``outline_key``, with the notes emitting them made: an
         # identical parallel loop or nest calls the same function
         self.outlined: dict[str, tuple[ir.Function, tuple[str, ...]]] = {}
-        self._vectorize: ir.MDValue | None = None  # ``vectorize_loop_id``'s option
+        self._loop_options: dict[str, tuple[ir.MDValue, ...]] = {}  # ``loop_id``'s
         # the parallel loops' wrappers by closure type (``ParallelEmitter.parallel``)
         self.wrappers: dict[str, ir.Function] = {}
 
@@ -133,16 +133,20 @@ class ModuleEmitter:
         name = ".".join([base, *(mangle(t) for t in overloads)])
         return self.declare(name, ret, args)
 
-    def vectorize_loop_id(self) -> ir.MDValue:
-        """A fresh ``llvm.loop`` ID asking LLVM to vectorize the loop: a vectorized loop
-        that tex emits as scalar code (a variable extent, ...). (Telling LLVM to leave the
-        loops of scheduled nests alone saved 40% of its time but cost mobilenet_v2, unet,
-        mnist and lstm 6-11% of their speed: its unroller still helps some of them.)"""
-        if self._vectorize is None:
-            self._vectorize = self.ir.add_metadata(
-                [ir.MetaDataString(self.ir, "llvm.loop.vectorize.enable"), ir.Constant(I1, 1)])
+    def loop_id(self, vectorize: bool = False) -> ir.MDValue:
+        """A fresh ``llvm.loop`` ID: by default telling LLVM not to unroll or vectorize the
+        loop (a loop of a nest the schedule shaped: ``emit.scheduled_nest``); with
+        ``vectorize``, asking LLVM to vectorize it (a vectorized loop tex emits scalar)."""
+        key = "vectorize" if vectorize else "scheduled"
+        if key not in self._loop_options:
+            def option(name: str, *value: ir.Value) -> ir.MDValue:
+                return self.ir.add_metadata([ir.MetaDataString(self.ir, name), *value])
+            self._loop_options[key] = \
+                (option("llvm.loop.vectorize.enable", ir.Constant(I1, 1)),) if vectorize else \
+                (option("llvm.loop.unroll.disable"),
+                 option("llvm.loop.vectorize.enable", ir.Constant(I1, 0)))
         loop_id = _LoopID(self.ir, [], name=str(len(self.ir.metadata)))
-        loop_id.operands = (loop_id, self._vectorize)
+        loop_id.operands = (loop_id, *self._loop_options[key])
         return loop_id
 
     def check_number(self, op: BoundsReportOp) -> ir.Constant:

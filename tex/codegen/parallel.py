@@ -46,7 +46,7 @@ from ..lower.stmt import (
     symbol_name,
     walk_stmts,
 )
-from .emit import FunctionEmitter
+from .emit import FunctionEmitter, llvm_unrolls
 from .irtypes import I32, I64, PTR, VOID, local_name, scalar_type
 from .module import ERRORS, ModuleEmitter
 from .vector import VectorEmitter
@@ -221,7 +221,7 @@ class ParallelEmitter(VectorEmitter):
             a_lo, a_hi = inner.fn.args[-2:]
             a_lo.name = f"{local_name(s.var.name)}.lo"
             a_hi.name = f"{local_name(s.var.name)}.hi"
-            with inner.counted(s.var.name, a_lo, a_hi) as i:
+            with inner.counted(s.var.name, a_lo, a_hi, llvm_unrolls=llvm_unrolls(s)) as i:
                 inner.vars[s.var] = i
                 inner.stmt(s.body)
             inner.finish()

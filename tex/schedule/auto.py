@@ -842,6 +842,10 @@ class AutoScheduler:
         else:
             st.reorder(*outer, *inner_o, *inner_i, *reduce_leaves)
             self.parallel_outer(st, [*outer, *inner_o], work)
+        # the tile's horizontal sums, one per accumulator: straight code, as the partial
+        # sums' loops are (LLVM unrolls only innermost loops of scheduled nests)
+        for a in inner_i:
+            st.unroll(a)
         pst = self.s[part]
         if attach is not None:
             pst.compute_at(st, _current(st, attach))
