@@ -43,7 +43,9 @@ two FLOPs each; elementwise work is not counted).
 
 Prints a table per thread count, a compile table and the misses of issue 23's targets (fb
 <= 1.0x PyTorch eager; fb <= 3x tex's own forward; compile <= 1 s median and <= 2 s max
-cold, <= 0.1 s warm); JSON goes to ``benchmarks/results/models.json``. Exit status 1 when a
+cold, <= 0.1 s warm: the build from the disk cache, issue 23's "a second process builds
+the same program in <= 0.1 s", and, stricter, differentiate + auto_schedule + build); JSON
+goes to ``benchmarks/results/models.json``. Exit status 1 when a
 check fails (a torch.compile failure is only recorded).
 """
 from __future__ import annotations
@@ -266,6 +268,8 @@ def targets(rows: list[dict[str, Any]], threads: list[int]) -> tuple[str, dict[s
             colds.append(c["total_s"])
             if c["total_s"] > MAX_COLD_S:
                 out.append(f"cold compile {c['total_s']:.2f} s")
+            if c.get("warm", {}).get("build_s", 0) > MAX_WARM_S:
+                out.append(f"warm build {c['warm']['build_s']:.3f} s")
             if c.get("warm", {}).get("total_s", 0) > MAX_WARM_S:
                 out.append(f"warm compile {c['warm']['total_s']:.3f} s")
         if r.get("errors"):
@@ -274,7 +278,8 @@ def targets(rows: list[dict[str, Any]], threads: list[int]) -> tuple[str, dict[s
     median = statistics.median(colds) if colds else None
     lines = [f"targets (issue 23): fb <= {MAX_FB_OVER_TORCH}x PyTorch eager, fb/fwd <= "
              f"{MAX_FB_OVER_FWD}, cold compile <= {MAX_COLD_MEDIAN_S} s median (here "
-             f"{_f(median)} s) and <= {MAX_COLD_S} s max, warm <= {MAX_WARM_S} s", "",
+             f"{_f(median)} s) and <= {MAX_COLD_S} s max, warm build (and all) <= {MAX_WARM_S} s",
+             "",
              "| layer | misses |", "|---|---|"]
     lines += [f"| {name} | {'; '.join(m) or 'none'} |" for name, m in misses.items()]
     return "\n".join(lines), {"cold_median_s": median, "misses": misses}

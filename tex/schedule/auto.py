@@ -820,6 +820,9 @@ class AutoScheduler:
             inner_i.append(ai)
         reduce_leaves = [a for a in st.leaf_iter_vars if a.kind == "reduce"]
         attach = inner_o[-1] if inner_o else (outer[-1] if outer else None)
+        # the horizontal sums' tile loops, the longer side outermost as in the partial sums
+        if len(blocked) == 2 and tiles[blocked[0]] < tiles[blocked[1]]:
+            inner_i.reverse()
         if len(blocked) == 2:
             # the second operand's few rows stay in L1 while a block of the first one's
             # tiles (sized for half the L2) streams past them
