@@ -185,20 +185,25 @@ def partition_loops(func: LoweredFunc) -> LoweredFunc:
     def has_vector(root: Stmt) -> bool:
         return run_nested(vectorized(root))
 
-    def guards(body: Stmt) -> list[tuple[Stmt, Expr]]:
-        """Guards worth peeling, with their conditions: ifs in or around a vectorized loop,
-        where a guard costs lane masks on every iteration (elsewhere a branch is cheap and
-        the copies only lengthen compilation), and the blends of guarded reduction updates
-        in vectorized loops (``acc = select(c, acc + x, acc)``: a blend per update)."""
-        found: list[tuple[Stmt, Expr]] = []
+    def guards(body: Stmt) -> list[tuple[Stmt, Expr, bool]]:
+        """Guards worth peeling, with their conditions and whether the guard is dropped
+        where they hold (else a select the narrowed domain decides, ``_decided_selects``):
+        ifs in or around a vectorized loop, where a guard costs lane masks on every
+        iteration (elsewhere a branch is cheap and the copies only lengthen compilation),
+        the blends of guarded reduction updates in vectorized loops (``acc = select(c, acc
+        + x, acc)``: a blend per update), and the selects stored by vectorized loops
+        (``pad[..] = select(interior, x[..], 0)``: a padded copy, a blend per vector)."""
+        found: list[tuple[Stmt, Expr, bool]] = []
         stack: list[tuple[Stmt, bool]] = [(body, False)]
         while stack:
             st, in_vector = stack.pop()
             if isinstance(st, IfThenElse) and st.else_case is None and (
                     in_vector or has_vector(st.then_case)):
-                found.append((st, st.cond))
+                found.append((st, st.cond, True))
             elif in_vector and _blend(st) is not None:
-                found.append((st, _blend(st).cond))  # type: ignore[union-attr]
+                found.append((st, _blend(st).cond, True))  # type: ignore[union-attr]
+            elif in_vector and isinstance(st, Store) and isinstance(st.value, Select):
+                found.append((st, st.value.cond, False))
             vec = in_vector or (isinstance(st, For) and st.kind is ForKind.VECTORIZED)
             stack.extend((c, vec) for c in stmt_children(st))
         return found
@@ -210,8 +215,16 @@ def partition_loops(func: LoweredFunc) -> LoweredFunc:
             hi0 = lo0 + n
             lo, hi = lo0, hi0
             decided: dict[int, list[Expr]] = {}
-            for g, cond in guards(s.body):
-                r = _true_range(cond, s.var, an)
+            narrowed = False
+            found = guards(s.body)
+            # where a split's shifted last tile (``min(o * 8, 50)``) is not yet in play,
+            # the conditions are affine in the loop variable: partitioned there
+            top = _linear_top(s.var, [c for _, c, _ in found], hi0)
+            if top is not None:
+                hi = top
+                an_v = Analyzer({**dom, s.var: Interval(lo0, top - 1)})
+            for g, cond, drop in found:
+                r = _true_range(cond if top is None else an_v.rewrite(cond), s.var, an)
                 if r is None:
                     continue
                 new_lo = max(lo, r[0]) if r[0] is not None else lo
@@ -219,20 +232,26 @@ def partition_loops(func: LoweredFunc) -> LoweredFunc:
                 if new_lo >= new_hi:
                     continue  # holds nowhere together with the others: stays a guard
                 lo, hi = new_lo, new_hi
-                decided[id(g)] = r[2]
-            if decided and lo < hi and (lo, hi) != (lo0, hi0):
+                if drop:
+                    decided[id(g)] = r[2]
+                narrowed = True
+            if narrowed and lo < hi and (lo, hi) != (lo0, hi0):
                 # in [lo, hi) the comparisons on the loop variable hold: keep only the rest,
                 # and the selects they decide there (an inlined producer's guards) resolved
                 body = _decided_selects(_drop_guards(s.body, decided),
                                         Analyzer({**dom, s.var: Interval(lo, hi - 1)}))
                 middle = yield visit(For(s.var, i32(lo), i32(hi - lo), s.kind, body,
                                          s.thread_tag))
-                # the peeled parts keep their guards; their loops get fresh variables (a
-                # loop variable is bound by exactly one loop)
-                head = _rename_loop(For(s.var, i32(lo0), i32(lo - lo0), s.kind, s.body,
-                                        s.thread_tag)) if lo > lo0 else None
-                tail = _rename_loop(For(s.var, i32(hi), i32(hi0 - hi), s.kind, s.body,
-                                        s.thread_tag)) if hi < hi0 else None
+                # the peeled parts keep their guards, less the selects their own ranges
+                # decide (a padded copy's border rows: zeros); their loops get fresh
+                # variables (a loop variable is bound by exactly one loop)
+                def peeled(a: int, b: int) -> For:
+                    part = _decided_selects(s.body, Analyzer({**dom, s.var: Interval(a, b - 1)}))
+                    return _rename_loop(For(s.var, i32(a), i32(b - a), s.kind, part,
+                                            s.thread_tag))
+
+                head = peeled(lo0, lo) if lo > lo0 else None
+                tail = peeled(hi, hi0) if hi < hi0 else None
                 return seq(head, middle, tail)
         return with_stmt_children(s, (yield from each_nested(visit, stmt_children(s))))
 
@@ -286,6 +305,38 @@ def tighten_vector_loops(func: LoweredFunc) -> LoweredFunc:
     return LoweredFunc(func.name, func.params, run_nested(visit(func.body)), func.attrs)
 
 
+def _linear_top(var: Var, conds: list[Expr], hi: int) -> int | None:
+    """The end of the loop range below ``hi`` where every ``min(a * var + k, c)`` (a > 0;
+    the index of a split's tile shifted inwards) in ``conds`` is its first operand, when
+    some is not there; None when none is, or it is nowhere."""
+    top: int | None = None
+    for cond in conds:
+        for node in post_order(cond):
+            if not (isinstance(node, Binary) and node.op is Op.MIN and
+                    isinstance(node.b, Const)):
+                continue
+            a, k = _affine_in(node.a, var)
+            if a is None or a <= 0:
+                continue
+            end = (int(node.b.value) - k) // a + 1  # the first value where it is c
+            if end < hi:
+                top = end if top is None else min(top, end)
+    return top if top is not None and top > 0 else None
+
+
+def _affine_in(e: Expr, var: Var) -> tuple[int | None, int]:
+    """``(a, k)`` when ``e`` is ``a * var + k`` with constants, else ``(None, 0)``."""
+    match e:
+        case Var() if e is var:
+            return 1, 0
+        case Binary(Op.MUL, Var() as v, Const(value=c)) if v is var:
+            return int(c), 0
+        case Binary(Op.ADD, x, Const(value=c)):
+            a, k = _affine_in(x, var)
+            return a, k + int(c)
+    return None, 0
+
+
 def _blend(s: Stmt) -> Select | None:
     """The select of a guarded update ``buf[i] = select(c, new, buf[i])``, else None."""
     if isinstance(s, Store) and isinstance(s.value, Select):
@@ -327,6 +378,8 @@ def _decided_selects(body: Stmt, an: Analyzer) -> Stmt:
             c = an.rewrite(e.cond)
             if isinstance(c, Const):
                 return e.a if c.value else e.b
+            if c is not e.cond:  # what the domain decides of it goes (the rest stays)
+                return Select(c, e.a, e.b)
         return None
 
     return map_exprs(body, lambda e: rewrite(e, decide, memo))
