@@ -364,3 +364,41 @@ def test_exact_arguments_take_the_fast_path_and_others_the_full_checks(
     with pytest.raises(ValueError, match="shares memory"):
         f(out, out)
     assert calls == [1, 1]
+
+
+def test_build_pauses_the_garbage_collector_and_restores_it() -> None:
+    """The cyclic collector is off during a build (llvmlite's IR is a graph of cycles its
+    full passes walked again and again) and on again after, also when the build fails; a
+    collector the user turned off stays off."""
+    import gc
+
+    from tex.runtime import jit
+    from tex.runtime.diskcache import DiskCache
+
+    seen: list[bool] = []
+    A = tex.placeholder((16,), "float32", name="A")
+    B = tex.compute((16,), lambda i: A[i] * 2.0, name="B")
+    jit.clear_cache()
+    real = jit.jit_compile
+
+    def spy(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return real(*args, **kwargs)
+
+    assert gc.isenabled()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(jit, "DISK", DiskCache(None))  # every build compiles
+        mp.setattr(tex.build, "jit_compile", spy)
+        tex.build([B], name="gc_paused")
+        assert seen == [False] and gc.isenabled()
+        with pytest.raises(TypeError):
+            tex.build([B], [A, "B"], name="gc_failed")
+        assert gc.isenabled()
+        gc.disable()
+        try:
+            jit.clear_cache()
+            tex.build([B], name="gc_user_off")
+            assert seen == [False, False] and not gc.isenabled()
+        finally:
+            gc.enable()
+    jit.clear_cache()
