@@ -141,17 +141,25 @@ def _kernel(func: LoweredFunc, target: str, options: CodegenOptions) -> tuple[Ke
     the in-process cache, the disk cache, or compiled now (and stored in both)."""
     with debug.timed("build.cache_key"):
         key = cache_key(func, target, options)
+    kernel = _cached_kernel(key)
+    if kernel is None:
+        with debug.timed("legalize"):
+            legal = legalize(func, target)
+        debug.dump("legalize", legal)
+        kernel = CACHE.put(key, jit_compile(compile_llvm(legal, options), key))
+    return kernel, key
+
+
+def _cached_kernel(key: str) -> Kernel | None:
+    """The kernel of ``key`` from the in-process cache, else from the disk cache (another
+    process compiled it: no LLVM work; then kept in the in-process cache); None."""
     kernel = CACHE.get(key)
     if kernel is None:
         with debug.timed("build.disk_load"):
-            kernel = load_cached(key)  # another process compiled it: no LLVM work
-        if kernel is None:
-            with debug.timed("legalize"):
-                legal = legalize(func, target)
-            debug.dump("legalize", legal)
-            kernel = jit_compile(compile_llvm(legal, options), key)
-        kernel = CACHE.put(key, kernel)
-    return kernel, key
+            kernel = load_cached(key)
+        if kernel is not None:
+            kernel = CACHE.put(key, kernel)
+    return kernel
 
 
 def _build_cpu(func: LoweredFunc, target: str, options: CodegenOptions, front: str | None
@@ -200,13 +208,9 @@ def _build_front(front: str, sch: Any, args: Sequence[Tensor | Var], name: str, 
     entry = FRONT.get(front)
     if entry is None or len(entry.outputs) != len(args):
         return None
-    kernel = CACHE.get(entry.key)
+    kernel = _cached_kernel(entry.key)
     if kernel is None:
-        with debug.timed("build.disk_load"):
-            kernel = load_cached(entry.key)
-        if kernel is None:
-            return None
-        kernel = CACHE.put(entry.key, kernel)
+        return None
 
     def lowered_again() -> LoweredFunc:
         func = lower(sch, args, name=name)

@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple, TypeVar
 
 import sympy
 
@@ -82,6 +82,8 @@ SYMPY_FLOAT_BINARY: dict[Op, FloatOp] = {
     Op.MAX: FloatOp(lambda a, b: sympy.Max(a, b), max),
     Op.MIN: FloatOp(lambda a, b: sympy.Min(a, b), min),
 }
+
+T = TypeVar("T")
 
 # sympy.simplify is tried only on expressions with at most this many operations (it is slow)
 FLOAT_SIMPLIFY_MAX_OPS = 120
@@ -173,21 +175,26 @@ _SCREEN_DIGITS = 30
 _SCREEN_TOLERANCE = sympy.Float("1e-12", _SCREEN_DIGITS)
 
 
+def _screen_points(atoms: Sequence[T], is_condition: Callable[[T], bool]
+                   ) -> Iterator[dict[T, int | bool]]:
+    """The points both screens try (``_SCREEN_POINTS``): each real atom's value as ``k``,
+    the rational ``k / 7`` in [1/7, 3]; each condition's truth: all true, all false, then
+    mixed. A deterministic local generator picks them."""
+    rng = random.Random(0)
+    for point in range(_SCREEN_POINTS):
+        yield {a: (point == 0 or (point == 2 and rng.random() < 0.5)) if is_condition(a)
+               else rng.randint(1, 21) for a in atoms}
+
+
 def _screen_nonzero(e: SympyExpr) -> bool:
     """Whether ``e`` is clearly not identically zero: it evaluates (to 30 digits) to a
     real number away from 0 at a point of its atoms (rationals in [1/7, 3], conditions all
     true, all false, then mixed). A deterministic local generator picks the points; an
     evaluation that fails or is not real (a log of a negative...) proves nothing."""
     symbols = sorted(e.free_symbols, key=lambda x: x.name)
-    rng = random.Random(0)
-    for point in range(_SCREEN_POINTS):
-        values: dict[Any, Any] = {}
-        for x in symbols:
-            if x.is_real:
-                values[x] = sympy.Rational(rng.randint(1, 21), 7)
-            else:  # a condition
-                values[x] = sympy.true if point == 0 or (point == 2 and rng.random() < 0.5) \
-                    else sympy.false
+    for point in _screen_points(symbols, lambda x: not x.is_real):
+        values = {x: sympy.Rational(k, 7) if not isinstance(k, bool) else sympy.sympify(k)
+                  for x, k in point.items()}
         try:
             v = e.xreplace(values).evalf(_SCREEN_DIGITS)
         except Exception:  # sympy raises many kinds on odd values; nothing is learnt
@@ -197,16 +204,15 @@ def _screen_nonzero(e: SympyExpr) -> bool:
     return False
 
 
-# the float screen: points tried, and "clearly not zero": the value against the largest
-# magnitude met while evaluating (an identity leaves a few rounding errors of that size)
-_FLOAT_SCREEN_POINTS = 3
+# the float screen's "clearly not zero": the value against the largest magnitude met while
+# evaluating (an identity leaves a few rounding errors of that size)
 _FLOAT_SCREEN_RELATIVE = 1e-9
 
 
 def _float_screen(expr: Expr) -> bool | None:
     """The screen of ``_screen_nonzero`` on the expression itself, in Python floats, before
     the (much slower) conversion to sympy: the atoms as ``_FloatToSympy`` makes them, each
-    given a value (rationals in [1/7, 3], conditions all true, all false, then mixed).
+    given the values of ``_screen_points``.
 
     True: not a constant (two points give clearly different values), so neither zero nor
     a non-zero constant; False: no atoms, and clearly not zero; None: nothing learnt (the
@@ -215,15 +221,10 @@ def _float_screen(expr: Expr) -> bool | None:
     nodes = list(post_order(expr))
     is_atom = _FloatToSympy._is_atom
     atoms = [n for n in nodes if is_atom(n)]
-    rng = random.Random(0)
     seen: list[tuple[float, float]] = []  # (value, the largest magnitude met) per point
-    for point in range(_FLOAT_SCREEN_POINTS):
-        values: dict[Expr, Any] = {}
-        for a in atoms:
-            if a.dtype.is_bool:
-                values[a] = point == 0 or (point == 2 and rng.random() < 0.5)
-            else:
-                values[a] = rng.randint(1, 21) / 7
+    for point in _screen_points(atoms, lambda a: a.dtype.is_bool):
+        values: dict[Expr, Any] = {a: k if isinstance(k, bool) else k / 7
+                                   for a, k in point.items()}
         top = 1.0
         try:
             for n in nodes:

@@ -129,8 +129,8 @@ def llvm_unrolls(loop: For) -> bool:
     inside = run_nested(trips(loop.body))
     if inside == 1:
         return True  # innermost
-    total = run_nested(trips(loop))
-    return total is not None and total <= SMALL_NEST_TRIPS
+    return inside is not None and isinstance(loop.extent, Const) and \
+        int(loop.extent.value) * inside <= SMALL_NEST_TRIPS
 
 
 class FunctionEmitter:

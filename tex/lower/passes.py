@@ -219,7 +219,7 @@ def partition_loops(func: LoweredFunc) -> LoweredFunc:
             found = guards(s.body)
             # where a split's shifted last tile (``min(o * 8, 50)``) is not yet in play,
             # the conditions are affine in the loop variable: partitioned there
-            top = _linear_top(s.var, [c for _, c, _ in found], hi0)
+            top = _linear_top(s.var, [c for _, c, _ in found], hi0, an)
             if top is not None:
                 hi = top
                 an_v = Analyzer({**dom, s.var: Interval(lo0, top - 1)})
@@ -305,7 +305,7 @@ def tighten_vector_loops(func: LoweredFunc) -> LoweredFunc:
     return LoweredFunc(func.name, func.params, run_nested(visit(func.body)), func.attrs)
 
 
-def _linear_top(var: Var, conds: list[Expr], hi: int) -> int | None:
+def _linear_top(var: Var, conds: list[Expr], hi: int, an: Analyzer) -> int | None:
     """The end of the loop range below ``hi`` where every ``min(a * var + k, c)`` (a > 0;
     the index of a split's tile shifted inwards) in ``conds`` is its first operand, when
     some is not there; None when none is, or it is nowhere."""
@@ -313,28 +313,16 @@ def _linear_top(var: Var, conds: list[Expr], hi: int) -> int | None:
     for cond in conds:
         for node in post_order(cond):
             if not (isinstance(node, Binary) and node.op is Op.MIN and
-                    isinstance(node.b, Const)):
+                    isinstance(node.b, Const) and node.dtype.is_int):
                 continue
-            a, k = _affine_in(node.a, var)
-            if a is None or a <= 0:
+            lf = an.linear(node.a)
+            a = lf.terms.get(var, 0)
+            if a <= 0 or len(lf.terms) != 1:
                 continue
-            end = (int(node.b.value) - k) // a + 1  # the first value where it is c
+            end = (int(node.b.value) - lf.const) // a + 1  # the first value where it is c
             if end < hi:
                 top = end if top is None else min(top, end)
     return top if top is not None and top > 0 else None
-
-
-def _affine_in(e: Expr, var: Var) -> tuple[int | None, int]:
-    """``(a, k)`` when ``e`` is ``a * var + k`` with constants, else ``(None, 0)``."""
-    match e:
-        case Var() if e is var:
-            return 1, 0
-        case Binary(Op.MUL, Var() as v, Const(value=c)) if v is var:
-            return int(c), 0
-        case Binary(Op.ADD, x, Const(value=c)):
-            a, k = _affine_in(x, var)
-            return a, k + int(c)
-    return None, 0
 
 
 def _blend(s: Stmt) -> Select | None:
