@@ -118,6 +118,8 @@ class ModuleEmitter:
         self._loop_options: dict[str, tuple[ir.MDValue, ...]] = {}  # ``loop_id``'s
         # the parallel loops' wrappers by closure type (``ParallelEmitter.parallel``)
         self.wrappers: dict[str, ir.Function] = {}
+        # indices computed in int64 (``FunctionEmitter.address``), by index
+        self.wide_indices: dict[Expr, Expr] = {}
 
     # -- declarations and helper functions ---------------------------------------------
     def declare(self, name: str, ret: ir.Type, args: Sequence[ir.Type]) -> ir.Function:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import llvmlite.ir as ir
 
@@ -33,7 +33,8 @@ from ..arith.logic_rules import chain_operands
 from ..dtype import DType
 from ..ir.expr import Binary, Cast, Const, Expr, Op, Reduce, TensorRead, Var
 from ..ir.tensor import Tensor
-from ..ir.visit import post_order
+from ..ir.visit import post_order, substitute
+from ..lower.bounds_check import is_report
 from ..lower.stmt import (
     Allocate,
     For,
@@ -226,6 +227,10 @@ class VectorEmitter(FunctionEmitter):
         self.mask: ir.Value | None = None
         self.lets: dict[Var, Expr] = {}  # let-bound vector variables -> their values
         self.private: set[Tensor] = set()  # buffers allocated inside vector code
+        # the first lane's value of ``vvar`` (the chunk base), and per index read or
+        # written in vector code, how it is reached and its first lane's expression
+        self.lane0_var: Var | None = None
+        self.ways: dict[tuple[Expr, bool], tuple[str, Expr] | None] = {}
 
     # -- vector state ------------------------------------------------------------------
     @contextlib.contextmanager
@@ -234,11 +239,14 @@ class VectorEmitter(FunctionEmitter):
         ``base_align``, every lane active."""
         self.vbase_align = base_align
         self.lanes, self.vvar, self.mask = lanes, var, None
+        self.lane0_var = Var(f"{var.name}.lane0", var.dtype)
         try:
             yield
         finally:
             self.lanes, self.vvar, self.mask = 0, None, None
+            self.lane0_var = None
             self.lets.clear()
+            self.ways.clear()
 
     @contextlib.contextmanager
     def scope(self, mask: ir.Value) -> Iterator[None]:
@@ -311,8 +319,10 @@ class VectorEmitter(FunctionEmitter):
         with super().let(s):
             if self.lanes and lanes_of(self.vars[s.var]):
                 self.lets[s.var] = s.value
+                self.ways.clear()
             yield
-            self.lets.pop(s.var, None)
+            if self.lets.pop(s.var, None) is not None:
+                self.ways.clear()
 
     @contextlib.contextmanager
     def allocation(self, s: Allocate) -> Iterator[None]:
@@ -350,6 +360,8 @@ class VectorEmitter(FunctionEmitter):
         n = int(s.extent.value)  # type: ignore[attr-defined]
         w = min(n, self.m.max_lanes)
         lo, _ = self.bounds(s)
+        if self.widens(s.var):  # (the chunk base counts in i64; the lanes stay int32)
+            lo = self.to_i64(lo, s.var.dtype)
         full, rest = divmod(n, w)
         t = lo.type
         lo_c = int(s.min.value) if isinstance(s.min, Const) else None
@@ -371,17 +383,91 @@ class VectorEmitter(FunctionEmitter):
 
     def vector_body(self, s: For, base: ir.Value, w: int, align: int = 1) -> Nested[None]:
         """One chunk of ``w`` lanes from ``base`` (a multiple of ``align``)."""
-        t = base.type
-        steps = ir.Constant(ir.VectorType(t, w), [ir.Constant(t, k) for k in range(w)])
         self.forget_var(s.var)
         with self.vector_scope(w, s.var, align):
-            self.vars[s.var] = self.b.add(self.splat(base, w), steps,
+            first = self.lane0_var
+            assert first is not None
+            self.bind_counter(first, base)
+            b0 = self.vars[first]
+            t = b0.type
+            steps = ir.Constant(ir.VectorType(t, w), [ir.Constant(t, k) for k in range(w)])
+            self.vars[s.var] = self.b.add(self.splat(b0, w), steps,
                                           name=local_name(s.var.name))
             yield self.visit(s.body)
             del self.vars[s.var]
+            self.unbind(first)
+            self.forget_var(first)
         self.forget_var(s.var)
 
     # -- memory ------------------------------------------------------------------------
+    def way(self, index: Expr, load: bool) -> tuple[str, Expr | None] | None:
+        """How vector code reaches memory at ``index`` when its lanes differ and one
+        address serves them all: ("contiguous", ...), for loads also ("strideK", ...) and
+        ("dupK", ...) (``access``), with the index of the first lane as an int64
+        expression (``vvar`` replaced by the chunk base, through the lets; None where a
+        let would read memory again); None for a gather or a scatter, or an index the
+        same for every lane.
+
+        Emitting the first lane's index directly, not the index vector and then its
+        first element, keeps vector code's address arithmetic scalar: the IR is smaller
+        and LLVM has less to fold (a third of the instructions of a convolution's body).
+        """
+        key = (index, load, self.mask is None)
+        if key in self.ways:
+            return self.ways[key]
+        assert self.vvar is not None and self.lane0_var is not None
+        stride = lane_stride(index, self.vvar, self.lets)
+        how = None
+        if stride == 1:
+            how = "contiguous"
+        elif load and stride is not None and 2 <= stride <= 4:
+            how = f"stride{stride}"
+        elif load and stride is None and self.mask is None:
+            k = dup_factor(index, self.vvar, self.lets)
+            if k and self.lanes % k == 0 and self.vbase_align % k == 0:
+                how = f"dup{k}"
+        out = None
+        if how is not None:
+            first = self.first_lane(index)
+            out = (how, None if first is None else self.address(first))
+        self.ways[key] = out
+        return out
+
+    def first_lane(self, index: Expr) -> Expr | None:
+        """``index`` at the first lane; None when that would read memory again (a let
+        that loads: it is not evaluated twice). (A read in ``index`` itself is the same
+        for every lane, else ``index`` would have no lane stride: it stays as it is.)"""
+        assert self.vvar is not None and self.lane0_var is not None
+        mapping: dict[Expr, Expr] = {self.vvar: self.lane0_var}
+        for v, val in self.lets.items():  # (in binding order: a let may use earlier ones)
+            mapping[v] = substitute(val, mapping)
+        used = [mapping[n] for n in post_order(index) if n in self.lets]
+        if any(isinstance(n, TensorRead) for n in post_order(*used)):
+            return None
+        return substitute(index, mapping)
+
+    def operands(self, node: Expr) -> Sequence[Expr]:
+        """In vector code, a read whose lanes share one address is emitted from its
+        first lane's index (``way``)."""
+        if self.lanes and isinstance(node, TensorRead) and not is_report(node.tensor):
+            w = None if node.tensor in self.private else self.way(node.indices[0], load=True)
+            # (other reads in vector code: the index vector, or a lane-invariant index)
+            if w is not None and w[1] is not None:
+                return (w[1],)
+            if lane_stride(node.indices[0], self.vvar, self.lets) != 0:  # type: ignore
+                return node.children()
+        return super().operands(node)
+
+    def index_value(self, buf: Tensor, index: Expr) -> ir.Value:
+        """In vector code, the first lane's index where the lanes share one address."""
+        if self.lanes:
+            w = None if buf in self.private else self.way(index, load=False)
+            if w is not None and w[1] is not None:
+                return self.value(w[1])
+            if lane_stride(index, self.vvar, self.lets) != 0:  # type: ignore[arg-type]
+                return self.value(index)
+        return super().index_value(buf, index)
+
     def access(self, buf: Tensor, index: Expr, ix: ir.Value,
                vector_value: bool = False, load: bool = False) -> tuple[str, ir.Value]:
         """In vector code also ("contiguous", i64 index of lane 0) and ("gather",
@@ -395,23 +481,14 @@ class VectorEmitter(FunctionEmitter):
                 return "contiguous", self.b.mul(i64, ir.Constant(I64, n))
             steps = ir.Constant(ir.VectorType(I64, n), [ir.Constant(I64, k) for k in range(n)])
             return "gather", self.b.add(self.b.mul(i64, constant(i64.type, n)), steps)
+        w = self.way(index, load) if n else None
+        if w is not None:  # (``ix`` is the first lane's index: ``operands``, ``index_value``)
+            return w[0], self.lane0_index(ix, d) if lanes_of(ix) else self.to_i64(ix, d)
         if n == 0 or (not lanes_of(ix) and self.mask is None and not vector_value):
             return super().access(buf, index, ix, vector_value, load)
         if load and not lanes_of(ix):
             # one element for every lane, under a mask: read once if any lane is on
             return "uniform", self.to_i64(ix, d)
-        assert self.vvar is not None
-        if lanes_of(ix) and lane_stride(index, self.vvar, self.lets) == 1:
-            return "contiguous", self.lane0_index(ix, d)
-        if load and lanes_of(ix):
-            # (masked or not: a masked span load enables only the lanes' own elements)
-            stride = lane_stride(index, self.vvar, self.lets)
-            if stride is not None and 2 <= stride <= 4:
-                return f"stride{stride}", self.lane0_index(ix, d)
-        if load and lanes_of(ix) and self.mask is None:
-            k = dup_factor(index, self.vvar, self.lets)
-            if k and n % k == 0 and self.vbase_align % k == 0:
-                return f"dup{k}", self.lane0_index(ix, d)
         return "gather", self.to_i64(self.splat(ix, n), d)
 
     def lane0_index(self, ix: ir.Value, d: DType) -> ir.Value:

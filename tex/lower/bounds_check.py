@@ -30,7 +30,7 @@ checks wrap the inlined value instead (``wrap_inlined``, the ``Inliner`` hook).
 ``strip_checks`` takes the checks out again (``build(..., bounds_check=False)``).
 
 A checked index whose interval leaves the int32 range (``i + n`` with a scalar ``n``,
-``I[i] * 4``) is checked and reported in int64 (``_wide``): computed in int32 it could
+``I[i] * 4``) is checked and reported in int64 (``wide_index``): computed in int32 it could
 wrap and pass the check at a wrong element, or report a wrapped value. The read itself
 keeps the int32 index when only ``+``, ``-`` and ``*`` compute it (wrapping is modular:
 where the wide value is in bounds the narrow one equals it), else reads at the int64 index.
@@ -65,7 +65,7 @@ from ..ir.visit import post_order, rewrite, topo_sort_ops
 from .stmt import LoweredFunc, map_exprs, stmt_exprs, walk_stmts
 
 __all__ = ["BoundsReportOp", "ReadChecker", "check_program", "is_report", "strip_checks",
-           "report_ops"]
+           "report_ops", "wide_index"]
 
 
 class BoundsReportOp(PlaceholderOp):
@@ -361,7 +361,7 @@ _MODULAR = (Op.ADD, Op.SUB, Op.MUL)  # int32 results congruent to the exact ones
 _NON_MODULAR = (Op.DIV, Op.FLOORDIV, Op.FLOORMOD, Op.MIN, Op.MAX)
 
 
-def _wide(ix: Expr) -> tuple[Expr, bool]:
+def wide_index(ix: Expr) -> tuple[Expr, bool]:
     """``ix`` computed in int64 (the integer arithmetic rebuilt over its leaves, each cast:
     variables, reads, constants, casts), and whether only modular operations (``+ - *``,
     negation, selects between such values) compute it."""
@@ -503,7 +503,7 @@ class ReadChecker:
             ix = read.indices[d]
             n = int(read.tensor.shape[d])
             if (key, d) in self.wide:
-                ix, modular = _wide(ix)
+                ix, modular = wide_index(ix)
                 if not modular and value is read:  # a direct read: at the exact index
                     indices = list(read.indices)
                     indices[d] = ix
