@@ -585,17 +585,27 @@ def test_vectorized_with_inner_loop_let_and_reduction() -> None:
     np.testing.assert_allclose(c, (a.reshape(K, n) ** 2).sum(0), rtol=1e-6)
 
 
-def test_loops_count_in_i64_and_addresses_need_no_sign_extension() -> None:
+@pytest.mark.parametrize("outer", [ForKind.SERIAL, ForKind.PARALLEL])
+def test_loops_count_in_i64_and_addresses_need_no_sign_extension(outer: ForKind) -> None:
     """int32 loops count in i64 and addresses are computed from those counters in i64: no
     ``sext`` between a counter and an address (LLVM's IndVarSimplify spent most of its
-    time undoing them); the loop variables' int32 values are still there for data."""
+    time undoing them); the loop variables' int32 values are still there for data. A
+    parallel loop's chunk bounds arrive in int32: widened once, before the loop."""
     A, B = make_buffer("A", 6 * 7, float32), make_buffer("B", 6 * 7, float32)
     i, j = Var("i", int32, "axis"), Var("j", int32, "axis")
-    body = loop(i, 6, loop(j, 7, Store(B, i * 7 + j, A[j * 6 + i] + Cast(float32, i - j))))
-    f = build_lowered(func("wide", [A], [B], body))
+    body = loop(i, 6, loop(j, 7, Store(B, i * 7 + j, A[j * 6 + i] + Cast(float32, i - j))),
+                outer)
+    with debug.config(num_threads=2):
+        f = build_lowered(func(f"wide_{outer.name}", [A], [B], body))
     raw = f.get_source("ll.raw")
     assert re.search(r"%\"i\" = load i64", raw) and re.search(r"%\"j\" = load i64", raw)
-    assert "sext" not in raw
+    if outer is ForKind.SERIAL:
+        assert "sext" not in raw
+    else:  # the loops are in the parallel body; the runtime's thread counts are elsewhere
+        fn = re.search(r"define internal void @\S+\.body\"\(.*?\n}", raw, re.S)
+        assert fn is not None
+        assert sorted(re.findall(r"sext i32 (%\S+) to i64", fn.group(0))) == \
+            ['%"i.hi"', '%"i.lo"']
     assert re.search(r"trunc i64 %\"i\" to i32", raw)  # (i - j as data: int32)
     a = RNG.standard_normal(42).astype(np.float32)
     b = np.zeros(42, np.float32)

@@ -221,8 +221,11 @@ class ParallelEmitter(VectorEmitter):
             a_lo, a_hi = inner.fn.args[-2:]
             a_lo.name = f"{local_name(s.var.name)}.lo"
             a_hi.name = f"{local_name(s.var.name)}.hi"
-            with inner.counted(s.var.name, a_lo, a_hi, llvm_unrolls=llvm_unrolls(s)) as i:
-                inner.vars[s.var] = i
+            lo_i, hi_i = a_lo, a_hi
+            if inner.widens(s.var):  # (the chunk bounds arrive in int32; counted in i64)
+                lo_i, hi_i = inner.to_i64(a_lo, s.var.dtype), inner.to_i64(a_hi, s.var.dtype)
+            with inner.counted(s.var.name, lo_i, hi_i, llvm_unrolls=llvm_unrolls(s)) as i:
+                inner.bind_counter(s.var, i)
                 inner.stmt(s.body)
             inner.finish()
             return inner.fn
