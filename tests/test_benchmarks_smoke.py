@@ -244,8 +244,9 @@ def test_profile_perf_map(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     prof = _load_profile(monkeypatch)
     from workloads import WORKLOADS
 
+    # (its IR is about the size where modules begin to be split: chosen either way)
+    monkeypatch.setattr(codegen_llvm, "SPLIT_MIN_CHARS", 0 if split else 1 << 40)
     if split:
-        monkeypatch.setattr(codegen_llvm, "SPLIT_MIN_CHARS", 0)
         monkeypatch.setattr(jobs, "COMPILE_JOBS", 2)
     w = WORKLOADS["sumsq"]()  # full shapes (parallel loops), never run
     # a name of its own: neither cache holds the other variant's code under its key
