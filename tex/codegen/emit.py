@@ -385,7 +385,7 @@ class FunctionEmitter:
             return index
         wide = self.m.wide_indices.get(index)
         if wide is None:
-            wide = self.m.wide_indices[index] = wide_index(index)[0]
+            wide = self.m.wide_indices[index] = wide_index(index, folded=False)[0]
         return wide
 
     def index_value(self, buf: Tensor, index: Expr) -> ir.Value:
@@ -399,7 +399,11 @@ class FunctionEmitter:
         if isinstance(node, Var):
             deps[node] = frozenset((node,))
         else:
-            d = frozenset().union(*(deps[k] for k in kids if k in deps))
+            d: frozenset[Var] | None = None
+            for k in kids:  # (one child's set is shared, not copied: most nodes have one)
+                dk = deps.get(k)
+                if dk is not None and dk is not d:
+                    d = dk if d is None or d <= dk else d if dk <= d else d | dk
             if d:
                 deps[node] = d
         if isinstance(node, TensorRead) or any(k in self.impure for k in kids):

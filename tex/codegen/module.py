@@ -118,8 +118,10 @@ class ModuleEmitter:
         self._loop_options: dict[str, tuple[ir.MDValue, ...]] = {}  # ``loop_id``'s
         # the parallel loops' wrappers by closure type (``ParallelEmitter.parallel``)
         self.wrappers: dict[str, ir.Function] = {}
-        # indices computed in int64 (``FunctionEmitter.address``), by index
+        # indices computed in int64 (``FunctionEmitter.address``), by index; the variable
+        # standing for the first lane of each vectorized variable (``VectorEmitter.way``)
         self.wide_indices: dict[Expr, Expr] = {}
+        self.lane0_vars: dict[Var, Var] = {}
 
     # -- declarations and helper functions ---------------------------------------------
     def declare(self, name: str, ret: ir.Type, args: Sequence[ir.Type]) -> ir.Function:

@@ -230,7 +230,8 @@ class VectorEmitter(FunctionEmitter):
         # the first lane's value of ``vvar`` (the chunk base), and per index read or
         # written in vector code, how it is reached and its first lane's expression
         self.lane0_var: Var | None = None
-        self.ways: dict[tuple[Expr, bool], tuple[str, Expr] | None] = {}
+        self.ways: dict[tuple[Expr, bool, bool], tuple[str, Expr | None] | None] = {}
+        self.strides: dict[Expr, int | None] = {}  # ``lane_stride`` of indices, memoized
 
     # -- vector state ------------------------------------------------------------------
     @contextlib.contextmanager
@@ -239,7 +240,11 @@ class VectorEmitter(FunctionEmitter):
         ``base_align``, every lane active."""
         self.vbase_align = base_align
         self.lanes, self.vvar, self.mask = lanes, var, None
-        self.lane0_var = Var(f"{var.name}.lane0", var.dtype)
+        # (one per vectorized variable: the first-lane indices of a loop's full chunks and
+        # of its remainder are the same expressions, computed in int64 once)
+        self.lane0_var = self.m.lane0_vars.get(var)
+        if self.lane0_var is None:
+            self.lane0_var = self.m.lane0_vars[var] = Var(f"{var.name}.lane0", var.dtype)
         try:
             yield
         finally:
@@ -247,6 +252,7 @@ class VectorEmitter(FunctionEmitter):
             self.lane0_var = None
             self.lets.clear()
             self.ways.clear()
+            self.strides.clear()
 
     @contextlib.contextmanager
     def scope(self, mask: ir.Value) -> Iterator[None]:
@@ -320,9 +326,11 @@ class VectorEmitter(FunctionEmitter):
             if self.lanes and lanes_of(self.vars[s.var]):
                 self.lets[s.var] = s.value
                 self.ways.clear()
+                self.strides.clear()
             yield
             if self.lets.pop(s.var, None) is not None:
                 self.ways.clear()
+                self.strides.clear()
 
     @contextlib.contextmanager
     def allocation(self, s: Allocate) -> Iterator[None]:
@@ -415,8 +423,7 @@ class VectorEmitter(FunctionEmitter):
         key = (index, load, self.mask is None)
         if key in self.ways:
             return self.ways[key]
-        assert self.vvar is not None and self.lane0_var is not None
-        stride = lane_stride(index, self.vvar, self.lets)
+        stride = self.stride(index)
         how = None
         if stride == 1:
             how = "contiguous"
@@ -432,6 +439,13 @@ class VectorEmitter(FunctionEmitter):
             out = (how, None if first is None else self.address(first))
         self.ways[key] = out
         return out
+
+    def stride(self, index: Expr) -> int | None:
+        """``lane_stride`` of ``index`` in the vector code being emitted."""
+        if index not in self.strides:
+            assert self.vvar is not None
+            self.strides[index] = lane_stride(index, self.vvar, self.lets)
+        return self.strides[index]
 
     def first_lane(self, index: Expr) -> Expr | None:
         """``index`` at the first lane; None when that would read memory again (a let
@@ -454,7 +468,7 @@ class VectorEmitter(FunctionEmitter):
             # (other reads in vector code: the index vector, or a lane-invariant index)
             if w is not None and w[1] is not None:
                 return (w[1],)
-            if lane_stride(node.indices[0], self.vvar, self.lets) != 0:  # type: ignore
+            if self.stride(node.indices[0]) != 0:
                 return node.children()
         return super().operands(node)
 
@@ -464,7 +478,7 @@ class VectorEmitter(FunctionEmitter):
             w = None if buf in self.private else self.way(index, load=False)
             if w is not None and w[1] is not None:
                 return self.value(w[1])
-            if lane_stride(index, self.vvar, self.lets) != 0:  # type: ignore[arg-type]
+            if self.stride(index) != 0:
                 return self.value(index)
         return super().index_value(buf, index)
 

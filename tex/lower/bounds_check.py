@@ -361,24 +361,30 @@ _MODULAR = (Op.ADD, Op.SUB, Op.MUL)  # int32 results congruent to the exact ones
 _NON_MODULAR = (Op.DIV, Op.FLOORDIV, Op.FLOORMOD, Op.MIN, Op.MAX)
 
 
-def wide_index(ix: Expr) -> tuple[Expr, bool]:
+def wide_index(ix: Expr, folded: bool = True) -> tuple[Expr, bool]:
     """``ix`` computed in int64 (the integer arithmetic rebuilt over its leaves, each cast:
     variables, reads, constants, casts), and whether only modular operations (``+ - *``,
-    negation, selects between such values) compute it."""
+    negation, selects between such values) compute it. ``folded``: rebuilt through
+    ``tex.ir.fold`` (its local rules); else node for node (the code generators' addresses,
+    already simplified: the rules would only cost time)."""
     memo: dict[Expr, Expr] = {}
     modular = True
+    binary, unary, select = (fold.binary, fold.unary, fold.select) if folded else \
+        (Binary, Unary, Select)
     for node in post_order(ix):
         if not (node.dtype.is_int and node.dtype.bits < 64):
             memo[node] = node  # not narrow integer arithmetic (a condition, a float)
         elif isinstance(node, Binary) and node.op in _MODULAR:
-            memo[node] = fold.binary(node.op, memo[node.a], memo[node.b])
+            memo[node] = binary(node.op, memo[node.a], memo[node.b])
         elif isinstance(node, Binary) and node.op in _NON_MODULAR:
             modular = False
-            memo[node] = fold.binary(node.op, memo[node.a], memo[node.b])
+            memo[node] = binary(node.op, memo[node.a], memo[node.b])
         elif isinstance(node, Unary) and node.op is Op.NEG:
-            memo[node] = fold.unary(Op.NEG, memo[node.a])
+            memo[node] = unary(Op.NEG, memo[node.a])
         elif isinstance(node, Select):
-            memo[node] = fold.select(node.cond, memo[node.a], memo[node.b])
+            memo[node] = select(node.cond, memo[node.a], memo[node.b])
+        elif isinstance(node, Var) and not folded:
+            memo[node] = Cast(_INT64, node)
         else:
             memo[node] = fold.cast(_INT64, node)
     return memo[ix], modular
