@@ -112,6 +112,7 @@ class ModuleEmitter:
         self._safe: dict[Expr, bool] = {}
         self._analyzer: Analyzer | None = None
         self._domains: dict[Var, Interval] | None = None
+        self._reads_reports: bool | None = None
         # outlined functions by ``outline_key``, with the notes emitting them made: an
         # identical parallel loop or nest calls the same function
         self.outlined: dict[str, tuple[ir.Function, tuple[str, ...]]] = {}
@@ -309,12 +310,20 @@ class ModuleEmitter:
         ``kind`` that compiles to the same code: equal structure (``tex.lower.structure``:
         dtypes, buffer shapes), variable ranges (the hazard analysis reads them). None for
         code that reads a bounds report: each check reports its own number."""
-        for st in walk_stmts(s):
-            for e in stmt_exprs(st):
-                if any(isinstance(n, TensorRead) and is_report(n.tensor)
-                       for n in post_order(e)):
-                    return None
+        if self.reads_reports() and any(
+                isinstance(n, TensorRead) and is_report(n.tensor)
+                for st in walk_stmts(s) for n in post_order(*stmt_exprs(st))):
+            return None
         return f"{kind}\n{structure(s, args, self.domains())}"
+
+    def reads_reports(self) -> bool:
+        """Whether the function reads a bounds report anywhere (checked once: most
+        functions have no run-time checks, and their nests need not be searched)."""
+        if self._reads_reports is None:
+            self._reads_reports = any(
+                isinstance(n, TensorRead) and is_report(n.tensor)
+                for st in walk_stmts(self.func.body) for n in post_order(*stmt_exprs(st)))
+        return self._reads_reports
 
     def in_bounds(self, read: TensorRead) -> bool:
         """Whether the flat index of ``read`` stays inside its buffer for every value of
