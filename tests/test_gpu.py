@@ -8,6 +8,7 @@ Tests marked ``gpu`` run the same programs on the device.
 from __future__ import annotations
 
 import ctypes
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -117,6 +118,15 @@ def test_tiled_matmul_kernel(shape: tuple[int, int, int], rng: np.random.Generat
     assert sum(isinstance(x, Barrier) for x in walk_stmts(kernel.body)) == 2
     ptx = f.get_source("ptx")
     assert ".shared" in ptx and "bar.sync" in ptx and ".entry main_kernel0" in ptx
+
+
+def test_kernels_keep_32_bit_index_arithmetic() -> None:
+    """GPU kernels compute indices in int32, as CUDA compilers do (the CPU backend counts
+    in i64: ``FunctionEmitter.WIDE_INDEX``); an index is widened once, at its access."""
+    s, args = tiled_matmul(37, 50, 29)
+    raw = tex.build(s, args, target="cuda").get_source("ll.raw")
+    assert re.findall(r"= (?:mul|add) i32", raw)
+    assert not re.findall(r"= (?:mul|add) i64", raw)
 
 
 def test_kernels_print_launch_configuration() -> None:

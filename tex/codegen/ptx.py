@@ -181,6 +181,9 @@ class _PTXFunctionEmitter(FunctionEmitter):
     m: _PTXModuleEmitter
     # a kernel's SIMD loops run serially per thread (lower.gpu): no vectorizer hints
     LOOP_HINTS = False
+    # 32-bit index arithmetic, as CUDA compilers emit it (64-bit multiplies cost several
+    # instructions on the GPU; addresses are widened once, at the access)
+    WIDE_INDEX = False
 
     def bind_indices(self) -> None:
         """Read the kernel's hardware indices (``threadIdx.x``...) once, at entry."""
