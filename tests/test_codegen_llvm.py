@@ -507,6 +507,24 @@ def test_vectorized_loop_emits_packed_instructions() -> None:
         assert not re.search(r"\bv?(mul|add)ss\b", asm), asm
 
 
+def test_vector_splats_print_as_one_value() -> None:
+    """A broadcast scalar and a constant vector print as ``splat (x)`` / ``undef``, not lane
+    by lane (llvmlite formats every lane; a sixth of a model's IR text was such lanes)."""
+    A, B = make_buffer("A", 16, float32), make_buffer("B", 16, float32)
+    x = Var("x", float32)
+    i = Var("i", int32, "axis")
+    f = build_lowered(func("splats", [A], [B],
+                           loop(i, 16, Store(B, i, A[i] * x + 1.0), ForKind.VECTORIZED),
+                           scalars=[x]))
+    raw = f.get_source("ll.raw")
+    assert "insertelement <16 x float> undef" in raw and "splat (float" in raw
+    assert not re.search(r"<(?:float|i32) ", raw), raw  # (no vector written lane by lane)
+    a = RNG.standard_normal(16).astype(np.float32)
+    b = np.zeros(16, np.float32)
+    f(a, np.float32(3.0), b)
+    np.testing.assert_allclose(b, a * 3 + 1, rtol=1e-6)
+
+
 def test_vectorized_guarded_remainder() -> None:
     """for io: vectorized for ii in [0, 8): if io*8 + ii < 13: B[..] = A[..] * 2 + 1."""
     A, B = make_buffer("A", 13, float32), make_buffer("B", 13, float32)

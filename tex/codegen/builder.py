@@ -22,6 +22,8 @@ from collections.abc import Callable
 
 import llvmlite.ir as ir
 
+from .irtypes import Splat
+
 __all__ = ["FoldingBuilder", "int_values"]
 
 _ICMP: dict[str, Callable[[int, int], bool]] = {
@@ -74,6 +76,8 @@ def _scalar(t: ir.IntType, value: int) -> ir.Constant:
 def _make(t: ir.Type, values: list[int]) -> ir.Constant:
     """The constant of type ``t`` (scalar or vector of integers) with these lane values."""
     if isinstance(t, ir.VectorType):
+        if all(x == values[0] for x in values):
+            return Splat(t, [_scalar(t.element, values[0])] * t.count)
         return ir.Constant(t, [_scalar(t.element, x) for x in values])
     return _scalar(t, values[0])
 

@@ -63,6 +63,7 @@ from .irtypes import (
     I64,
     PTR,
     VOID,
+    Splat,
     constant,
     element_type,
     lanes_of,
@@ -70,6 +71,7 @@ from .irtypes import (
     scalar_type,
     storage_type,
     store_atomic,
+    undef,
     with_lanes,
 )
 from .module import (
@@ -231,13 +233,13 @@ class FunctionEmitter:
         if lanes_of(v) == lanes or lanes == 0:
             return v
         if isinstance(v, ir.Constant):
-            return ir.Constant(ir.VectorType(v.type, lanes), [v] * lanes)
+            return Splat(ir.VectorType(v.type, lanes), [v] * lanes)
 
         def make() -> ir.Value:
             vt = ir.VectorType(v.type, lanes)
-            one = self.b.insert_element(ir.Constant(vt, ir.Undefined), v, ir.Constant(I32, 0))
-            return self.b.shuffle_vector(one, ir.Constant(vt, ir.Undefined),
-                                         ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
+            one = self.b.insert_element(undef(vt), v, ir.Constant(I32, 0))
+            return self.b.shuffle_vector(one, undef(vt),
+                                         constant(ir.VectorType(I32, lanes), 0))
         return self.derive("splat", v, lanes, make)
 
     def unify(self, *vals: ir.Value) -> list[ir.Value]:
@@ -278,7 +280,7 @@ class FunctionEmitter:
         if n == 0:
             return f(*args)
         args = self.unify(*args)
-        out: ir.Value = ir.Constant(ir.VectorType(rtype, n), ir.Undefined)
+        out: ir.Value = undef(ir.VectorType(rtype, n))
         for k in range(n):
             lane = ir.Constant(I32, k)
             r = f(*(self.b.extract_element(a, lane) for a in args))

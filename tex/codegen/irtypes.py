@@ -15,8 +15,8 @@ from ..debug import InternalError
 from ..dtype import DType
 
 __all__ = ["I1", "I8", "I32", "I64", "PTR", "VOID", "scalar_type", "storage_type", "abi_type",
-           "with_lanes", "lanes_of", "element_type", "mangle", "constant", "local_name",
-           "store_atomic"]
+           "with_lanes", "lanes_of", "element_type", "mangle", "constant", "undef", "Splat",
+           "local_name", "store_atomic"]
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -79,11 +79,27 @@ def mangle(t: ir.Type) -> str:
     raise InternalError(f"no intrinsic mangling for LLVM type {t}")
 
 
+class Splat(ir.Constant):
+    """A vector constant with one value in every lane, printed as LLVM's ``splat (x)`` or
+    ``undef``: llvmlite prints a vector lane by lane (a sixth of a model's IR text was
+    ``<16 x i32> <i32 undef, i32 undef, ...>`` and zero vectors), and every lane was
+    formatted anew for each constant. The lanes stay in ``constant`` for folding."""
+
+    def _get_reference(self) -> str:
+        first = self.constant[0]
+        return "undef" if first.constant is ir.Undefined else f"splat ({first})"
+
+
 def constant(t: ir.Type, value: object) -> ir.Constant:
     """A constant of scalar or vector type (a vector constant is a splat)."""
     if isinstance(t, ir.VectorType):
-        return ir.Constant(t, [ir.Constant(t.element, value)] * t.count)
+        return Splat(t, [ir.Constant(t.element, value)] * t.count)
     return ir.Constant(t, value)
+
+
+def undef(t: ir.Type) -> ir.Constant:
+    """An undefined value of type ``t`` (scalar or vector)."""
+    return constant(t, ir.Undefined)
 
 
 # LLVM truncates the names of local values (arguments, instructions, blocks) to 1,024

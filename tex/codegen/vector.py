@@ -58,6 +58,7 @@ from .irtypes import (
     lanes_of,
     local_name,
     storage_type,
+    undef,
 )
 from .module import ERRORS, MAX_STACK_BYTES, ModuleEmitter
 
@@ -592,7 +593,7 @@ class VectorEmitter(FunctionEmitter):
                                   [PTR, I32, with_off.type, span_t], [span_t, PTR])
             span = b.call(fn, [p, ir.Constant(I32, d.itemsize), with_off, constant(span_t, 0)],
                           name=local_name(buf.name))
-        return b.shuffle_vector(span, ir.Constant(span.type, ir.Undefined),
+        return b.shuffle_vector(span, undef(span.type),
                                 ir.Constant(ir.VectorType(I32, n),
                                             [ir.Constant(I32, q * k) for q in range(n)]))
 
@@ -602,7 +603,7 @@ class VectorEmitter(FunctionEmitter):
         b, n = self.b, self.lanes
         few = b.load(p, typ=ir.VectorType(storage_type(d), n // k), align=d.itemsize,
                      name=local_name(buf.name))
-        return b.shuffle_vector(few, ir.Constant(few.type, ir.Undefined),
+        return b.shuffle_vector(few, undef(few.type),
                                 ir.Constant(ir.VectorType(I32, n),
                                             [ir.Constant(I32, q // k) for q in range(n)]))
 
