@@ -694,6 +694,43 @@ def test_vector_read_at_a_row_given_by_data_is_one_vector_load() -> None:
     np.testing.assert_array_equal(b.reshape(n, m), w.reshape(rows, m)[ix] * 2)
 
 
+_INVARIANT_REDUCTIONS = """
+import sys
+import numpy as np
+import tex
+from tex.testing import evaluate
+P0 = tex.placeholder((3,), "float32", name="P0")
+p0 = np.array([0.5, -2.0, 3.0], np.float32)
+for red in (tex.max, tex.min):
+    for n0, n1 in ((4, 7), (5, 4), (2, 16), (3, 3)):
+        k0 = tex.reduce_axis((0, n0), name="k0")
+        k1 = tex.reduce_axis((0, n1), name="k1")
+        C0 = tex.compute((3, 6, 3), lambda a, b, c: red(P0[k0 % 3], axis=[k0, k1]),
+                         name="C0")
+        out = np.zeros((3, 6, 3), np.float32)
+        tex.build([C0])(p0, out)
+        np.testing.assert_array_equal(out, evaluate(C0, {P0: p0}))
+print("built")
+"""
+
+
+def test_invariant_reductions_in_plain_nests_build() -> None:
+    """A max or min reduction whose value does not depend on the outer loops of a plain
+    (unscheduled) nest: LLVM unrolls the reduction's loops whole and then vectorized the
+    loop around them, where LLVM 22's VPlan walks the chain of uses as a tree (3**28 steps
+    for 4 x 7 elements: a build that never ended, found by the fuzzer). Loops around
+    longer loops carry a hint keeping LLVM's vectorizer off (``FunctionEmitter.counted``).
+    Built in a child process, so that a regression fails instead of hanging the suite."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TEX_CACHE_DIR": "none"}  # (compiled, not found on disk)
+    run = subprocess.run([sys.executable, "-c", _INVARIANT_REDUCTIONS], capture_output=True,
+                         text=True, timeout=60, env=env)
+    assert run.returncode == 0 and "built" in run.stdout, run.stderr[-2000:]
+
+
 def test_vectorize_falls_back_when_lanes_would_interfere() -> None:
     """B[i] = B[i + 1] + 1 reads what the next iteration writes: must stay sequential."""
     n = 12

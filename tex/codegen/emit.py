@@ -108,11 +108,12 @@ SMALL_NEST_TRIPS = 16
 
 
 def llvm_unrolls(loop: For) -> bool:
-    """Whether LLVM may unroll ``loop`` in a nest the schedule shaped: an innermost loop (no
-    serial or parallel loop inside: vectorized loops become vector code, unrolled ones
-    copies), or one whose loops, with it, run at most ``SMALL_NEST_TRIPS`` iterations on
-    every path (constant extents). Unrolling a loop around longer loops multiplied the code
-    and bought no speed (see ``scheduled_nest``)."""
+    """Whether LLVM may unroll ``loop`` in a nest the schedule shaped (and vectorize it, in
+    any nest: ``FunctionEmitter.counted``): an innermost loop (no serial or parallel loop
+    inside: vectorized loops become vector code, unrolled ones copies), or one whose loops,
+    with it, run at most ``SMALL_NEST_TRIPS`` iterations on every path (constant extents).
+    Unrolling a loop around longer loops multiplied the code and bought no speed (see
+    ``scheduled_nest``)."""
     def trips(st: Stmt) -> Nested[int | None]:
         # the most iterations of the serial/parallel loops on a path down from ``st``
         # (None: a variable extent)
@@ -773,9 +774,16 @@ class FunctionEmitter:
     def counted(self, name: str, lo: ir.Value, hi: ir.Value, vectorize: bool = False,
                 llvm_unrolls: bool = True) -> Iterator[ir.Value]:
         """``for name in [lo, hi)``: yields the index; the body goes where the builder is.
-        In a nest the schedule shaped (``scheduled``), a loop LLVM should not unroll (not
-        ``llvm_unrolls``: see that function) carries hints keeping LLVM's unroller and
-        vectorizer off it; ``vectorize`` asks LLVM to vectorize the loop in any nest."""
+        A loop around longer loops (not ``llvm_unrolls``: see that function) carries hints
+        keeping LLVM's vectorizer off it, and in a nest the schedule shaped
+        (``scheduled``) its unroller too; ``vectorize`` asks LLVM to vectorize the loop in
+        any nest.
+
+        (The vectorizer hint holds in plain nests too. LLVM vectorizes a loop whose inner
+        loops it unrolled whole; where they accumulate a value that does not depend on
+        the outer loop (a max reduction over 28 elements initialized in it), LLVM 22's
+        VPlan ``isSingleScalar`` walks the chain of uses as a tree: 3**28 steps, a build
+        that never ends. Found by the fuzzer.)"""
         b = self.b
         name = local_name(name)
         counter = self.alloca(lo.type, f"{name}.addr")
@@ -793,8 +801,10 @@ class FunctionEmitter:
             b.store(b.add(i, ir.Constant(i.type, 1), name=f"{name}.next", flags=["nsw"]),
                     counter)
             latch = b.branch(cond)
-            if self.LOOP_HINTS and (vectorize or (self.scheduled and not llvm_unrolls)):
-                latch.set_metadata("llvm.loop", self.m.loop_id(vectorize))
+            hint = "vectorize" if vectorize else None if llvm_unrolls else \
+                "scheduled" if self.scheduled else "outer"
+            if self.LOOP_HINTS and hint is not None:
+                latch.set_metadata("llvm.loop", self.m.loop_id(hint))
         b.position_at_end(end)
         self.forget()  # what the body emitted does not dominate the exit
 

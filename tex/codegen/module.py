@@ -89,6 +89,15 @@ class _LoopID(ir.MDValue):
         return id(self)
 
 
+# the loop hints (``llvm.loop`` metadata) of each kind of ``ModuleEmitter.loop_id``:
+# (option, its i1 value or None)
+LOOP_OPTIONS: dict[str, tuple[tuple[str, int | None], ...]] = {
+    "vectorize": (("llvm.loop.vectorize.enable", 1),),
+    "scheduled": (("llvm.loop.unroll.disable", None), ("llvm.loop.vectorize.enable", 0)),
+    "outer": (("llvm.loop.vectorize.enable", 0),),
+}
+
+
 class ModuleEmitter:
     """Owns the llvmlite module and what its functions share."""
 
@@ -138,18 +147,18 @@ class ModuleEmitter:
         name = ".".join([base, *(mangle(t) for t in overloads)])
         return self.declare(name, ret, args)
 
-    def loop_id(self, vectorize: bool = False) -> ir.MDValue:
-        """A fresh ``llvm.loop`` ID: by default telling LLVM not to unroll or vectorize the
-        loop (a loop of a nest the schedule shaped: ``emit.scheduled_nest``); with
-        ``vectorize``, asking LLVM to vectorize it (a vectorized loop tex emits scalar)."""
-        key = "vectorize" if vectorize else "scheduled"
+    def loop_id(self, key: str) -> ir.MDValue:
+        """A fresh ``llvm.loop`` ID of one of ``LOOP_OPTIONS``' kinds: "vectorize" asks LLVM
+        to vectorize the loop (a vectorized loop tex emits scalar), "scheduled" tells it
+        neither to unroll nor to vectorize it (a loop of a nest the schedule shaped:
+        ``emit.scheduled_nest``), "outer" not to vectorize it (a plain loop around long
+        loops: ``emit.llvm_unrolls``)."""
         if key not in self._loop_options:
             def option(name: str, *value: ir.Value) -> ir.MDValue:
                 return self.ir.add_metadata([ir.MetaDataString(self.ir, name), *value])
-            self._loop_options[key] = \
-                (option("llvm.loop.vectorize.enable", ir.Constant(I1, 1)),) if vectorize else \
-                (option("llvm.loop.unroll.disable"),
-                 option("llvm.loop.vectorize.enable", ir.Constant(I1, 0)))
+            self._loop_options[key] = tuple(
+                option(name) if value is None else option(name, ir.Constant(I1, value))
+                for name, value in LOOP_OPTIONS[key])
         loop_id = _LoopID(self.ir, [], name=str(len(self.ir.metadata)))
         loop_id.operands = (loop_id, *self._loop_options[key])
         return loop_id
