@@ -419,7 +419,7 @@ class VectorEmitter(FunctionEmitter):
 
         Emitting the first lane's index directly, not the index vector and then its
         first element, keeps vector code's address arithmetic scalar: the IR is smaller
-        and LLVM has less to fold (a third of the instructions of a convolution's body).
+        and LLVM has less to fold (resnet_28's gradient: 7,289 -> 6,780 lines of IR).
         """
         key = (index, load, self.mask is None)
         if key in self.ways:
