@@ -98,6 +98,12 @@ LOOP_OPTIONS: dict[str, tuple[tuple[str, int | None], ...]] = {
 }
 
 
+def _reads_report(s: Stmt) -> bool:
+    """Whether ``s`` reads a bounds report (a run-time check's)."""
+    return any(isinstance(n, TensorRead) and is_report(n.tensor)
+               for st in walk_stmts(s) for n in post_order(*stmt_exprs(st)))
+
+
 class ModuleEmitter:
     """Owns the llvmlite module and what its functions share."""
 
@@ -319,20 +325,13 @@ class ModuleEmitter:
         ``kind`` that compiles to the same code: equal structure (``tex.lower.structure``:
         dtypes, buffer shapes), variable ranges (the hazard analysis reads them). None for
         code that reads a bounds report: each check reports its own number."""
-        if self.reads_reports() and any(
-                isinstance(n, TensorRead) and is_report(n.tensor)
-                for st in walk_stmts(s) for n in post_order(*stmt_exprs(st))):
+        # (the function is searched once: most have no run-time checks, and their nests
+        # need not be searched)
+        if self._reads_reports is None:
+            self._reads_reports = _reads_report(self.func.body)
+        if self._reads_reports and _reads_report(s):
             return None
         return f"{kind}\n{structure(s, args, self.domains())}"
-
-    def reads_reports(self) -> bool:
-        """Whether the function reads a bounds report anywhere (checked once: most
-        functions have no run-time checks, and their nests need not be searched)."""
-        if self._reads_reports is None:
-            self._reads_reports = any(
-                isinstance(n, TensorRead) and is_report(n.tensor)
-                for st in walk_stmts(self.func.body) for n in post_order(*stmt_exprs(st)))
-        return self._reads_reports
 
     def in_bounds(self, read: TensorRead) -> bool:
         """Whether the flat index of ``read`` stays inside its buffer for every value of

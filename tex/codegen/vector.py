@@ -461,27 +461,30 @@ class VectorEmitter(FunctionEmitter):
             return None
         return substitute(index, mapping)
 
+    def vector_index(self, buf: Tensor, index: Expr, load: bool) -> Expr | None:
+        """What vector code emits for an access of ``buf`` at ``index``: the first lane's
+        index where the lanes share one address (``way``), else the index itself where it
+        differs across lanes (a vector of indices); None outside vector code and for an
+        index the same in every lane (the scalar code's int64 address)."""
+        if not self.lanes:
+            return None
+        w = None if buf in self.private else self.way(index, load)
+        if w is not None and w[1] is not None:
+            return w[1]
+        return index if self.stride(index) != 0 else None
+
     def operands(self, node: Expr) -> Sequence[Expr]:
-        """In vector code, a read whose lanes share one address is emitted from its
-        first lane's index (``way``)."""
-        if self.lanes and isinstance(node, TensorRead) and not is_report(node.tensor):
-            w = None if node.tensor in self.private else self.way(node.indices[0], load=True)
-            # (other reads in vector code: the index vector, or a lane-invariant index)
-            if w is not None and w[1] is not None:
-                return (w[1],)
-            if self.stride(node.indices[0]) != 0:
-                return node.children()
+        """In vector code, a read is emitted from ``vector_index``."""
+        if isinstance(node, TensorRead) and not is_report(node.tensor):
+            ix = self.vector_index(node.tensor, node.indices[0], load=True)
+            if ix is not None:
+                return (ix,)
         return super().operands(node)
 
     def index_value(self, buf: Tensor, index: Expr) -> ir.Value:
-        """In vector code, the first lane's index where the lanes share one address."""
-        if self.lanes:
-            w = None if buf in self.private else self.way(index, load=False)
-            if w is not None and w[1] is not None:
-                return self.value(w[1])
-            if self.stride(index) != 0:
-                return self.value(index)
-        return super().index_value(buf, index)
+        """In vector code, a store's index is ``vector_index``."""
+        ix = self.vector_index(buf, index, load=False)
+        return super().index_value(buf, index) if ix is None else self.value(ix)
 
     def access(self, buf: Tensor, index: Expr, ix: ir.Value,
                vector_value: bool = False, load: bool = False) -> tuple[str, ir.Value]:

@@ -383,8 +383,6 @@ def wide_index(ix: Expr, folded: bool = True) -> tuple[Expr, bool]:
             memo[node] = unary(Op.NEG, memo[node.a])
         elif isinstance(node, Select):
             memo[node] = select(node.cond, memo[node.a], memo[node.b])
-        elif isinstance(node, Var) and not folded:
-            memo[node] = Cast(_INT64, node)
         else:
             memo[node] = fold.cast(_INT64, node)
     return memo[ix], modular
