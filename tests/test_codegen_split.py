@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 import tex
+from tex import debug
 from tex.codegen import jobs
 from tex.codegen import llvm as codegen_llvm
-from tex.codegen.split import split_text
+from tex.codegen.split import part_text, split_text
 from tex.runtime import jit
 from tex.runtime.diskcache import DiskCache
 from tex.schedule import auto_schedule
@@ -90,6 +91,60 @@ def test_split_text_keeps_other_shapes_whole(text: str) -> None:
     assert split_text(text, 2) is None
 
 
+def test_split_text_leaves_out_functions_placed_already() -> None:
+    """The rest of a streamed module: a function a streamed part placed is declared where
+    it is called, defined nowhere; one part is a split too."""
+    split = split_text(MODULE, 2, placed=frozenset({"m.nest1"}))
+    assert split is not None and split.all_defined == {"m", "m.nest2"}
+    assert 'declare void @"m.nest1"' in split.texts[0]  # the entry's part
+    assert all('define internal void @"m.nest1"' not in t and 'define void @"m.nest1"'
+               not in t for t in split.texts)
+    one = split_text(MODULE, 1, placed=frozenset({"m.nest1", "m.nest2"}))
+    assert one is not None and one.defined == (frozenset({"m"}),)
+    for text in [*split.texts, *one.texts]:
+        llvm.parse_assembly(text, context=llvm.create_context()).verify()
+
+
+# a module while it is being emitted: nest2 went out in an earlier part (declared now),
+# nest1 and nest3 are finished, the entry is not (left out)
+EMITTING = HEADER + '''
+declare float @expf(float)
+
+declare void @"m.nest2"(ptr %"p")
+''' + MODULE[MODULE.index('define internal void @"m.nest1"'):
+             MODULE.index('define internal void @"m.nest2"')] + '''\
+define internal void @"m.nest3"(ptr %"p") noinline nounwind
+{
+entry:
+  call void @"m.nest2"(ptr %"p")
+  ret void
+}
+''' + MODULE[MODULE.index('define internal float @"tex.helper"'):]
+
+
+def test_part_text_places_finished_functions_and_exports_them() -> None:
+    part = part_text(EMITTING, frozenset({"m.nest1", "m.nest3"}))
+    assert part is not None
+    # exported: the entry, emitted later in another part, calls them
+    assert 'define void @"m.nest1"' in part and 'define void @"m.nest3"' in part
+    assert 'declare void @"m.nest2"' in part  # placed by the earlier part
+    assert 'define internal float @"tex.helper"' in part and "!0 = " in part
+    llvm.parse_assembly(part, context=llvm.create_context()).verify()
+    only = part_text(EMITTING, frozenset({"m.nest3"}))
+    assert only is not None and "tex.helper" not in only and "m.nest1" not in only
+
+
+def test_part_text_refuses_calls_of_unfinished_functions() -> None:
+    """A part would not parse if it called a function neither in it nor declared (one
+    still being emitted): none is made."""
+    unfinished = EMITTING.replace('declare void @"m.nest2"(ptr %"p")\n', "")
+    assert part_text(unfinished, frozenset({"m.nest1", "m.nest3"})) is None
+    assert part_text(unfinished, frozenset({"m.nest1"})) is not None
+    assert part_text(EMITTING, frozenset({"m.nest9"})) is None  # not in the text
+    assert part_text(EMITTING + '@"g" = internal global i32 0\n',
+                     frozenset({"m.nest1"})) is None
+
+
 def test_split_text_balances_parts() -> None:
     body = "{\nentry:\n" + "  %\"x\" = add i32 1, 1\n" * 50 + "  ret void\n}"
     fns = [f'define void @"m"() nounwind\n{body}'] + \
@@ -143,6 +198,15 @@ def split_builds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> DiskCache:
     jit.clear_cache()
 
 
+@pytest.fixture
+def streamed_builds(split_builds: DiskCache, monkeypatch: pytest.MonkeyPatch) -> DiskCache:
+    """``split_builds``, and every function emitted whole sent to a child compiling it as
+    soon as a child is free (a part of its own each)."""
+    monkeypatch.setattr(codegen_llvm, "STREAM_MIN_CHARS", 0)
+    monkeypatch.setattr(codegen_llvm, "STREAM_MAX_CHARS", 0)
+    return split_builds
+
+
 def _parts(f: tex.runtime.BuiltFunction) -> int:
     return f.get_source("ll").count("; ModuleID")
 
@@ -164,6 +228,26 @@ def test_split_build_equals_whole_build(split_builds: DiskCache,
     assert _parts(whole) == 1
     for a, b in zip(split_out, _run(whole, args)):
         np.testing.assert_array_equal(a, b)  # the same code, bit for bit
+
+
+def test_streamed_build_equals_whole_build(streamed_builds: DiskCache,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Parts compiled while the module is emitted: the module's text is the one printed
+    whole, the code the same bit for bit."""
+    with debug.timings() as t:
+        f, args = _build()
+    streamed = [name for name, _, _ in t.rows].count("llvm.fork")  # a child per part
+    assert streamed >= 1 and _parts(f) >= streamed + 1
+    out = _run(f, args)
+    monkeypatch.setattr(jobs, "COMPILE_JOBS", 1)
+    jit.clear_cache()
+    streamed_builds.clear()
+    with debug.timings() as t:
+        whole, args = _build()
+    assert _parts(whole) == 1 and "llvm.fork" not in [name for name, _, _ in t.rows]
+    assert f.get_source("ll.raw") == whole.get_source("ll.raw")
+    for a, b in zip(out, _run(whole, args)):
+        np.testing.assert_array_equal(a, b)
 
 
 def _fork_fails() -> int:
@@ -193,11 +277,16 @@ def _child_hangs(texts: list[str], queue: int, fd: int) -> None:
     os._exit(0)
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["split", "streamed"])
 @pytest.mark.parametrize("failure", ["fork", "exit", "garbage", "hang"])
 def test_failed_child_part_compiles_here(split_builds: DiskCache,
                                          monkeypatch: pytest.MonkeyPatch,
-                                         failure: str) -> None:
-    """Whatever parts the failing child took are compiled in this process: all of them."""
+                                         failure: str, stream: bool) -> None:
+    """Whatever parts the failing children took (streamed ones too) are compiled in this
+    process: all of them."""
+    if stream:
+        monkeypatch.setattr(codegen_llvm, "STREAM_MIN_CHARS", 0)
+        monkeypatch.setattr(codegen_llvm, "STREAM_MAX_CHARS", 0)
     if failure == "fork":
         monkeypatch.setattr(os, "fork", _fork_fails)
     else:

@@ -69,3 +69,16 @@ def test_timed_as_decorator_records_each_call():
     with debug.timings() as t:
         assert f(1) == 2 and f(2) == 3
     assert [name for name, _, _ in t.rows] == ["twice", "twice"]
+
+
+def test_table_merges_runs_of_one_phase():
+    """Runs of a phase in a row at one depth (a print per emitted function) are one line
+    with their count; runs apart, or at another depth, stay lines of their own."""
+    t = debug.Timings(rows=[("emit", 0, 1.0), ("print", 1, 0.25), ("print", 1, 0.5),
+                            ("print", 1, 0.25), ("fork", 1, 0.125), ("print", 1, 0.5),
+                            ("print", 0, 2.0)])
+    lines = t.table().splitlines()[1:]
+    assert [line.split()[0] for line in lines] == ["emit", "print", "fork", "print", "print"]
+    assert lines[1].split() == ["print", "(x3)", "1.000"]
+    assert lines[3].split() == ["print", "0.500"] and lines[3].startswith("  print")
+    assert lines[4].split() == ["print", "2.000"] and lines[4].startswith("print")

@@ -297,10 +297,19 @@ class Timings:
         return out
 
     def table(self) -> str:
-        """The rows as text, nested phases indented under their parent."""
-        width = max((2 * d + len(n) for n, d, _ in self.rows), default=5)
+        """The rows as text, nested phases indented under their parent; runs of one phase
+        in a row are one line (``llvm.print (x12)``: each function printed as it is
+        emitted)."""
+        merged: list[tuple[str, int, float, int]] = []  # (phase, depth, s, runs)
+        for n, d, s in self.rows:
+            if merged and merged[-1][:2] == (n, d):
+                merged[-1] = (n, d, merged[-1][2] + s, merged[-1][3] + 1)
+            else:
+                merged.append((n, d, s, 1))
+        names = [f"{'  ' * d + n}{f' (x{k})' if k > 1 else ''}" for n, d, _, k in merged]
+        width = max(map(len, names), default=5)
         lines = [f"{'phase':<{width}}  seconds"]
-        lines += [f"{'  ' * d + n:<{width}}  {s:7.3f}" for n, d, s in self.rows]
+        lines += [f"{name:<{width}}  {s:7.3f}" for name, (_, _, s, _) in zip(names, merged)]
         return "\n".join(lines)
 
 

@@ -12,6 +12,10 @@ pipeline) and emits object code; a child then sends all its results over a pipe 
 On two CPUs two parts compile at once: threads could not do this, llvmlite holds one lock
 around every call into LLVM.
 
+``Stream`` starts sooner: each part ``submit``-ted while the module is still being emitted
+goes to a child forked for it at once (at most ``jobs - 1`` at a time), and ``finish``
+compiles the parts left as ``compile_parts`` does.
+
 Fork safety. The children are forked while this thread holds tex's ``LLVM_LOCK`` and
 llvmlite's own lock, so no thread of the process is inside LLVM at that moment and LLVM's
 state is consistent in the child (glibc makes ``malloc`` safe across ``fork``). The child
@@ -41,7 +45,7 @@ import struct
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import llvmlite.binding as llvm
@@ -49,7 +53,7 @@ import llvmlite.binding as llvm
 from .. import debug
 from .host import LLVM_LOCK, declared_externals, host_target, optimize
 
-__all__ = ["PartResult", "compile_part", "compile_parts", "can_fork",
+__all__ = ["PartResult", "Stream", "compile_part", "compile_parts", "can_fork",
            "COMPILE_JOBS", "MAX_DEFAULT_JOBS", "MAX_PARTS", "CHILD_WAIT_MIN_S",
            "CHILD_WAIT_FACTOR"]
 
@@ -157,11 +161,30 @@ def _claim(queue: int) -> int | None:
 
 @dataclass
 class _Child:
-    """A forked child compiling parts: its process id and the read end of its pipe."""
+    """A forked child compiling parts: its process id, the read end of its pipe, what it
+    sent so far and whether it is done sending (or its pipe failed)."""
 
     pid: int
     fd: int
     reaped: bool = False
+    chunks: list[bytes] = field(default_factory=list)
+    eof: bool = False
+    failed: bool = False
+
+
+def _drain(child: _Child, timeout: float = 0.0) -> None:
+    """Read what ``child`` sends, waiting at most ``timeout`` seconds for the first bytes
+    (never for more: a child that is still compiling is left to it)."""
+    try:
+        while not child.eof and select.select([child.fd], [], [], timeout)[0]:
+            timeout = 0.0
+            data = os.read(child.fd, 1 << 20)
+            if data:
+                child.chunks.append(data)
+            else:
+                child.eof = True
+    except OSError:
+        child.eof = child.failed = True
 
 
 def _child_main(texts: Sequence[str], queue: int, fd: int) -> None:
@@ -225,23 +248,17 @@ def _reap(child: _Child, kill: bool) -> int | None:
 def _collect(child: _Child, deadline: float, parts: int) -> dict[int, PartResult]:
     """The parts the child compiled; none when it failed or missed ``deadline`` (then it
     is killed)."""
-    chunks: list[bytes] = []
-    try:
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([child.fd], [], [], remaining)[0]:
-                _reap(child, kill=True)
-                return {}
-            data = os.read(child.fd, 1 << 20)
-            if not data:
-                break
-            chunks.append(data)
-    except OSError:
+    while not child.eof:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        _drain(child, remaining)
+    if not child.eof or child.failed:
         _reap(child, kill=True)
         return {}
     if _reap(child, kill=False) not in (0, None):
         return {}
-    return _decode(b"".join(chunks), parts) or {}
+    return _decode(b"".join(child.chunks), parts) or {}
 
 
 def _queue(order: Sequence[int]) -> int | None:
@@ -265,28 +282,94 @@ def compile_parts(texts: Sequence[str], jobs: int | None = None) -> list[PartRes
     """Compile every part (see the module docstring) with up to ``jobs`` processes
     (default ``COMPILE_JOBS``): this one and ``jobs - 1`` children take parts from one
     queue, largest first, until none is left."""
-    jobs = COMPILE_JOBS if jobs is None else jobs
-    results: dict[int, PartResult] = {}
-    queue = None
-    if jobs > 1 and 1 < len(texts) <= MAX_PARTS and can_fork():
-        queue = _queue(sorted(range(len(texts)), key=lambda k: -len(texts[k])))
-    if queue is not None:
-        children = _fork(texts, queue, min(jobs, len(texts)) - 1)
+    return Stream(jobs).finish(texts)
+
+
+class Stream:
+    """Parts compiled while the module they come from is still being emitted.
+
+    ``submit(text)`` forks a child compiling that part at once (``ready`` says whether one
+    of the ``jobs - 1`` children streaming may take a part now); ``finish(rest)`` compiles
+    the parts left as ``compile_parts`` does (while the streaming children end theirs) and
+    returns every result, submitted parts first. A streaming child that fails or is too
+    slow (see the module docstring) has its part compiled here. Without ``fork``, or with
+    one job, ``ready`` is always False and everything compiles in ``finish``.
+    """
+
+    def __init__(self, jobs: int | None = None) -> None:
+        self.jobs = COMPILE_JOBS if jobs is None else jobs
+        self.enabled = self.jobs > 1 and can_fork()
+        self.texts: list[str] = []  # the submitted parts
+        self.children: list[tuple[_Child, int]] = []  # each with the index of its part
+
+    def ready(self) -> bool:
+        """Whether a part submitted now starts at once: fewer than ``jobs - 1`` submitted
+        parts are still compiling (reads what the children have sent, without waiting)."""
+        if not self.enabled or len(self.texts) >= MAX_PARTS:
+            return False
+        running = 0
+        for child, _ in self.children:
+            _drain(child)
+            running += not child.eof
+        return running < self.jobs - 1
+
+    def submit(self, text: str) -> None:
+        """Compile ``text`` in a child forked now (here in ``finish`` if none can be)."""
+        k = len(self.texts)
+        self.texts.append(text)
+        if not self.enabled:
+            return
+        queue = _queue([0])
+        if queue is None:
+            return
         try:
+            with debug.timed("llvm.fork"):
+                forked = _fork([text], queue, 1)
+        finally:
+            os.close(queue)
+        self.children += [(child, k) for child in forked]
+
+    def abandon(self) -> None:
+        """Kill the children still compiling submitted parts and forget those parts (the
+        module compiles another way)."""
+        for child, _ in self.children:
+            if not child.reaped:
+                _reap(child, kill=True)
+        self.children, self.texts = [], []
+
+    def finish(self, rest: Sequence[str]) -> list[PartResult]:
+        """The results of the submitted parts, then of the parts ``rest``, compiled now by
+        this process and up to ``jobs - 1`` children taking them from one queue, largest
+        first."""
+        n0 = len(self.texts)
+        results: dict[int, PartResult] = {}
+        # each child with the index of its first part and its number of parts
+        children = [(child, k, 1) for child, k in self.children]
+        queue = None
+        if self.jobs > 1 and 1 < len(rest) <= MAX_PARTS and can_fork():
+            queue = _queue(sorted(range(len(rest)), key=lambda k: -len(rest[k])))
+        try:
+            if queue is not None:
+                forked = _fork(rest, queue, min(self.jobs, len(rest)) - 1)
+                children += [(child, n0, len(rest)) for child in forked]
             longest = 0.0
-            while (k := _claim(queue)) is not None:
+            for k in iter(lambda: _claim(queue), None) if queue is not None else \
+                    range(len(rest)):
                 start = time.monotonic()
-                results[k] = compile_part(texts[k])
+                results[n0 + k] = compile_part(rest[k])
                 longest = max(longest, time.monotonic() - start)
             # each child has at most the part it is compiling left to do
             deadline = time.monotonic() + max(CHILD_WAIT_MIN_S, CHILD_WAIT_FACTOR * longest)
             with debug.timed("llvm.wait"):
-                for child in children:
-                    results.update(_collect(child, deadline, len(texts)))
+                for child, first, parts in children:
+                    results.update((first + k, r) for k, r in
+                                   _collect(child, deadline, parts).items())
         finally:
-            os.close(queue)
-            for child in children:
+            if queue is not None:
+                os.close(queue)
+            for child, _, _ in children:
                 if not child.reaped:
                     _reap(child, kill=True)
-    # what no process compiled (no children, a child failed or was too slow) compiles here
-    return [results[k] if k in results else compile_part(t) for k, t in enumerate(texts)]
+        # what no process compiled (a child failed or was too slow) compiles here
+        texts = [*self.texts, *rest]
+        return [results[k] if k in results else compile_part(t) for k, t in enumerate(texts)]

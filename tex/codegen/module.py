@@ -16,7 +16,7 @@ passed otherwise), so concurrent calls of one function never see each other's fa
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import llvmlite.ir as ir
@@ -138,6 +138,9 @@ class ModuleEmitter:
         # standing for the first lane of each vectorized variable (``VectorEmitter.way``)
         self.wide_indices: dict[Expr, Expr] = {}
         self.lane0_vars: dict[Var, Var] = {}
+        # called with each outlined function placed on its own (a nest, a parallel body)
+        # once it is emitted whole: ``compile_llvm`` streams them to compiling processes
+        self.on_placed: Callable[[ir.Function], None] | None = None
 
     # -- declarations and helper functions ---------------------------------------------
     def declare(self, name: str, ret: ir.Type, args: Sequence[ir.Type]) -> ir.Function:
@@ -197,6 +200,8 @@ class ModuleEmitter:
             store_atomic(b, index, value, "seq_cst")
         b.ret_void()
         self._report_fn = fn
+        if self.on_placed is not None:  # emitted whole, placed on its own (noinline)
+            self.on_placed(fn)
         return fn
 
     def ipow(self, t: ir.IntType, signed: bool) -> ir.Function:

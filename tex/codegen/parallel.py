@@ -195,6 +195,8 @@ class ParallelEmitter(VectorEmitter):
         fn = emit()
         if key is not None:
             m.outlined[key] = (fn, tuple(m.notes[first:]))
+        if m.on_placed is not None:
+            m.on_placed(fn)
         return fn
 
     def parallel(self, s: For) -> None:

@@ -17,6 +17,11 @@ metadata (branch weights). A function another part refers to loses ``internal`` 
 its own part (the object exports it; names are unique within the module, and each kernel's
 objects go into an engine of their own, so they never clash); the others stay internal.
 
+A module can also go out while it is emitted (``tex.codegen.llvm``): ``part_text`` makes a
+part of the functions emitted whole so far (each exported, as its callers come later), and
+``split_text(text, parts, placed)`` splits the rest of the finished module, declaring the
+functions those parts placed.
+
 The input is llvmlite's rendering: a header, then top-level ``declare`` lines and ``define``
 blocks (``define ...`` line, ``{`` ... ``}``), then metadata lines. Text of any other shape
 (global variables, attribute groups, names with escapes) is not split: ``split_text``
@@ -27,7 +32,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["Split", "split_text"]
+__all__ = ["Split", "split_text", "part_text", "declaration"]
 
 # a global name as llvmlite prints it: @"quoted" or @plain
 _GLOBAL = re.compile(r'@("[^"\\]*"|[-\w.$]+)')
@@ -166,9 +171,13 @@ def _render(parsed: tuple[list[str], list[str], list[_Function], list[str]],
     return "\n".join(out) + "\n"
 
 
-def split_text(text: str, parts: int) -> Split | None:
+def split_text(text: str, parts: int, placed: frozenset[str] = frozenset()) -> Split | None:
     """``text`` (one module, as llvmlite prints it) in at most ``parts`` parts (see the
-    module docstring); None when it cannot be split or has fewer than two functions."""
+    module docstring); None when it cannot be split or has fewer than two functions.
+
+    ``placed``: functions some part compiled apart already holds (``part_text``): they are
+    placed in no part here, and a part calling one declares it. With ``placed``, one part
+    is a split too (the rest of a module streamed out part by part)."""
     parsed = _parse(text)
     if parsed is None:
         return None
@@ -177,12 +186,13 @@ def split_text(text: str, parts: int) -> Split | None:
         return None
     entry = functions[0].name
     attached = {f.name for f in functions if _attached(f, entry)}
-    roots = [f for f in functions if f.name not in attached]
+    roots = [f for f in functions if f.name not in attached and f.name not in placed]
     starts = _cuts([len(f.body) for f in roots], parts) if roots else []
-    if len(starts) < 2:
+    if len(starts) < (1 if placed else 2):
         return None
     runs = [roots[a:b] for a, b in zip(starts, [*starts[1:], len(roots)])]
     part_of = {f.name: p for p, run in enumerate(runs) for f in run}
+    part_of.update((name, -1) for name in placed)  # a part of no index here
     by_name = {f.name: f for f in functions}
     # each part's functions: its roots and the attached functions they use
     members = [_closure({f.name for f in run}, by_name, attached) for run in runs]
@@ -192,3 +202,31 @@ def split_text(text: str, parts: int) -> Split | None:
     texts = [_render(parsed, names, {r for r, q in part_of.items() if q != p}, exported)
              for p, names in enumerate(members)]
     return Split(tuple(texts), tuple(frozenset(f.name for f in run) for run in runs))
+
+
+def part_text(text: str, place: frozenset[str]) -> str | None:
+    """One part of a module still being emitted: ``text`` holds the module's declarations
+    so far (one for each function an earlier part placed), the functions of ``place`` and
+    the attached functions emitted so far (the entry, unfinished, is left out); the part
+    places ``place`` and copies the attached functions they use. Each function of
+    ``place`` is exported: a function emitted later (its caller) may call it from another
+    part. None when ``text`` cannot be split (see ``split_text``)."""
+    parsed = _parse(text)
+    if parsed is None:
+        return None
+    functions = parsed[2]
+    by_name = {f.name: f for f in functions}
+    if not place or not place <= by_name.keys():
+        return None
+    attached = {f.name for f in functions if f.name not in place and _attached(f, "")}
+    members = _closure(set(place), by_name, attached)
+    declared = {_name(m.group(1)) for line in parsed[1] if (m := _GLOBAL.search(line))}
+    if any(r not in members and r not in declared for n in members for r in by_name[n].refs):
+        return None  # it calls a function not emitted whole yet
+    return _render(parsed, members, set(), set(place))
+
+
+def declaration(function: str) -> str:
+    """The ``declare`` line of a function whose definition (as llvmlite prints it) is
+    ``function``."""
+    return _declaration(function.split("\n", 1)[0])
