@@ -694,6 +694,32 @@ def test_vector_read_at_a_row_given_by_data_is_one_vector_load() -> None:
     np.testing.assert_array_equal(b.reshape(n, m), w.reshape(rows, m)[ix] * 2)
 
 
+def test_reads_survive_stores_to_other_buffers() -> None:
+    """Unrolled stores to B all read A[i]: A is loaded once per row (a store to B cannot
+    change A: buffers never overlap). S[i] accumulated by unrolled stores to S is loaded
+    again after each store to it, and the numbers are those of the loops."""
+    n, m = 5, 6
+    A, S = make_buffer("A", n, float32), make_buffer("S", n, float32)
+    B = make_buffer("B", n * m, float32)
+    i, j, k = (Var(name, int32, "axis") for name in "ijk")
+    body = loop(i, n, seq(
+        loop(j, m, Store(B, i * m + j, A[i] * Cast(float32, j)), ForKind.UNROLLED),
+        loop(k, m, Store(S, i, S[i] + A[i] * B[i * m + k]), ForKind.UNROLLED)))
+    f = build_lowered(func("reuse", [A], [B, S], body))
+    raw = f.get_source("ll.raw")
+    assert len(re.findall(r"= load float, ptr %\"A\.ptr", raw)) == 1  # (one block)
+    assert len(re.findall(r"= load float, ptr %\"S\.ptr", raw)) == m
+    a = sample(float32, n)
+    b, acc = np.zeros(n * m, np.float32), np.ones(n, np.float32)
+    f(a, b, acc)
+    want_b = a[:, None] * np.arange(m, dtype=np.float32)
+    np.testing.assert_array_equal(b.reshape(n, m), want_b)
+    want = np.ones(n, np.float32)
+    for kk in range(m):
+        want = want + a * want_b[:, kk]
+    np.testing.assert_allclose(acc, want, rtol=1e-6)  # (LLVM may contract into an FMA)
+
+
 _INVARIANT_REDUCTIONS = """
 import sys
 import numpy as np

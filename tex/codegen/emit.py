@@ -164,10 +164,12 @@ class FunctionEmitter:
         self.bufs: dict[Tensor, ir.Value] = {}
         # values emitted that dominate the builder (``forget`` all when it leaves their
         # block); ``deps``: the variables each depends on (``forget_var`` when one is bound
-        # anew); ``impure``: those that read memory (``forget_loads`` at a store)
+        # anew); ``impure``: those that read memory, with the buffers they read
+        # (``forget_loads`` at a store to one of them: buffers never overlap, as their
+        # ``noalias`` pointers say, so a store leaves the reads of the others valid)
         self.memo: dict[Expr, ir.Value] = {}
         self.deps: dict[Expr, frozenset[Var]] = {}
-        self.impure: set[Expr] = set()
+        self.impure: dict[Expr, frozenset[Tensor]] = {}
         # values derived from emitted instructions (splats, widenings, lane 0), under the
         # memo's dominance rules: (what, id of the source, detail) -> (source, value)
         self.derived: dict[tuple[str, int, object], tuple[ir.Value, ir.Value]] = {}
@@ -310,14 +312,16 @@ class FunctionEmitter:
         loops is emitted once for all the copies."""
         for e in [e for e, d in self.deps.items() if v in d]:
             del self.memo[e], self.deps[e]
-            self.impure.discard(e)
+            self.impure.pop(e, None)
 
-    def forget_loads(self) -> None:
-        """Drop the memo's values that read memory (a store may have changed it)."""
-        for e in self.impure:
-            del self.memo[e]
+    def forget_loads(self, buf: Tensor | None = None) -> None:
+        """Drop the memo's values that read ``buf`` (default: any memory): a store to it
+        may have changed them."""
+        gone = list(self.impure) if buf is None else \
+            [e for e, bufs in self.impure.items() if buf in bufs]
+        for e in gone:
+            del self.memo[e], self.impure[e]
             self.deps.pop(e, None)
-        self.impure.clear()
 
     @contextlib.contextmanager
     def side(self) -> Iterator[None]:
@@ -360,9 +364,10 @@ class FunctionEmitter:
                 else:
                     memo[node] = self.lazy(node)
                     # (its sides may read memory; it depends on every variable they use)
-                    self.impure.add(node)
-                    self.deps[node] = frozenset(n for n in post_order(node)
-                                                if isinstance(n, Var))
+                    inner = list(post_order(node))
+                    self.impure[node] = frozenset(n.tensor for n in inner
+                                                  if isinstance(n, TensorRead))
+                    self.deps[node] = frozenset(n for n in inner if isinstance(n, Var))
                 continue
             kids = self.operands(node)
             if not kids:
@@ -409,8 +414,15 @@ class FunctionEmitter:
                     d = dk if d is None or d <= dk else d if dk <= d else d | dk
             if d:
                 deps[node] = d
-        if isinstance(node, TensorRead) or any(k in self.impure for k in kids):
-            self.impure.add(node)
+        impure = self.impure
+        read: frozenset[Tensor] | None = frozenset((node.tensor,)) \
+            if isinstance(node, TensorRead) else None
+        for k in kids:  # (shared like the dependency sets)
+            rk = impure.get(k)
+            if rk is not None and rk is not read:
+                read = rk if read is None or read <= rk else read if rk <= read else read | rk
+        if read is not None:
+            impure[node] = read
 
     def before_branches(self, e: Expr) -> list[Expr]:
         """What a lazy ``e`` evaluates before branching: its condition, the sub-expressions
@@ -652,7 +664,7 @@ class FunctionEmitter:
 
     def store(self, s: Store) -> None:
         """Emit the ``Store`` ``s``."""
-        self.forget_loads()
+        self.forget_loads(s.buffer)
         buf, d = s.buffer, s.buffer.dtype
         base = self.buffer(buf)
         ix = self.index_value(buf, s.index)

@@ -215,6 +215,7 @@ class _PTXFunctionEmitter(FunctionEmitter):
         """``s``; a ``Barrier`` is ``bar.sync 0``."""
         if isinstance(s, Barrier):
             self.b.call(self.m.declare("llvm.nvvm.barrier0", VOID, []), [])
+            self.forget_loads()  # the block's other threads stored before it
             return
         yield super().visit(s)
 

@@ -201,8 +201,13 @@ class LoweredFunc:
     attrs: dict = field(default_factory=dict)
 
     def __str__(self) -> str:
-        from .printer import format_func
-        return format_func(self)
+        # printed once: ``build`` keys the kernel by it and keeps it for ``get_source``
+        text: str | None = self.__dict__.get("_text")
+        if text is None:
+            from .printer import format_func
+            text = format_func(self)
+            object.__setattr__(self, "_text", text)
+        return text
 
 
 # --------------------------------------------------------------------------------------
