@@ -203,6 +203,63 @@ def test_conv_gradients_read_zero_padded_copies_not_guards(stride, pad, ksize) -
     assert updates and not any("select(" in ln or "if (" in ln for ln in updates)
 
 
+def _tile_loops(text: str, name: str) -> list[str]:
+    """The unrolled and vectorized loops around the first update of the accumulator tile
+    ``<name>.local``, outermost first."""
+    lines = text.splitlines()
+    tile = f"{name}.local["
+    k = next(n for n, ln in enumerate(lines) if f"] = {tile}" in ln)
+    loops = []
+    for ln in reversed(lines[:k]):
+        if "unrolled for" not in ln and "vectorized for" not in ln:
+            break
+        loops.append(ln.strip().split(" {")[0])
+    return loops[::-1]
+
+
+@pytest.mark.parametrize("width, rows", [(7, 2), (12, 2), (14, 2), (32, 0)])
+def test_narrow_convolution_blocks_image_rows_in_registers(width: int, rows: int) -> None:
+    """A convolution whose row fits one vector tile (7 to 15 pixels at 8 lanes) keeps two
+    image rows besides six output channels in registers: each broadcast weight feeds two
+    accumulators (8 loads per 12 multiply-adds, where one row made it 9 per 8); a row of
+    two vectors keeps one image row per tile. The numbers are the interpreter's."""
+    rng = np.random.default_rng(6)
+    x = tex.placeholder((2, 16, width, width), "float32", name="x")
+    w = tex.placeholder((24, 16, 3, 3), "float32", name="w")
+    out = tex.topi.nn.conv2d(x, w, 1, 1)
+    cpu = CPUInfo("avx2", vector_bits=256, cores=2)
+    s = auto_schedule([out], cpu)
+    loops = _tile_loops(str(tex.lower(s, [x, w, out])), out.name)
+    if rows:
+        assert loops == ["unrolled for (c, 0, 6)", f"unrolled for (h, 0, {rows})",
+                         f"vectorized for (w, 0, {min(width, 8)})"]
+    else:
+        assert loops[-1] == "vectorized for (w, 0, 16)" and "(h, 0," not in " ".join(loops)
+    f = tex.build(s, [x, w, out])
+    xs, ws = rng.standard_normal(x.shape, "float32"), rng.standard_normal(w.shape, "float32")
+    got = np.zeros(out.shape, "float32")
+    f(xs, ws, got)
+    np.testing.assert_allclose(got, evaluate(out, {x: xs, w: ws}), rtol=1e-4, atol=1e-4)
+
+
+def test_rows_in_a_guard_are_not_blocked() -> None:
+    """The data gradient of an unpadded convolution guards its image rows (the window's
+    bounds): blocking them in registers would put the guard in the vector body, so the
+    tile keeps one row and ``partition_loops`` peels the guard off the row loop."""
+    x = tex.placeholder((1, 2, 9, 9), "float32", name="x")
+    w = tex.placeholder((3, 2, 3, 3), "float32", name="w")
+    out = tex.topi.nn.conv2d(x, w, 1, 0)
+    H = tex.placeholder(out.shape, "float32", name="H")
+    dx, = tex.differentiate(tex.topi.sum(out * H), [x]).result
+    s = auto_schedule([dx], CPUInfo("avx2", vector_bits=256, cores=2))
+    text = str(tex.lower(s, [w, H, dx]))
+    assert "if (r >= ry" in text and "unrolled for (r," not in text
+    assert "unrolled for (q, 0, 2)" in text  # the input channels are blocked as before
+    rng = np.random.default_rng(7)
+    _run([dx], [w, H], [rng.standard_normal(w.shape, "float32"),
+                        rng.standard_normal(H.shape, "float32")])
+
+
 def test_guard_that_protects_another_read_is_kept() -> None:
     """Dropping a bounds check is only allowed when every other read stays in bounds."""
     A = tex.placeholder((10,), "float32", name="A")

@@ -31,23 +31,32 @@ def post_order_by(roots: Iterable[N], children: Callable[[N], Sequence[N]] | Non
     tex (expressions, operations, tensors), with an explicit stack. ``children`` defaults
     to the nodes' own ``children()`` (expressions)."""
     seen: set[int] = set()
+    mark = seen.add
+    kids_of: Callable[[N], Sequence[N]] = (lambda n: n.children()) if children is None \
+        else children  # type: ignore[attr-defined]
     for root in roots:
         if id(root) in seen:
             continue
-        stack: list[tuple[N, bool]] = [(root, False)]
+        mark(id(root))
+        kids = kids_of(root)
+        if not kids:
+            yield root
+            continue
+        # each open node with the iterator over its children still to visit
+        stack: list[tuple[N, Iterator[N]]] = [(root, iter(kids))]
         while stack:
-            node, expanded = stack.pop()
-            if expanded:
-                yield node
-                continue
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
-            stack.append((node, True))
-            kids = node.children() if children is None else children(node)  # type: ignore[attr-defined]
-            for child in reversed(kids):
+            node, rest = stack[-1]
+            for child in rest:
                 if id(child) not in seen:
-                    stack.append((child, False))
+                    mark(id(child))
+                    grandchildren = kids_of(child)
+                    if grandchildren:
+                        stack.append((child, iter(grandchildren)))
+                        break
+                    yield child
+            else:
+                stack.pop()
+                yield node
 
 
 def post_order(*roots: Expr) -> Iterator[Expr]:

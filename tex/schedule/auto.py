@@ -60,7 +60,7 @@ from dataclasses import dataclass
 from ..arith import Interval
 from ..arith.rules import Analyzer
 from ..debug import timed
-from ..ir.expr import Binary, Const, Expr, IterVar, Op, Reduce, TensorRead, Unary, Var
+from ..ir.expr import Binary, Compare, Const, Expr, IterVar, Op, Reduce, TensorRead, Unary, Var
 from ..ir.scatter import ScatterForm, scatter_form_of
 from ..ir.tensor import ComputeOp, Tensor
 from ..ir.visit import collect_vars, post_order
@@ -678,6 +678,13 @@ class AutoScheduler:
         nvec = -(-bj // lanes)
         bi = _row_tile(i.dom.extent, max(1, min(8, (self.regs - nvec - 2) // nvec)), nvec) \
             if i is not None else 1
+        # a tile one vector wide (an axis shorter than two vectors: a 14 x 14 image) blocks
+        # a third axis h too, one the broadcast operand does not use (the image's rows):
+        # each broadcast then feeds bh accumulators (bi + bh loads per bi x bh
+        # multiply-adds, not bi + 1 per bi)
+        h, bh = None, 1
+        if i is not None and nvec == 1:
+            h, bh, bi = self.row_block(op, i, j, reads, bi)
         work = _work(op)
         if i is not None and self.reduction_blocks(st, bj):
             return
@@ -693,6 +700,10 @@ class AutoScheduler:
         jo, ji = st.split(j, factor=bj, tail="shift")
         outer = [a for a in op.axis if a is not j and a is not i]
         attach = jo
+        hi = outer_h = None
+        if h is not None:
+            outer_h, hi = st.split(h, factor=bh, tail="shift")
+            outer = [outer_h if a is h else a for a in outer]
         if i is not None:
             io, ii = st.split(i, factor=bi, tail="shift")
             # one j panel at a time: its tiles of every i stream past a packed copy of the
@@ -702,9 +713,11 @@ class AutoScheduler:
             # weight panel was packed again for every image row)
             panel = [r for r in self.reads(op) if i.var not in r.uses and j.var in r.uses]
             used = set().union(*(r.uses for r in panel))
-            free = [a for a in outer if panel and a.var not in used]
+            # (h's outer part counts as h: the panel input uses it)
+            free = [a for a in outer if panel and a.var not in used and
+                    not (hi is not None and a is outer_h)]
             outer = [a for a in outer if a not in free]
-            st.reorder(*outer, jo, *free, io, ii, ji)
+            st.reorder(*outer, jo, *free, io, ii, *([hi] if hi is not None else []), ji)
             share = [*outer, jo, *free]
             chunks = math.prod(a.dom.extent for a in share)
             if self.cores >= 2 and work >= PARALLEL_MIN_WORK and \
@@ -730,13 +743,49 @@ class AutoScheduler:
         order = list(lop.reduce_axis)
         if i is not None:
             li = lop.axis[list(op.axis).index(i)]
-            order += [li, lj]
+            lh = [lop.axis[list(op.axis).index(h)]] if h is not None else []
+            order += [li, *lh, lj]
             lst.reorder(*order)
-            lst.unroll(li)
+            for axis in (li, *lh):
+                lst.unroll(axis)
         else:
             order += [lj]
             lst.reorder(*order)
         lst.vectorize(lj)
+
+    def row_block(self, op: ComputeOp, i: IterVar, j: IterVar, reads: list[_Read],
+                  bi: int) -> tuple[IterVar | None, int, int]:
+        """For a spatial-vector tile of ``op`` one vector wide: the axis ``h`` to block
+        besides ``i`` (the innermost one the reads using ``i`` skip and the others use, in
+        no condition: a guard on a blocked axis would sit in the vector body, where
+        ``partition_loops`` peels it off an outer loop), its block ``bh`` and the new
+        ``bi``: the best ``bi x bh`` in multiply-adds per load (``bi * bh / (bi + bh)``),
+        counting the overlap of shifted last tiles, with the accumulators, ``bh`` loaded
+        vectors and a broadcast in the registers. ``(None, 1, bi)`` when no axis
+        qualifies or blocking one does not pay."""
+        broadcast = [r for r in reads if i.var in r.uses]
+        loaded = [r for r in reads if j.var in r.uses]
+        guarded = {v for n in post_order(*self.expanded(op)) if isinstance(n, Compare)
+                   for v in post_order(n) if isinstance(v, Var)}
+        cands = [a for a in op.axis if a is not i and a is not j and a.dom.extent >= 2
+                 and a.var not in guarded and broadcast and loaded
+                 and all(a.var not in r.uses for r in broadcast)
+                 and all(a.var in r.uses for r in loaded)]
+        best = (None, 1, bi)
+        score = bi / (bi + 1) * _tile_use(i.dom.extent, bi)
+        if not cands:
+            return best
+        h = cands[-1]
+        for bh in range(2, min(4, h.dom.extent) + 1):
+            most = (self.regs - bh - 2) // bh
+            if most < 1:
+                break
+            b = _row_tile(i.dom.extent, min(8, most), bh)
+            value = b * bh / (b + bh) * _tile_use(i.dom.extent, b) * \
+                _tile_use(h.dom.extent, bh)
+            if value > score:
+                best, score = (h, bh, b), value
+        return best
 
     def reduction_blocks(self, st: Stage, bj: int) -> bool:
         """A reduction too long for its ``bj``-wide panel to stay in L2 (a weight gradient
