@@ -217,12 +217,13 @@ def _tile_loops(text: str, name: str) -> list[str]:
     return loops[::-1]
 
 
-@pytest.mark.parametrize("width, rows", [(7, 2), (12, 2), (14, 2), (32, 0)])
+@pytest.mark.parametrize("width, rows", [(7, 2), (12, 2), (14, 2), (32, 0), (56, 2)])
 def test_narrow_convolution_blocks_image_rows_in_registers(width: int, rows: int) -> None:
     """A convolution whose row fits one vector tile (7 to 15 pixels at 8 lanes) keeps two
     image rows besides six output channels in registers: each broadcast weight feeds two
-    accumulators (8 loads per 12 multiply-adds, where one row made it 9 per 8); a row of
-    two vectors keeps one image row per tile. The numbers are the interpreter's."""
+    accumulators (8 loads per 12 multiply-adds, where one row made it 9 per 8). A row of
+    two vectors keeps one image row per tile, unless its vectors come in odd numbers
+    (56 = 7 x 8: pairs of vectors would overlap). The numbers are the interpreter's."""
     rng = np.random.default_rng(6)
     x = tex.placeholder((2, 16, width, width), "float32", name="x")
     w = tex.placeholder((24, 16, 3, 3), "float32", name="w")

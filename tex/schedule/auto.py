@@ -683,8 +683,20 @@ class AutoScheduler:
         # each broadcast then feeds bh accumulators (bi + bh loads per bi x bh
         # multiply-adds, not bi + 1 per bi)
         h, bh = None, 1
-        if i is not None and nvec == 1:
-            h, bh, bi = self.row_block(op, i, j, reads, bi)
+        if i is not None and nvec <= 2:
+            # (a tile two vectors wide gives way to one vector and rows when the rows fit
+            # better, with as many accumulators to hide the multiply-adds' latency: a
+            # 56 x 56 image's 56 columns fill 7 vectors, 3.5 pairs)
+            b1 = _row_tile(i.dom.extent, max(1, min(8, self.regs - 3)), 1) if nvec == 2 \
+                else bi
+            rows, rows_score = self.row_block(op, i, j, reads, b1)
+            wide = bi * nvec / (bi + nvec) * _tile_use(i.dom.extent, bi) * \
+                _tile_use(j.dom.extent, bj)
+            if rows[0] is not None and (nvec == 1 or (
+                    rows[1] * rows[2] >= bi * nvec and
+                    rows_score * _tile_use(j.dom.extent, lanes) > wide)):
+                h, bh, bi = rows
+                bj, nvec = min(lanes, j.dom.extent), 1
         work = _work(op)
         if i is not None and self.reduction_blocks(st, bj):
             return
@@ -754,15 +766,15 @@ class AutoScheduler:
         lst.vectorize(lj)
 
     def row_block(self, op: ComputeOp, i: IterVar, j: IterVar, reads: list[_Read],
-                  bi: int) -> tuple[IterVar | None, int, int]:
+                  bi: int) -> tuple[tuple[IterVar | None, int, int], float]:
         """For a spatial-vector tile of ``op`` one vector wide: the axis ``h`` to block
         besides ``i`` (the innermost one the reads using ``i`` skip and the others use, in
         no condition: a guard on a blocked axis would sit in the vector body, where
         ``partition_loops`` peels it off an outer loop), its block ``bh`` and the new
         ``bi``: the best ``bi x bh`` in multiply-adds per load (``bi * bh / (bi + bh)``),
         counting the overlap of shifted last tiles, with the accumulators, ``bh`` loaded
-        vectors and a broadcast in the registers. ``(None, 1, bi)`` when no axis
-        qualifies or blocking one does not pay."""
+        vectors and a broadcast in the registers, and that score. ``(None, 1, bi)`` when
+        no axis qualifies or blocking one does not pay."""
         broadcast = [r for r in reads if i.var in r.uses]
         loaded = [r for r in reads if j.var in r.uses]
         guarded = {v for n in post_order(*self.expanded(op)) if isinstance(n, Compare)
@@ -771,10 +783,10 @@ class AutoScheduler:
                  and a.var not in guarded and broadcast and loaded
                  and all(a.var not in r.uses for r in broadcast)
                  and all(a.var in r.uses for r in loaded)]
-        best = (None, 1, bi)
+        best: tuple[IterVar | None, int, int] = (None, 1, bi)
         score = bi / (bi + 1) * _tile_use(i.dom.extent, bi)
         if not cands:
-            return best
+            return best, score
         h = cands[-1]
         for bh in range(2, min(4, h.dom.extent) + 1):
             most = (self.regs - bh - 2) // bh
@@ -785,7 +797,7 @@ class AutoScheduler:
                 _tile_use(h.dom.extent, bh)
             if value > score:
                 best, score = (h, bh, b), value
-        return best
+        return best, score
 
     def reduction_blocks(self, st: Stage, bj: int) -> bool:
         """A reduction too long for its ``bj``-wide panel to stay in L2 (a weight gradient
