@@ -12,7 +12,10 @@ decided from the index maps of each stage's reads (no search, no timing):
      column sums, element-wise maps). The inner ``2 x lanes`` of it are vectorized; a
      second output axis that some input does not depend on (the rows of ``A @ B``) is
      unrolled so each loaded vector is reused (as many rows as pay for their broadcast
-     against the overlap of a shifted last tile); the accumulators live in a local tile
+     against the overlap of a shifted last tile); a tile one vector wide (a 7 or 14 pixel
+     image row), or one that two-vector tiles would overlap (56 = 7 vectors), also blocks
+     a third axis that the broadcast input skips (the image's rows: ``row_block``), so
+     each broadcast feeds several accumulators; the accumulators live in a local tile
      (``cache_write``) computed at the tile loop. The other input's panel for one vector
      tile is packed contiguously, the output axes it does not use run inside the panel
      loop, and a reduction too long for the panel to stay in L2 is summed in blocks
