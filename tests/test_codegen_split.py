@@ -250,6 +250,29 @@ def test_streamed_build_equals_whole_build(streamed_builds: DiskCache,
         np.testing.assert_array_equal(a, b)
 
 
+def test_failed_emission_leaves_no_streaming_child(streamed_builds: DiskCache,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error while the module is emitted, after parts went to children: the error
+    reaches the caller and every child is killed and reaped (no zombie, no open pipe)."""
+    placed = codegen_llvm._Streamer.placed
+    calls: list[str] = []
+
+    def fails_late(self: codegen_llvm._Streamer, fn: object) -> None:
+        placed(self, fn)
+        calls.append(self.entry)
+        if len(calls) == 2:
+            raise RuntimeError("emission failed")
+
+    monkeypatch.setattr(codegen_llvm._Streamer, "placed", fails_late)
+    fds = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(RuntimeError, match="emission failed"):
+        _build("failing")
+    assert len(calls) == 2
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)
+    assert len(os.listdir("/proc/self/fd")) == fds
+
+
 def _fork_fails() -> int:
     raise OSError("no more processes")
 

@@ -304,8 +304,12 @@ def compile_llvm(func: LoweredFunc, options: CodegenOptions | None = None,
     symbol = symbol_name(func.name)
     stream = jobs.Stream(n_jobs)
     streamer = _Streamer(symbol, stream) if stream.enabled else None
-    with debug.timed("llvm.emit"):
-        m = emit_module(func, options, on_placed=streamer.placed if streamer else None)
+    try:
+        with debug.timed("llvm.emit"):
+            m = emit_module(func, options, on_placed=streamer.placed if streamer else None)
+    except BaseException:
+        stream.abandon()  # no child outlives a failed emission
+        raise
     m.on_placed = None
     with debug.timed("llvm.print"):
         text = streamer.module_text(m.ir) if streamer is not None else str(m.ir)
