@@ -250,6 +250,34 @@ def test_streamed_build_equals_whole_build(streamed_builds: DiskCache,
         np.testing.assert_array_equal(a, b)
 
 
+def test_streamed_module_with_run_time_checks(streamed_builds: DiskCache) -> None:
+    """A gather's gradient with a run-time bounds check: the check's report function
+    (created in the middle of a function, placed on its own) goes out with the first part
+    that calls it; the numbers are the interpreter's and a bad index is still reported."""
+    n, m, rows = 64, 32, 100
+    W = tex.placeholder((rows, m), name="W")
+    ix = tex.placeholder((n,), "int32", name="I")
+    T = tex.compute((n, m), lambda i, j: tex.tanh(W[ix[i], j]), name="T")
+    r, c = tex.reduce_axis((0, n), "r"), tex.reduce_axis((0, m), "c")
+    L = tex.compute((), lambda: tex.sum(T[r, c] * T[r, c], axis=[r, c]), name="L")
+    dW, = tex.differentiate(L, [W]).result
+    with debug.timings() as t:
+        f = tex.build(auto_schedule([L, dW], target="llvm"), [W, ix, L, dW], name="gather")
+    assert [name for name, _, _ in t.rows].count("llvm.fork") >= 1
+    assert 'define internal void @"gather.report"' in f.get_source("ll.raw")
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((rows, m)).astype(np.float32)
+    rows_read = rng.integers(0, rows, n).astype(np.int32)
+    loss, grad = np.zeros((), np.float32), np.zeros((rows, m), np.float32)
+    f(w, rows_read, loss, grad)
+    want = evaluate([L, dW], {W: w, ix: rows_read})
+    np.testing.assert_allclose(loss, want[0], rtol=1e-5)
+    np.testing.assert_allclose(grad, want[1], rtol=1e-5, atol=1e-6)
+    rows_read[3] = rows + 900
+    with pytest.raises(debug.OutOfBoundsError, match="index 1000 in dimension 0 of 'W'"):
+        f(w, rows_read, loss, grad)
+
+
 def test_failed_emission_leaves_no_streaming_child(streamed_builds: DiskCache,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """An error while the module is emitted, after parts went to children: the error
