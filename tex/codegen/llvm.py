@@ -255,13 +255,14 @@ class _Streamer:
         return "\n".join(lines)
 
 
-def _split(text: str, n_jobs: int) -> Split | None:
+def _split(text: str, n_jobs: int, placed: frozenset[str]) -> Split | None:
     """``text`` in ``n_jobs`` parts when it is large enough and children may compile
-    them; None otherwise."""
-    if n_jobs < 2 or len(text) < SPLIT_MIN_CHARS or not jobs.can_fork():
+    them, or when parts of it were streamed already (``placed``: their functions); None
+    otherwise."""
+    if not placed and (n_jobs < 2 or len(text) < SPLIT_MIN_CHARS or not jobs.can_fork()):
         return None
     with debug.timed("llvm.split"):
-        return split_text(text, n_jobs * PARTS_PER_JOB)
+        return split_text(text, n_jobs * PARTS_PER_JOB, placed)
 
 
 def _from_parts(symbol: str, text: str, m: ModuleEmitter, results: Sequence[PartResult],
@@ -314,22 +315,13 @@ def compile_llvm(func: LoweredFunc, options: CodegenOptions | None = None,
     with debug.timed("llvm.print"):
         text = streamer.module_text(m.ir) if streamer is not None else str(m.ir)
     debug.dump("llvm", text)
-    split = None
-    if streamer is not None and streamer.sent:
-        with debug.timed("llvm.split"):
-            split = split_text(text, n_jobs * PARTS_PER_JOB, frozenset(streamer.sent))
-        if split is None:
-            stream.abandon()
-        else:
-            results = stream.finish(split.texts)
-            compiled = _from_parts(symbol, text, m, results,
-                                   split.all_defined | frozenset(streamer.sent))
-    if split is None:
-        split = _split(text, n_jobs)
-        if split is not None:
-            compiled = _from_parts(symbol, text, m, jobs.compile_parts(split.texts, n_jobs),
-                                   split.all_defined)
-    if split is None:
+    placed = frozenset(streamer.sent) if streamer is not None else frozenset()
+    split = _split(text, n_jobs, placed)
+    if split is not None:
+        compiled = _from_parts(symbol, text, m, stream.finish(split.texts),
+                               split.all_defined | placed)
+    else:
+        stream.abandon()  # (a module that cannot be split: what was streamed is dropped)
         # a context per module: the global one would keep every module's uniqued constants
         # and metadata for good (10 to 15 KB per kernel)
         context = llvm.create_context()
