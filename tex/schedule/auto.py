@@ -691,7 +691,7 @@ class AutoScheduler:
             # better, with as many accumulators to hide the multiply-adds' latency: a
             # 56 x 56 image's 56 columns fill 7 vectors, 3.5 pairs)
             b1 = _row_tile(i.dom.extent, max(1, min(8, self.regs - 3)), 1) if nvec == 2 \
-                else bi
+                else bi  # (the rows of a one-vector tile: its vector and a broadcast)
             rows, rows_score = self.row_block(op, i, j, reads, b1)
             wide = bi * nvec / (bi + nvec) * _tile_use(i.dom.extent, bi) * \
                 _tile_use(j.dom.extent, bj)
@@ -729,8 +729,7 @@ class AutoScheduler:
             panel = [r for r in self.reads(op) if i.var not in r.uses and j.var in r.uses]
             used = set().union(*(r.uses for r in panel))
             # (h's outer part counts as h: the panel input uses it)
-            free = [a for a in outer if panel and a.var not in used and
-                    not (hi is not None and a is outer_h)]
+            free = [a for a in outer if panel and a.var not in used and a is not outer_h]
             outer = [a for a in outer if a not in free]
             st.reorder(*outer, jo, *free, io, ii, *([hi] if hi is not None else []), ji)
             share = [*outer, jo, *free]
