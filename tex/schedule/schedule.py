@@ -63,6 +63,15 @@ def _is_reduce(iv: IterVar) -> bool:
     return iv.kind == "reduce"
 
 
+def _position(loops: Sequence[IterVar], iv: IterVar) -> int:
+    """The index of ``iv`` in ``loops``, by identity (``==`` on axes builds a comparison
+    expression: ``list.index`` paid for one per loop passed over)."""
+    for k, v in enumerate(loops):
+        if v is iv:
+            return k
+    raise ValueError(f"axis '{iv.name}' is not among the loops")
+
+
 class Stage:
     """How one operation is computed: loop structure, annotations and attach point."""
 
@@ -136,9 +145,9 @@ class Stage:
         if not isinstance(iv, IterVar):
             raise TypeError(f"{primitive} on stage '{self.name}': expected an IterVar "
                             f"(e.g. {self.name}.op.axis[0]), got {type(iv).__name__} {iv!r}")
-        if iv in self.leaf_iter_vars:
+        if any(iv is v for v in self.leaf_iter_vars):
             return iv
-        if iv in self.all_iter_vars:
+        if any(iv is v for v in self.all_iter_vars):
             raise ValueError(f"{primitive} on stage '{self.name}': axis '{iv.name}' has already "
                              "been split or fused; use the axes that split/fuse returned")
         raise ValueError(f"{primitive} on stage '{self.name}': axis '{iv.name}' is not an axis "
@@ -150,8 +159,8 @@ class Stage:
         the ``old`` loops move to the innermost new loop (a split's inner loop, the fused
         loop): computing "at ``i``" means once per value of ``i``, inside every loop that
         enumerates it, so the region each computes stays what one value of ``i`` reads."""
-        pos = min(self.leaf_iter_vars.index(v) for v in old)
-        leaves = [v for v in self.leaf_iter_vars if v not in old]
+        pos = min(_position(self.leaf_iter_vars, v) for v in old)
+        leaves = [v for v in self.leaf_iter_vars if not any(v is o for o in old)]
         leaves[pos:pos] = new
         self.leaf_iter_vars = leaves
         self.all_iter_vars.extend(new)
@@ -222,7 +231,7 @@ class Stage:
         if len(set(ivs)) != len(ivs):
             raise ValueError(f"reorder on stage '{self.name}': an axis appears twice in "
                              f"({', '.join(v.name for v in ivs)})")
-        positions = sorted(self.leaf_iter_vars.index(v) for v in ivs)
+        positions = sorted(_position(self.leaf_iter_vars, v) for v in ivs)
         leaves = list(self.leaf_iter_vars)
         for pos, iv in zip(positions, ivs):
             leaves[pos] = iv
@@ -237,7 +246,7 @@ class Stage:
         checked = [self.check_leaf(iv, "fuse") for iv in ivs]
         if len(checked) == 1:
             return checked[0]
-        pos = [self.leaf_iter_vars.index(v) for v in checked]
+        pos = [_position(self.leaf_iter_vars, v) for v in checked]
         if any(b != a + 1 for a, b in zip(pos, pos[1:])):
             raise ValueError(f"fuse on stage '{self.name}': axes "
                              f"{', '.join(v.name for v in checked)} must be adjacent loops, "
