@@ -720,6 +720,26 @@ def test_reads_survive_stores_to_other_buffers() -> None:
     np.testing.assert_allclose(acc, want, rtol=1e-6)  # (LLVM may contract into an FMA)
 
 
+@pytest.mark.parametrize("kind", [ForKind.SERIAL, ForKind.UNROLLED, ForKind.VECTORIZED,
+                                  ForKind.PARALLEL])
+def test_read_after_a_loop_that_stores_to_its_buffer_loads_again(kind: ForKind) -> None:
+    """X[0] read before and after a loop that stores to X (in this function, or in a
+    parallel region's function of its own): the second read sees the loop's values, not
+    the first read's (the memo of loads keeps reads across stores to other buffers)."""
+    n = 1 << 12 if kind is ForKind.PARALLEL else 16
+    X = make_buffer("X", n, float32)
+    first, second = make_buffer("first", 1, float32), make_buffer("second", 1, float32)
+    i = Var("i", int32, "axis")
+    zero = c32(0)
+    body = seq(Store(first, zero, X[zero] + 1.0),
+               loop(i, n, Store(X, i, Const(5.0, float32)), kind),
+               Store(second, zero, X[zero] + 1.0))
+    f = build_lowered(func("reload", [], [X, first, second], body))
+    x, a, b = np.zeros(n, np.float32), np.zeros(1, np.float32), np.zeros(1, np.float32)
+    f(x, a, b)
+    assert (a[0], b[0]) == (1.0, 6.0) and (x == 5.0).all()
+
+
 _INVARIANT_REDUCTIONS = """
 import sys
 import numpy as np

@@ -255,6 +255,9 @@ class ParallelEmitter(VectorEmitter):
             with shared:
                 gomp = m.declare("GOMP_parallel", VOID, [PTR, PTR, I32, I32])
                 self.b.call(gomp, [wrapper, data, threads, ir.Constant(I32, 0)])
+        # the region stored into buffers through its own function: no store here drops
+        # what this function loaded from them before
+        self.forget_loads()
 
     def region_threads(self, extent: ir.Value, t: ir.Type) -> ir.Value:
         """The threads of a parallel region over ``extent`` iterations (of type ``t``), as
