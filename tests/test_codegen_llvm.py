@@ -493,6 +493,25 @@ def test_vectorized_elementwise(n: int) -> None:
     np.testing.assert_array_equal(b, a * np.float32(2) + np.float32(1))
 
 
+@pytest.mark.parametrize("n", [3, 5, 6, 7, 12, 13, 28, 30])
+def test_vector_chunks_are_powers_of_two_wide(n: int) -> None:
+    """A vectorized loop whose extent is no power of two runs in chunks of powers of two
+    (12 -> 8 + 4): LLVM widens a 12-lane vector, and an FMA on it ran at half speed."""
+    A, B = make_buffer("A", 2 * n, float32), make_buffer("B", 2 * n, float32)
+    j, i = Var("j", int32, "axis"), Var("i", int32, "axis")
+    idx = j * n + i
+    f = build_lowered(func(f"chunks{n}", [A], [B],
+                           loop(j, 2, loop(i, n, Store(B, idx, A[idx] * 2.0 + 1.0),
+                                           ForKind.VECTORIZED))))
+    assert f._kernel.sources.notes == ("vectorized i",)
+    widths = {int(w) for w in re.findall(r"<(\d+) x ", f.get_source("ll.raw"))}
+    assert widths and all(w & (w - 1) == 0 for w in widths), widths
+    a = RNG.standard_normal(2 * n).astype(np.float32)
+    b = np.zeros(2 * n, np.float32)
+    f(a, b)
+    np.testing.assert_array_equal(b, a * np.float32(2) + np.float32(1))
+
+
 def test_vectorized_loop_emits_packed_instructions() -> None:
     A, B = make_buffer("A", 8, float32), make_buffer("B", 8, float32)
     i = Var("i", int32, "axis")

@@ -1,8 +1,9 @@
 """Vectorized loops: lane plans, lane masks and vector memory access.
 
-A ``For`` VECTORIZED (constant extent) becomes LLVM vector code, ``w = min(extent, lanes)``
-lanes at a time (``lanes`` = twice the host vector register width in 32-bit elements: 16
-with AVX2), a serial loop over full chunks and one narrower vector for the rest. The loop
+A ``For`` VECTORIZED (constant extent) becomes LLVM vector code, ``lanes`` at a time
+(twice the host vector register width in 32-bit elements: 16 with AVX2), a serial loop over
+full chunks, then the rest (or a loop shorter than ``lanes``) as vectors whose widths are
+powers of two (28 = 16 + 8 + 4: LLVM widens a 12-lane vector, at half speed). The loop
 variable is ``<base, base+1, ...>``; expressions become vectors where they depend on it
 (others stay scalar and are broadcast where combined); a lane-invariant load under a lane
 mask is one scalar load, made when any lane is active; a load/store whose index has lane
@@ -123,6 +124,13 @@ def dup_factor(index: Expr, var: Var, lets: dict[Var, Expr]) -> int | None:
             isinstance(t.b, Const) and int(t.b.value) > 1:
         return int(t.b.value)
     return None
+
+
+def _pow2_pieces(n: int) -> list[int]:
+    """``n`` lanes as vectors of powers of two, widest first (12 -> 8, 4; 7 -> 4, 2, 1):
+    LLVM legalizes a vector of another width by widening it (a 12-lane FMA on 8-lane
+    registers ran at half speed) or by taking it apart lane by lane."""
+    return [1 << k for k in range(n.bit_length() - 1, -1, -1) if n >> k & 1]
 
 
 def vector_plan(loop: For, max_lanes: int) -> str | None:
@@ -365,9 +373,10 @@ class VectorEmitter(FunctionEmitter):
         yield super().loop(s)
 
     def vectorized(self, s: For) -> Nested[None]:
-        """Full chunks of ``max_lanes`` lanes in a loop, then one narrower chunk."""
+        """Full chunks of ``max_lanes`` lanes in a loop, then the rest in chunks of powers
+        of two (``_pow2_pieces``)."""
         n = int(s.extent.value)  # type: ignore[attr-defined]
-        w = min(n, self.m.max_lanes)
+        w = self.m.max_lanes if n >= self.m.max_lanes else _pow2_pieces(n)[0]
         lo, _ = self.bounds(s)
         if self.widens(s.var):  # (the chunk base counts in i64; the lanes stay int32)
             lo = self.to_i64(lo, s.var.dtype)
@@ -384,11 +393,13 @@ class VectorEmitter(FunctionEmitter):
                 base = self.b.add(lo, self.b.mul(c, ir.Constant(t, w)),
                                   name=f"{local_name(s.var.name)}.base")
                 yield self.vector_body(s, base, w, align)
-        if rest:
-            base = self.b.add(lo, ir.Constant(t, full * w),
+        start = full * w
+        for piece in _pow2_pieces(rest):
+            base = self.b.add(lo, ir.Constant(t, start),
                               name=f"{local_name(s.var.name)}.rest")
-            rest_align = math.gcd(lo_c, full * w) if lo_c is not None else 1
-            yield self.vector_body(s, base, rest, rest_align)
+            rest_align = math.gcd(lo_c, start) if lo_c is not None else 1
+            yield self.vector_body(s, base, piece, rest_align)
+            start += piece
 
     def vector_body(self, s: For, base: ir.Value, w: int, align: int = 1) -> Nested[None]:
         """One chunk of ``w`` lanes from ``base`` (a multiple of ``align``)."""
