@@ -19,6 +19,7 @@ from tex import debug
 from tex.build import build_lowered
 from tex.codegen import host_target, tables
 from tex.codegen.ops import covered_ops
+from tex.codegen.parallel import CHUNKS_PER_THREAD, UNIT_CHUNKS_PER_THREAD, chunk_size
 from tex.dtype import DTYPES, DType, boolean, float32, int32
 from tex.ir import fold
 from tex.ir.expr import (
@@ -433,8 +434,8 @@ def test_num_threads_option_reaches_gomp(threads: int, region: int | str | None)
 
 def test_parallel_loop_hands_out_chunks_to_threads() -> None:
     """A parallel loop of 37 iterations on 3 threads: the threads claim chunks of it from an
-    atomic counter (4 per thread: chunks of 4, the last of 1) until none is left; every
-    iteration runs once, computing what it computes serially."""
+    atomic counter (``chunk_size``: single iterations, at most 16 per thread) until none is
+    left; every iteration runs once, computing what it computes serially."""
     A, B = make_buffer("A", 37 * 5, float32), make_buffer("B", 37 * 5, float32)
     io, ii = Var("io", int32, "axis"), Var("ii", int32, "axis")
     body = loop(ii, 5, Store(B, io * 5 + ii, A[io * 5 + ii] * Cast(float32, io) + 1.0))
@@ -446,7 +447,10 @@ def test_parallel_loop_hands_out_chunks_to_threads() -> None:
         b = np.full(37 * 5, np.nan, np.float32)
         f(a, b)
         outs.append(b)
-    assert re.search(r"atomicrmw add ptr %\S+, i64 %\"chunk\" monotonic", f.get_source("ll.raw"))
+    raw = f.get_source("ll.raw")
+    assert re.search(r"atomicrmw add ptr %\S+, i64 %\"chunk\" monotonic", raw)
+    # the rule of chunk_size: single iterations for at most 16 per thread
+    assert re.search(rf"mul i64 %\S+, {UNIT_CHUNKS_PER_THREAD}\b", raw)
     # every element written once, with a * io + 1: one FMA (one rounding; float64 then
     # float32 gives it for these values) or a product and a sum (two). ``contract``
     # allows the fusion, not requires it: LLVM does not fuse where its vectorizer
@@ -456,6 +460,26 @@ def test_parallel_loop_hands_out_chunks_to_threads() -> None:
     for got in outs:
         got = got.reshape(37, 5)
         assert np.all((got == fused.astype(np.float32)) | (got == apart))
+
+
+@pytest.mark.parametrize("threads", [2, 3, 4, 8])
+def test_chunks_share_a_loop_of_few_iterations_equally(threads: int) -> None:
+    """Threads claiming equal iterations in turn: a loop of at most 16 iterations per
+    thread is shared as evenly as its iterations allow (14 tiles on 2 threads: 7 each, not
+    8 and 6 from chunks of 2), a longer one takes at most ``CHUNKS_PER_THREAD`` + 1 claims
+    per thread."""
+    for extent in range(1, 40 * threads):
+        chunk = chunk_size(extent, threads)
+        shares = [0] * threads
+        claims = [0] * threads
+        for first in range(0, extent, chunk):  # the least loaded thread claims next
+            k = shares.index(min(shares))
+            shares[k] += min(chunk, extent - first)
+            claims[k] += 1
+        if extent <= threads * UNIT_CHUNKS_PER_THREAD:
+            assert max(shares) == -(-extent // threads), (extent, shares)
+        else:
+            assert max(claims) <= CHUNKS_PER_THREAD + 1, (extent, claims)
 
 
 @pytest.mark.parametrize("extent", [1, 2])
