@@ -13,10 +13,12 @@ import numpy as np
 import pytest
 
 import tex
+from tex import build as build_module
 from tex import debug
 from tex.codegen import jobs
 from tex.codegen import llvm as codegen_llvm
 from tex.codegen.split import part_text, split_text
+from tex.lower import StagedFunc
 from tex.runtime import jit
 from tex.runtime.diskcache import DiskCache
 from tex.schedule import auto_schedule
@@ -299,6 +301,48 @@ def test_failed_emission_leaves_no_streaming_child(streamed_builds: DiskCache,
     with pytest.raises(ChildProcessError):
         os.waitpid(-1, os.WNOHANG)
     assert len(os.listdir("/proc/self/fd")) == fds
+
+
+def test_failed_lowering_of_a_later_nest_leaves_no_streaming_child(
+        streamed_builds: DiskCache, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build lowers nest after nest while children compile the first ones: an error in
+    the passes of a later nest reaches the caller, and every child is killed and reaped."""
+    passed = StagedFunc.passed
+    calls: list[int] = []
+
+    def fails_late(self: StagedFunc, nest: object, trace: object = None) -> object:
+        calls.append(1)
+        if len(calls) == 6:
+            raise RuntimeError("a pass failed")
+        return passed(self, nest, trace)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(StagedFunc, "passed", fails_late)
+    fds = len(os.listdir("/proc/self/fd"))
+    with debug.timings() as t, pytest.raises(RuntimeError, match="a pass failed"):
+        _build("failing_pass")
+    assert [name for name, _, _ in t.rows].count("llvm.fork") >= 1  # (children had parts)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)
+    assert len(os.listdir("/proc/self/fd")) == fds
+
+
+def test_streamed_build_of_a_cached_kernel_drops_what_it_started(
+        streamed_builds: DiskCache, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build whose schedule is not in the front cache lowers and compiles nest by nest;
+    when the whole function turns out to be cached (built before from another schedule),
+    the parts sent to children are dropped and the cached kernel is used."""
+    f, _ = _build()
+    monkeypatch.setattr(build_module, "_front_key", lambda *args: None)
+    fds = len(os.listdir("/proc/self/fd"))
+    with debug.timings() as t:
+        g, args = _build()  # new placeholders, the same function
+    rows = [name for name, _, _ in t.rows]
+    assert rows.count("llvm.fork") >= 1 and "llvm.wait" not in rows and "llvm.opt" not in rows
+    assert g._kernel is f._kernel
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)
+    assert len(os.listdir("/proc/self/fd")) == fds
+    _run(g, args)
 
 
 def _fork_fails() -> int:

@@ -17,6 +17,13 @@ disk cache (``tex.runtime.diskcache``) holds the object code other processes com
 a hit skips legalization and all LLVM work. A CPU build first looks the schedule itself up
 (``tex.schedule.key``, ``jit.FRONT``): a hit skips lowering as well, which is most of what
 a second process's build costs.
+
+A CPU build that misses lowers, legalizes and emits one root stage's nest after another
+(``_build_streamed``): with several compile jobs, a child compiles the first nests'
+functions while Python lowers the next, and the lowered function's key is checked at the
+end (a kernel cached under it then, built from another schedule, replaces what was being
+compiled). With ``TEX_DUMP`` set, the function is lowered whole first (each pass's dump
+shows all of it).
 """
 from __future__ import annotations
 
@@ -31,14 +38,14 @@ from typing import Any
 import numpy as np
 
 from . import debug
-from .codegen import CodegenOptions, compile_llvm
+from .codegen import CodegenOptions, compile_llvm, compile_nests
 from .debug import InternalError
 from .ir.expr import Var
 from .ir.tensor import Tensor
 from .ir.visit import placeholders_of
 from .lower.bounds_check import check_program, strip_checks
 from .lower.legalize import legalize
-from .lower.stmt import LoweredFunc
+from .lower.stmt import Allocate, LoweredFunc, Seq, Stmt
 from .runtime.jit import (
     CACHE,
     FRONT,
@@ -168,8 +175,61 @@ def _build_cpu(func: LoweredFunc, target: str, options: CodegenOptions, front: s
     of the same schedule needs is stored under it (``FRONT``)."""
     if not options.bounds_check:
         func = strip_checks(func)
-    lowered = str(func)
     kernel, key = _kernel(func, target, options)
+    return _built(func, kernel, key, target, options, front)
+
+
+def _build_streamed(sch: Any, args: Sequence[Tensor | Var], name: str, target: str,
+                    options: CodegenOptions, front: str | None) -> BuiltFunction:
+    """``_build_cpu(lower(sch, args, name=name), ...)``, the passes, legalization and code
+    of one root stage's nest after another, so that LLVM compiles the first nests' functions
+    (``compile_nests``) while Python lowers the next: the second CPU otherwise idled
+    through lowering. The function's key is known only at the end: a kernel cached under
+    it then (the same function from another schedule) drops what was compiled."""
+    from .codegen.parallel import OUTLINE_MIN_NESTS, loop_nests
+    from .lower import stage
+
+    with debug.timed("lower"):
+        staged = stage(sch, args, name)
+    passed: list[Stmt] = []
+
+    def nests() -> Iterator[Stmt]:
+        for raw in staged.nests:
+            nest = staged.passed(raw)
+            passed.append(nest)
+            one = LoweredFunc(name, staged.params, nest)
+            if not options.bounds_check:
+                one = strip_checks(one)
+            with debug.timed("legalize"):
+                yield legalize(one, target).body
+
+    found: dict[str, Any] = {}
+
+    def proceed() -> bool:
+        func = staged.function(passed)
+        if not options.bounds_check:
+            func = strip_checks(func)
+        with debug.timed("build.cache_key"):
+            key = cache_key(func, target, options)
+        found.update(func=func, key=key, kernel=_cached_kernel(key))
+        return found["kernel"] is None
+
+    header = LoweredFunc(name, staged.params, Seq(()))
+    allocs = tuple(Allocate(buf, "global", Seq(())) for buf in staged.temps)
+    outline = loop_nests(Seq(staged.nests)) > OUTLINE_MIN_NESTS
+    compiled = compile_nests(header, allocs, nests(), outline, options, proceed=proceed)
+    func, key, kernel = found["func"], found["key"], found["kernel"]
+    if compiled is not None:
+        kernel = CACHE.put(key, jit_compile(compiled, key))
+    return _built(func, kernel, key, target, options, front)
+
+
+def _built(func: LoweredFunc, kernel: Kernel, key: str, target: str, options: CodegenOptions,
+           front: str | None) -> BuiltFunction:
+    """The callable of ``func`` (checks already stripped where asked), compiled to
+    ``kernel`` under ``key``; with ``front`` (the schedule's key), what a later build of
+    the same schedule needs is stored under it (``FRONT``)."""
+    lowered = str(func)
     signature = param_signature(func.params)
     if front is not None:
         FRONT.put(front, FrontEntry(key, lowered, tuple(out for _, out in signature)))
@@ -314,7 +374,9 @@ def build(sch: Any, args: Sequence[Tensor | Var] | None = None, target: str = "l
             built = _build_front(front, sch, args, name, kind, options)
             if built is not None:
                 return built
-        return _build_cpu(lower(sch, args, name=name), kind, options, front)
+        if debug.current().dump:  # (every pass's dump shows the whole function)
+            return _build_cpu(lower(sch, args, name=name), kind, options, front)
+        return _build_streamed(sch, args, name, kind, options, front)
 
 
 @contextlib.contextmanager

@@ -28,17 +28,20 @@ With several jobs, the compiling starts while the module is still being emitted
 (``_Streamer``): the functions emitted whole (outlined nests and parallel bodies, which
 finish before their callers) go in parts of ``STREAM_MIN_CHARS`` to ``STREAM_MAX_CHARS``
 to a child forked for each part whenever one is free, and the final split shares out what
-is left. LLVM takes about three times as long over a function as Python takes to emit and
-print it, so a child works through part of the module during emission instead of idling:
-22-28% of the IR of bert's and resnet_28's gradients (0.84 and 0.45 s of emission), 5-10%
-of their cold builds' wall time. (A background thread was tried earlier and removed:
-llvmlite holds one lock around every call into LLVM, so it saved no wall time.)
+is left. ``compile_nests`` takes the function's top-level nests from a generator:
+``tex.build`` lowers each root stage's nest only when the emitter asks for it, so the
+child compiles the first nests while Python runs the passes of the next. LLVM takes
+about three times as long over a function as Python takes to lower, emit and print it, so
+the child works through part of the module instead of idling. (A background thread was
+tried earlier and removed: llvmlite holds one lock around every call into LLVM, so it
+saved no wall time.)
 
 ``TEX_DUMP=llvm,llvm.opt,asm`` prints the three texts.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import llvmlite.binding as llvm
@@ -46,7 +49,7 @@ import llvmlite.ir as ir
 
 from .. import debug
 from ..lower.bounds_check import BoundsReportOp
-from ..lower.stmt import BufferParam, LoweredFunc, symbol_name
+from ..lower.stmt import Allocate, BufferParam, LoweredFunc, Seq, Stmt, symbol_name
 from . import jobs
 from .host import LLVM_LOCK, HostTarget, host_target, optimize
 from .irtypes import PTR, VOID, abi_type
@@ -55,7 +58,8 @@ from .module import ERRORS, CodegenOptions, ModuleEmitter
 from .parallel import OUTLINE_MIN_NESTS, ParallelEmitter, loop_nests
 from .split import Split, declaration, part_text, split_text
 
-__all__ = ["CompiledModule", "emit_llvm", "emit_module", "compile_llvm", "SPLIT_MIN_CHARS"]
+__all__ = ["CompiledModule", "emit_llvm", "emit_module", "emit_nests", "top_nests",
+           "compile_llvm", "compile_nests", "SPLIT_MIN_CHARS"]
 
 # a module with less IR text than this compiles whole, in this process: forking and loading
 # several objects would cost more than the parallel work saves. Measured on 2 cores (cold
@@ -129,11 +133,36 @@ def emit_llvm(func: LoweredFunc, options: CodegenOptions | None = None,
     return str(m.ir), m.notes, m.errors
 
 
+def top_nests(func: LoweredFunc) -> tuple[tuple[Allocate, ...], tuple[Stmt, ...]]:
+    """The allocations around ``func``'s body (outermost first) and the statements of the
+    sequence inside them (the root stages' nests, as ``tex.lower`` makes them)."""
+    allocs: list[Allocate] = []
+    body = func.body
+    while isinstance(body, Allocate):
+        allocs.append(body)
+        body = body.body
+    return tuple(allocs), body.body if isinstance(body, Seq) else (body,)
+
+
 def emit_module(func: LoweredFunc, options: CodegenOptions | None = None,
                 host: HostTarget | None = None,
                 on_placed: Callable[[ir.Function], None] | None = None) -> ModuleEmitter:
     """The module emitter after emitting ``func`` (its IR, notes, error record, checks);
     ``on_placed``: see ``ModuleEmitter.on_placed``."""
+    allocs, nests = top_nests(func)
+    return emit_nests(func, allocs, nests, loop_nests(func.body) > OUTLINE_MIN_NESTS,
+                      options, host, on_placed)
+
+
+def emit_nests(func: LoweredFunc, allocs: Sequence[Allocate], nests: Iterable[Stmt],
+               outline: bool, options: CodegenOptions | None = None,
+               host: HostTarget | None = None,
+               on_placed: Callable[[ir.Function], None] | None = None) -> ModuleEmitter:
+    """The module emitter after emitting the function named and parametrized as ``func``
+    (its body is not read) whose body is ``nests`` in sequence inside ``allocs``
+    (``top_nests``); ``nests`` may be a generator, lowering each nest when it is due, while
+    the nests before it are compiled already (``on_placed``). ``outline``: each loop nest
+    is a function of its own (``ParallelEmitter.outline_nests``)."""
     options = options or CodegenOptions()
     host = host or host_target()
     symbol = symbol_name(func.name)
@@ -153,8 +182,13 @@ def emit_module(func: LoweredFunc, options: CodegenOptions | None = None,
     record.add_attribute("noalias")
     record.add_attribute("captures(none)")
     f.bufs[ERRORS] = record
-    f.outline_nests = loop_nests(func.body) > OUTLINE_MIN_NESTS
-    f.stmt(func.body)
+    f.outline_nests = outline
+    with contextlib.ExitStack() as scopes:
+        for a in allocs:
+            scopes.enter_context(f.allocation(a))
+        for nest in nests:
+            m.begin_nest(nest)
+            f.stmt(Seq((nest,)))  # (a loop of a sequence: outlined with ``outline``)
     f.finish()
     return m
 
@@ -300,6 +334,22 @@ def compile_llvm(func: LoweredFunc, options: CodegenOptions | None = None,
     ValueError
         For loops bound to GPU threads.
     """
+    allocs, nests = top_nests(func)
+    compiled = compile_nests(func, allocs, nests, loop_nests(func.body) > OUTLINE_MIN_NESTS,
+                             options, n_jobs)
+    assert compiled is not None
+    return compiled
+
+
+def compile_nests(func: LoweredFunc, allocs: Sequence[Allocate], nests: Iterable[Stmt],
+                  outline: bool, options: CodegenOptions | None = None,
+                  n_jobs: int | None = None,
+                  proceed: Callable[[], bool] | None = None) -> CompiledModule | None:
+    """``compile_llvm`` of the function ``emit_nests`` emits: compiling starts on the
+    functions of the first nests while ``nests`` (a generator) still lowers the next.
+    After the last, ``proceed()`` (default: yes) says whether to finish: when it says no,
+    what was started is dropped and None returned (a build that found the function's
+    kernel in a cache once it knew the whole function)."""
     options = options or CodegenOptions()
     n_jobs = jobs.COMPILE_JOBS if n_jobs is None else n_jobs
     symbol = symbol_name(func.name)
@@ -307,7 +357,11 @@ def compile_llvm(func: LoweredFunc, options: CodegenOptions | None = None,
     streamer = _Streamer(symbol, stream) if stream.enabled else None
     try:
         with debug.timed("llvm.emit"):
-            m = emit_module(func, options, on_placed=streamer.placed if streamer else None)
+            m = emit_nests(func, allocs, nests, outline, options,
+                           on_placed=streamer.placed if streamer else None)
+        if proceed is not None and not proceed():
+            stream.abandon()
+            return None
     except BaseException:
         stream.abandon()  # no child outlives a failed emission
         raise

@@ -128,6 +128,8 @@ class ModuleEmitter:
         self._analyzer: Analyzer | None = None
         self._domains: dict[Var, Interval] | None = None
         self._reads_reports: bool | None = None
+        # the top-level statement (a root stage's nest) being emitted: ``begin_nest``
+        self._nest: Stmt | None = None
         # outlined functions by ``outline_key``, with the notes emitting them made: an
         # identical parallel loop or nest calls the same function
         self.outlined: dict[str, tuple[ir.Function, tuple[str, ...]]] = {}
@@ -317,11 +319,24 @@ class ModuleEmitter:
                     all(memo[k] for k in node.children())
         return memo[root]
 
+    def begin_nest(self, nest: Stmt) -> None:
+        """The function's next top-level statement (a root stage's nest) is ``nest``: the
+        analyses that follow take the ranges of its loops alone (the code emitted before
+        it is the only thing known while later nests are still being lowered), and forget
+        what they concluded under the previous nest's ranges."""
+        self._nest = nest
+        self._domains = None
+        self._analyzer = None
+        self._reads_reports = None
+        self._hazard.clear()
+        self._safe.clear()
+
     def domains(self) -> dict[Var, Interval]:
-        """The ranges of the variables the function's indices use: its loop variables
-        (a backend with hardware indices adds theirs)."""
+        """The ranges of the variables the indices use: the loop variables of the nest
+        being emitted (``begin_nest``; else of the function), a backend with hardware
+        indices adds its own."""
         if self._domains is None:
-            self._domains = loop_domains(self.func.body)
+            self._domains = loop_domains(self.func.body if self._nest is None else self._nest)
         return self._domains
 
     def outline_key(self, kind: str, s: Stmt, args: Sequence[Tensor | Var]) -> str | None:
@@ -330,10 +345,11 @@ class ModuleEmitter:
         ``kind`` that compiles to the same code: equal structure (``tex.lower.structure``:
         dtypes, buffer shapes), variable ranges (the hazard analysis reads them). None for
         code that reads a bounds report: each check reports its own number."""
-        # (the function is searched once: most have no run-time checks, and their nests
-        # need not be searched)
+        # (the nest is searched once: most have no run-time checks, and their loops need
+        # not be searched)
         if self._reads_reports is None:
-            self._reads_reports = _reads_report(self.func.body)
+            self._reads_reports = _reads_report(self.func.body if self._nest is None
+                                                else self._nest)
         if self._reads_reports and _reads_report(s):
             return None
         return f"{kind}\n{structure(s, args, self.domains())}"

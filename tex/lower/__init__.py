@@ -6,7 +6,7 @@ has a ``__call__``), so the TVM spelling works and ``tex.lower.stmt`` stays impo
 import sys
 import types
 
-from .lower import lower
+from .lower import StagedFunc, lower, stage
 from .passes import PASSES
 from .printer import format_func, format_stmt
 from .stmt import (
@@ -26,8 +26,8 @@ from .stmt import (
 )
 
 __all__ = [
-    "PASSES", "lower", "Allocate", "BufferParam", "For", "ForKind", "IfThenElse", "LetStmt",
-    "LoweredFunc",
+    "PASSES", "lower", "stage", "StagedFunc", "Allocate", "BufferParam", "For", "ForKind",
+    "IfThenElse", "LetStmt", "LoweredFunc",
     "ScalarParam", "Seq", "Stmt", "Store", "format_func", "format_stmt", "make_buffer", "seq",
 ]
 

@@ -20,11 +20,15 @@ check the arguments, give every tensor its storage, build the nests, run the pas
    of another computes the region bound inference gives (``bound.py``) at the start of
    that loop's body. The innermost part is the body of the stage's kind (``body.py``):
    element-wise stores, a reduction, a reduction across GPU threads, or a scatter.
-5. **Passes** (``passes.py``): the named list ``PASSES``, in order.
+5. **Passes** (``passes.py``): the named list ``PASSES``, in order, on one root stage's
+   nest at a time (``StagedFunc.passed``: no pass looks across nests); ``stage`` stops
+   before them, so that ``tex.build`` can compile the first nests while it lowers the
+   next.
 """
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .. import debug
@@ -41,13 +45,13 @@ from .stmt import (
     LoweredFunc,
     Param,
     ScalarParam,
+    Seq,
     Stmt,
     make_buffer,
-    seq,
 )
 from .storage import Names, Storage
 
-__all__ = ["lower"]
+__all__ = ["lower", "stage", "StagedFunc"]
 
 
 def lower(sch: Schedule | Tensor | Sequence[Tensor], args: Sequence[Tensor | Var] | None = None,
@@ -79,17 +83,65 @@ def lower(sch: Schedule | Tensor | Sequence[Tensor], args: Sequence[Tensor | Var
         loop whose iterations would not write it exactly once.
     """
     with debug.timed("lower"):
-        sch, arg_list = _checked_arguments(sch, args, name)
-        with debug.timed("lower.schedule_ops"):
-            names = Names()
-            params, storage, scalars = _argument_storage(sch, arg_list, names)
-            func = LoweredFunc(name, tuple(params), _nests(sch, storage, names, scalars))
-        debug.dump("lower.schedule_ops", func)
+        staged = stage(sch, args, name)
+        shown = [p for p, _ in PASSES if debug.should_dump(f"lower.{p}")]
+        trace: dict[str, list[Stmt]] | None = {p: [] for p in shown} if shown else None
+        func = staged.function([staged.passed(nest, trace) for nest in staged.nests])
+        for pass_name in shown:
+            assert trace is not None
+            debug.dump(f"lower.{pass_name}", staged.function(trace[pass_name]))
+        return func
+
+
+@dataclass(frozen=True)
+class StagedFunc:
+    """A schedule lowered up to its passes: the function's parameters, the buffers
+    allocated around its body (``temps``, outermost first) and the loop nest of each root
+    stage (``nests``), which ``passed`` runs through ``PASSES`` one at a time (a build
+    compiles the first nests while the next are lowered: ``tex.build``)."""
+
+    name: str
+    params: tuple[Param, ...]
+    temps: tuple[Tensor, ...]
+    nests: tuple[Stmt, ...]
+
+    def passed(self, nest: Stmt, trace: dict[str, list[Stmt]] | None = None) -> Stmt:
+        """``nest`` after ``PASSES`` (each pass sees a function of this nest alone: no pass
+        looks across nests); ``trace`` collects what the passes named in it give."""
+        func = LoweredFunc(self.name, self.params, nest)
         for pass_name, fn in PASSES:
             with debug.timed(f"lower.{pass_name}"):
                 func = fn(func)
-            debug.dump(f"lower.{pass_name}", func)
-        return func
+            if trace is not None and pass_name in trace:
+                trace[pass_name].append(func.body)
+        return func.body
+
+    def function(self, nests: Sequence[Stmt]) -> LoweredFunc:
+        """The function of these nests (in order; those left empty dropped), inside the
+        allocations of ``temps``. Each nest stays one statement of the body's sequence:
+        the code generator takes the ranges of a nest's loops from that nest alone."""
+        kept = [n for n in nests if not (isinstance(n, Seq) and not n.body)]
+        if not kept:
+            return LoweredFunc(self.name, self.params, Seq(()))
+        body: Stmt = kept[0] if len(kept) == 1 else Seq(tuple(kept))
+        for buf in reversed(self.temps):
+            body = Allocate(buf, "global", body)
+        return LoweredFunc(self.name, self.params, body)
+
+
+def stage(sch: Schedule | Tensor | Sequence[Tensor], args: Sequence[Tensor | Var] | None = None,
+          name: str = "main") -> StagedFunc:
+    """``lower`` up to its passes (the arguments checked, the storage given, the reads
+    checked, the nests built): raises what ``lower`` raises for bad input."""
+    sch, arg_list = _checked_arguments(sch, args, name)
+    with debug.timed("lower.schedule_ops"):
+        names = Names()
+        params, storage, scalars = _argument_storage(sch, arg_list, names)
+        temps, nests = _nests(sch, storage, names, scalars)
+        staged = StagedFunc(name, tuple(params), tuple(temps), tuple(nests))
+    if debug.should_dump("lower.schedule_ops"):
+        debug.dump("lower.schedule_ops", staged.function(staged.nests))
+    return staged
 
 
 def _checked_arguments(sch: Any, args: Any, name: Any) -> tuple[Schedule, list[Tensor | Var]]:
@@ -162,9 +214,9 @@ def _argument_storage(sch: Schedule, arg_list: Sequence[Tensor | Var], names: Na
 
 
 def _nests(sch: Schedule, storage: dict[Tensor, Storage], names: Names, scalars: set[Var]
-           ) -> Stmt:
-    """The loop nests of the root stages in order, the buffers of those that are not
-    arguments allocated around them (added to ``storage``); reads checked first."""
+           ) -> tuple[list[Tensor], list[Stmt]]:
+    """The buffers of the root stages that are not arguments (added to ``storage``) and
+    the loop nests of the root stages in order; reads checked first."""
     builder = NestBuilder(sch, storage, names, scalars)
     builder.check_reads()
     # placeholders read by the computation must be arguments
@@ -188,7 +240,4 @@ def _nests(sch: Schedule, storage: dict[Tensor, Storage], names: Names, scalars:
                 storage[t] = Storage(buf, tuple(t.shape))
                 temps.append(buf)
         parts.append(builder.root_nest(st, storage))
-    body = seq(*parts)
-    for buf in reversed(temps):
-        body = Allocate(buf, "global", body)
-    return body
+    return temps, parts
