@@ -84,13 +84,16 @@ def _forget_compiled() -> None:
 
 def _phases(t: debug.Timings, total: float) -> dict[str, float]:
     """Seconds per phase of ``PHASES`` (runs summed; a phase run inside another, such as
-    the print of each function emitted whole inside ``llvm.emit``, counted once: for
-    itself), and the rest as ``other``."""
+    the print of each function emitted whole inside ``llvm.emit``, or the passes of each
+    nest a build lowers while it emits, counted once: for itself; a pass ``lower.*``
+    counts as ``lower``), and the rest as ``other``."""
     out = dict.fromkeys(PHASES, 0.0)
     stack: list[tuple[int, str | None]] = []  # the phases open at a row: depth, name
     for name, depth, s in t.rows:
         while stack and stack[-1][0] >= depth:
             stack.pop()
+        if name.startswith("lower."):
+            name = "lower"
         if name in out:
             out[name] += s
             owner = next((p for _, p in reversed(stack) if p is not None), None)
