@@ -201,7 +201,8 @@ def _build_streamed(sch: Any, args: Sequence[Tensor | Var], name: str, target: s
             if not options.bounds_check:
                 one = strip_checks(one)
             with debug.timed("legalize"):
-                yield legalize(one, target).body
+                legal = legalize(one, target).body
+            yield legal
 
     found: dict[str, Any] = {}
 
