@@ -217,6 +217,8 @@ def _build_streamed(sch: Any, args: Sequence[Tensor | Var], name: str, target: s
 
     header = LoweredFunc(name, staged.params, Seq(()))
     allocs = tuple(Allocate(buf, "global", Seq(())) for buf in staged.temps)
+    # (counted before the passes, which may add loops: ``compile_llvm`` counts the lowered
+    # function's; the two agree on the goldens, the model layers and the tutorials)
     outline = loop_nests(Seq(staged.nests)) > OUTLINE_MIN_NESTS
     compiled = compile_nests(header, allocs, nests(), outline, options, proceed=proceed)
     func, key, kernel = found["func"], found["key"], found["kernel"]
