@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
+import llvmlite.ir as ir
 import numpy as np
 import pytest
 
@@ -18,6 +19,7 @@ import tex
 from tex import debug
 from tex.build import build_lowered
 from tex.codegen import host_target, tables
+from tex.codegen.module import CodegenOptions, ModuleEmitter
 from tex.codegen.ops import covered_ops
 from tex.codegen.parallel import CHUNKS_PER_THREAD, UNIT_CHUNKS_PER_THREAD, chunk_size
 from tex.dtype import DTYPES, DType, boolean, float32, int32
@@ -735,6 +737,30 @@ def test_vector_read_at_a_row_given_by_data_is_one_vector_load() -> None:
     b = np.zeros(n * m, np.float32)
     f(w, ix, b)
     np.testing.assert_array_equal(b.reshape(n, m), w.reshape(rows, m)[ix] * 2)
+
+
+def test_hazards_take_the_ranges_of_the_nest_being_emitted() -> None:
+    """One loop variable in two nests, over [0, 4) and over [0, 8): A[i] (4 elements) is
+    safe to read eagerly in the first and not in the second, where a select guards it. The
+    analysis forgets between nests what it concluded (A[i] is one interned expression)."""
+    A = make_buffer("A", 4, float32)
+    B, C = make_buffer("B", 4, float32), make_buffer("C", 8, float32)
+    i = Var("i", int32, "axis")
+    read = A[i]
+    first = loop(i, 4, Store(B, i, read * 2.0))
+    second = loop(i, 8, Store(C, i, Select(fold.compare(Op.LT, i, 4), read, Const(0.0, float32))))
+    fn = func("two_ranges", [A], [B, C], seq(first, second))
+    m = ModuleEmitter(fn, CodegenOptions(), ir.Module(name="t"), 16)
+    m.begin_nest(first)
+    assert m.safe(read)
+    m.begin_nest(second)
+    assert not m.safe(read) and m.hazard(read)
+    f = build_lowered(fn)
+    a = RNG.standard_normal(4).astype(np.float32)
+    b, c = np.zeros(4, np.float32), np.full(8, np.nan, np.float32)
+    f(a, b, c)
+    np.testing.assert_array_equal(b, a * np.float32(2))
+    np.testing.assert_array_equal(c, np.concatenate([a, np.zeros(4, np.float32)]))
 
 
 def test_reads_survive_stores_to_other_buffers() -> None:
