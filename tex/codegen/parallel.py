@@ -254,6 +254,8 @@ class ParallelEmitter(VectorEmitter):
             wrapper = m.wrappers[str(closure_t)] = self.parallel_wrapper(
                 f"{symbol_name(m.func.name)}.wrapper{len(m.wrappers) + 1}", closure_t, t,
                 body.function_type)
+            if m.on_placed is not None:
+                m.on_placed(wrapper)
         # the parent: fill the closure, fork and join
         name = body.name.removesuffix(".body")
         data = self.alloca(closure_t, f"{name}.closure")
@@ -296,6 +298,10 @@ class ParallelEmitter(VectorEmitter):
         wrapper = ir.Function(m.ir, ir.FunctionType(VOID, [PTR]), name)
         wrapper.linkage = "internal"
         wrapper.attributes.add("nounwind")
+        # placed once when a module is split (``split.py``), not copied into every part
+        # that runs a parallel loop: a copy cost as much LLVM time as a small nest (a
+        # quarter of the overhead of bert's split), and inlining it saves nothing
+        wrapper.attributes.add("noinline")
         wrapper.args[0].name = "closure"
         wb = ir.IRBuilder(wrapper.append_basic_block("entry"))
         fields = [wb.gep(wrapper.args[0], [ir.Constant(I32, 0), ir.Constant(I32, k)],

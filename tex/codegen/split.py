@@ -6,10 +6,10 @@ independent, so parts of the module can be optimized and turned into object code
 separate processes (``tex.codegen.jobs``), and the objects loaded together into one engine.
 
 ``split_text(text, parts)`` places the entry (the first definition) and every ``noinline``
-function (outlined nests and parallel bodies, the bounds-check report) once: in module
-order, cut into at most ``parts`` contiguous runs of about equal size (characters of IR
-text), the entry in the first. Every other function (vector math helpers, ``ipow``,
-parallel-loop wrappers: what LLVM may inline) is *attached*: copied, internal, into each
+function (outlined nests, parallel bodies and their wrappers, the bounds-check report)
+once: in module order, cut into at most ``parts`` contiguous runs of about equal size
+(characters of IR text), the entry in the first. Every other function (vector math
+helpers, ``ipow``: what LLVM may inline) is *attached*: copied, internal, into each
 part that uses it, so that splitting never keeps LLVM from inlining it. Each part's text is
 the module header, every external declaration of the module, a declaration for each
 function placed in another part that it refers to, its own definitions and the module's
