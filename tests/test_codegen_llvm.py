@@ -739,6 +739,37 @@ def test_vector_read_at_a_row_given_by_data_is_one_vector_load() -> None:
     np.testing.assert_array_equal(b.reshape(n, m), w.reshape(rows, m)[ix] * 2)
 
 
+@pytest.mark.parametrize("kind", [ForKind.SERIAL, ForKind.VECTORIZED])
+def test_a_read_that_feeds_a_store_to_its_buffer_is_not_reused_after_it(kind: ForKind) -> None:
+    """acc = -inf; acc = max(acc, A); out = acc: the read of acc made for the update is
+    stale once the update is stored (a cache_write'd max reduction of one element gave
+    -inf: the store forgot the reads of its buffer before computing its value, not after)."""
+    A, acc = make_buffer("A", 8, float32), make_buffer("acc", 8, float32)
+    out = make_buffer("out", 8, float32)
+    i = Var("i", int32, "axis")
+    body = loop(i, 8, seq(Store(acc, i, Const(float("-inf"), float32)),
+                          Store(acc, i, Binary(Op.MAX, acc[i], A[i])),
+                          Store(out, i, acc[i])), kind)
+    f = build_lowered(func(f"stale_{kind.name}", [A], [out], Allocate(acc, "global", body)))
+    a = RNG.standard_normal(8).astype(np.float32)
+    got = np.zeros(8, np.float32)
+    f(a, got)
+    np.testing.assert_array_equal(got, a)
+
+
+def test_cache_written_reduction_of_one_element() -> None:
+    """The fuzzer's program: C0[] = max(0.5, k in [0, 1)) through a local copy."""
+    P0 = tex.placeholder((), "float64", name="P0")
+    k = tex.reduce_axis((0, 1), name="k")
+    C0 = tex.compute((), lambda: tex.max(tex.const(0.5, "float64"), axis=k), name="C0")
+    s = tex.create_schedule(C0.op)
+    s.cache_write(C0, "local")
+    f = tex.build(s, [P0, C0])
+    out = np.zeros((), np.float64)
+    f(np.zeros((), np.float64), out)
+    assert out == 0.5
+
+
 def test_hazards_take_the_ranges_of_the_nest_being_emitted() -> None:
     """One loop variable in two nests, over [0, 4) and over [0, 8): A[i] (4 elements) is
     safe to read eagerly in the first and not in the second, where a select guards it. The

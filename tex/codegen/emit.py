@@ -663,8 +663,8 @@ class FunctionEmitter:
         return self.b.icmp_unsigned("!=", v, ir.Constant(I8, 0)) if d.is_bool else v
 
     def store(self, s: Store) -> None:
-        """Emit the ``Store`` ``s``."""
-        self.forget_loads(s.buffer)
+        """Emit the ``Store`` ``s``; then forget the memoized reads of its buffer, those
+        its own value made among them (``acc = max(acc, x); out = acc`` reads ``acc`` again)."""
         buf, d = s.buffer, s.buffer.dtype
         base = self.buffer(buf)
         ix = self.index_value(buf, s.index)
@@ -674,6 +674,7 @@ class FunctionEmitter:
         how, i64 = self.access(buf, s.index, ix, vector_value=bool(lanes_of(val)))
         p = self.element_ptr(base, storage_type(d), i64, f"{buf.name}.ptr")
         self.store_to(buf, how, p, val)
+        self.forget_loads(buf)
 
     def store_to(self, buf: Tensor, how: str, p: ir.Value, val: ir.Value) -> None:
         """The store of ``val`` (storage type) to ``buf`` at ``p``, reached as ``how``."""
