@@ -757,6 +757,23 @@ def test_a_read_that_feeds_a_store_to_its_buffer_is_not_reused_after_it(kind: Fo
     np.testing.assert_array_equal(got, a)
 
 
+@pytest.mark.parametrize("kind", [ForKind.SERIAL, ForKind.UNROLLED])
+def test_a_read_before_a_loop_is_not_reused_by_a_loop_storing_to_its_buffer(
+        kind: ForKind) -> None:
+    """out = A[0]; for i: A[0] = A[0] + B[i]: the loop body is emitted once and runs four
+    times, so the read of A[0] made before the loop is stale from its second iteration
+    (A[0] came out as A[0] + B[3], not A[0] + sum(B))."""
+    A, B, C = make_buffer("A", 1, float32), make_buffer("B", 4, float32), \
+        make_buffer("C", 1, float32)
+    i = Var("i", int32, "axis")
+    body = seq(Store(C, c32(0), A[c32(0)]),
+               loop(i, 4, Store(A, c32(0), A[c32(0)] + B[i]), kind))
+    f = build_lowered(func(f"running_{kind.name}", [B], [A, C], body))
+    a, c = np.array([1.0], np.float32), np.zeros(1, np.float32)
+    f(np.array([1, 2, 3, 4], np.float32), a, c)
+    assert a[0] == 11.0 and c[0] == 1.0
+
+
 def test_cache_written_reduction_of_one_element() -> None:
     """The fuzzer's program: C0[] = max(0.5, k in [0, 1)) through a local copy."""
     P0 = tex.placeholder((), "float64", name="P0")

@@ -323,6 +323,15 @@ class FunctionEmitter:
             del self.memo[e], self.impure[e]
             self.deps.pop(e, None)
 
+    def forget_stored(self, body: Stmt) -> None:
+        """Before a loop running ``body`` more than once: forget the memoized reads of the
+        buffers ``body`` stores to (from the second iteration on, a read made before the
+        loop is stale; the stores inside forget only what follows them)."""
+        if self.impure:
+            for buf in dict.fromkeys(st.buffer for st in walk_stmts(body)
+                                     if isinstance(st, Store)):
+                self.forget_loads(buf)
+
     @contextlib.contextmanager
     def side(self) -> Iterator[None]:
         """One side of a branch: on exit the memo forgets what was emitted inside (it does
@@ -834,6 +843,7 @@ class FunctionEmitter:
         wide = self.widens(s.var)
         if wide:
             lo, hi = self.to_i64(lo, s.var.dtype), self.to_i64(hi, s.var.dtype)
+        self.forget_stored(s.body)
         # a vectorized loop emitted here is scalar code (``VectorEmitter`` could not make
         # vectors of it): LLVM's loop vectorizer is asked to
         with self.counted(s.var.name, lo, hi, vectorize=s.kind is ForKind.VECTORIZED,

@@ -388,6 +388,7 @@ class VectorEmitter(FunctionEmitter):
         if full == 1:
             yield self.vector_body(s, lo, w, align)
         elif full > 1:
+            self.forget_stored(s.body)
             with self.counted(f"{s.var.name}.chunk", ir.Constant(t, 0), ir.Constant(t, full)) \
                     as c:
                 base = self.b.add(lo, self.b.mul(c, ir.Constant(t, w)),
