@@ -774,6 +774,29 @@ def test_a_read_before_a_loop_is_not_reused_by_a_loop_storing_to_its_buffer(
     assert a[0] == 11.0 and c[0] == 1.0
 
 
+@pytest.mark.parametrize("kind", [ForKind.SERIAL, ForKind.UNROLLED, ForKind.VECTORIZED])
+def test_a_read_before_a_branch_storing_to_its_buffer_is_not_reused_after_it(
+        kind: ForKind) -> None:
+    """C[i] = A[i]; if (B[i] > 0) A[i] = 5; D[i] = 2 * A[i]: after the branch (a masked one
+    in vector code) A[i] is read again. The class of the two bugs above: a read memoized
+    across code that may store to its buffer."""
+    n = 16
+    A, B, C, D = (make_buffer(x, n, float32) for x in "ABCD")
+    i = Var("i", int32, "axis")
+    body = loop(i, n, seq(Store(C, i, A[i]),
+                          IfThenElse(fold.compare(Op.GT, B[i], Const(0.0, float32)),
+                                     Store(A, i, Const(5.0, float32))),
+                          Store(D, i, A[i] * 2.0)), kind)
+    f = build_lowered(func(f"branch_{kind.name}", [B], [A, C, D], body))
+    a = np.arange(n, dtype=np.float32)
+    b = np.where(np.arange(n) % 2 == 0, 1.0, -1.0).astype(np.float32)
+    c, d = np.zeros(n, np.float32), np.zeros(n, np.float32)
+    a0 = a.copy()
+    f(b, a, c, d)
+    np.testing.assert_array_equal(c, a0)
+    np.testing.assert_array_equal(d, np.where(b > 0, 5.0, a0) * 2)
+
+
 def test_cache_written_reduction_of_one_element() -> None:
     """The fuzzer's program: C0[] = max(0.5, k in [0, 1)) through a local copy."""
     P0 = tex.placeholder((), "float64", name="P0")
