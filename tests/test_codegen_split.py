@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -230,6 +231,16 @@ def test_split_build_equals_whole_build(split_builds: DiskCache,
     assert _parts(whole) == 1
     for a, b in zip(split_out, _run(whole, args)):
         np.testing.assert_array_equal(a, b)  # the same code, bit for bit
+
+
+def test_parallel_wrappers_are_defined_once_across_parts(split_builds: DiskCache) -> None:
+    """A parallel loop's wrapper goes into one part, the others declare it: a copy in
+    every part that runs a parallel loop was compiled again in each (noinline wrappers)."""
+    f, args = _build()
+    assert _parts(f) >= 2
+    defined = re.findall(r'^define [^@]*@"?(mlp\.wrapper\d+)', f.get_source("ll"), re.M)
+    assert defined and len(defined) == len(set(defined)), defined
+    _run(f, args)
 
 
 def test_streamed_build_equals_whole_build(streamed_builds: DiskCache,

@@ -186,7 +186,7 @@ def _build_streamed(sch: Any, args: Sequence[Tensor | Var], name: str, target: s
     (``compile_nests``) while Python lowers the next: the second CPU otherwise idled
     through lowering. The function's key is known only at the end: a kernel cached under
     it then (the same function from another schedule) drops what was compiled."""
-    from .codegen.parallel import OUTLINE_MIN_NESTS, loop_nests
+    from .codegen.parallel import outlines_nests
     from .lower import stage
 
     with debug.timed("lower"):
@@ -195,11 +195,10 @@ def _build_streamed(sch: Any, args: Sequence[Tensor | Var], name: str, target: s
 
     def nests() -> Iterator[Stmt]:
         for raw in staged.nests:
-            nest = staged.passed(raw)
-            passed.append(nest)
-            one = LoweredFunc(name, staged.params, nest)
+            one = LoweredFunc(name, staged.params, staged.passed(raw))
             if not options.bounds_check:
                 one = strip_checks(one)
+            passed.append(one.body)
             with debug.timed("legalize"):
                 legal = legalize(one, target).body
             yield legal
@@ -207,9 +206,7 @@ def _build_streamed(sch: Any, args: Sequence[Tensor | Var], name: str, target: s
     found: dict[str, Any] = {}
 
     def proceed() -> bool:
-        func = staged.function(passed)
-        if not options.bounds_check:
-            func = strip_checks(func)
+        func = staged.function(passed)  # (checks stripped already where asked)
         with debug.timed("build.cache_key"):
             key = cache_key(func, target, options)
         found.update(func=func, key=key, kernel=_cached_kernel(key))
@@ -219,7 +216,7 @@ def _build_streamed(sch: Any, args: Sequence[Tensor | Var], name: str, target: s
     allocs = tuple(Allocate(buf, "global", Seq(())) for buf in staged.temps)
     # (counted before the passes, which may add loops: ``compile_llvm`` counts the lowered
     # function's; the two agree on the goldens, the model layers and the tutorials)
-    outline = loop_nests(Seq(staged.nests)) > OUTLINE_MIN_NESTS
+    outline = outlines_nests(Seq(staged.nests))
     compiled = compile_nests(header, allocs, nests(), outline, options, proceed=proceed)
     func, key, kernel = found["func"], found["key"], found["kernel"]
     if compiled is not None:

@@ -53,6 +53,7 @@ from ..lower.stmt import (
     each_nested,
     run_nested,
     stmt_children,
+    stored_buffers,
     walk_stmts,
 )
 from . import ops, tables
@@ -328,8 +329,7 @@ class FunctionEmitter:
         buffers ``body`` stores to (from the second iteration on, a read made before the
         loop is stale; the stores inside forget only what follows them)."""
         if self.impure:
-            for buf in dict.fromkeys(st.buffer for st in walk_stmts(body)
-                                     if isinstance(st, Store)):
+            for buf in stored_buffers(body):
                 self.forget_loads(buf)
 
     @contextlib.contextmanager

@@ -55,7 +55,7 @@ from .host import LLVM_LOCK, HostTarget, host_target, optimize
 from .irtypes import PTR, VOID, abi_type
 from .jobs import PartResult
 from .module import ERRORS, CodegenOptions, ModuleEmitter
-from .parallel import OUTLINE_MIN_NESTS, ParallelEmitter, loop_nests
+from .parallel import ParallelEmitter, outlines_nests
 from .split import Split, declaration, part_text, split_text
 
 __all__ = ["CompiledModule", "emit_llvm", "emit_module", "emit_nests", "top_nests",
@@ -150,8 +150,8 @@ def emit_module(func: LoweredFunc, options: CodegenOptions | None = None,
     """The module emitter after emitting ``func`` (its IR, notes, error record, checks);
     ``on_placed``: see ``ModuleEmitter.on_placed``."""
     allocs, nests = top_nests(func)
-    return emit_nests(func, allocs, nests, loop_nests(func.body) > OUTLINE_MIN_NESTS,
-                      options, host, on_placed)
+    return emit_nests(func, allocs, nests, outlines_nests(func.body), options, host,
+                      on_placed)
 
 
 def emit_nests(func: LoweredFunc, allocs: Sequence[Allocate], nests: Iterable[Stmt],
@@ -335,8 +335,7 @@ def compile_llvm(func: LoweredFunc, options: CodegenOptions | None = None,
         For loops bound to GPU threads.
     """
     allocs, nests = top_nests(func)
-    compiled = compile_nests(func, allocs, nests, loop_nests(func.body) > OUTLINE_MIN_NESTS,
-                             options, n_jobs)
+    compiled = compile_nests(func, allocs, nests, outlines_nests(func.body), options, n_jobs)
     assert compiled is not None
     return compiled
 

@@ -53,7 +53,7 @@ from .module import ERRORS, ModuleEmitter
 from .vector import VectorEmitter
 
 __all__ = ["ParallelEmitter", "OUTLINE_MIN_NESTS", "CHUNKS_PER_THREAD",
-           "UNIT_CHUNKS_PER_THREAD", "chunk_size", "loop_nests"]
+           "UNIT_CHUNKS_PER_THREAD", "chunk_size", "loop_nests", "outlines_nests"]
 
 # chunks of a parallel loop per thread: enough that the threads of an unevenly loaded
 # machine even out, few enough that claiming one (an atomic add) costs nothing
@@ -97,6 +97,12 @@ def loop_nests(body: Stmt) -> int:
         if isinstance(st, Seq):
             n += sum(1 for c in st.body if isinstance(c, For))
     return n
+
+
+def outlines_nests(body: Stmt) -> bool:
+    """Whether a function running ``body`` emits each loop nest as a function of its own:
+    more than ``OUTLINE_MIN_NESTS`` of them (``loop_nests``)."""
+    return loop_nests(body) > OUTLINE_MIN_NESTS
 
 
 class ParallelEmitter(VectorEmitter):

@@ -71,6 +71,7 @@ from .stmt import (
     seq,
     stmt_children,
     stmt_exprs,
+    stored_buffers,
     symbol_name,
     walk_stmts,
     with_stmt_children,
@@ -191,19 +192,11 @@ def split_kernels(func: LoweredFunc, limits: GPULimits | None = None) -> DeviceP
     return DeviceProgram(func, tuple(temps), tuple(kernels), checks, slot)
 
 
-def _stored_names(s: Stmt) -> list[str]:
-    names: list[str] = []
-    for x in walk_stmts(s):
-        if isinstance(x, Store) and x.buffer.name not in names:
-            names.append(x.buffer.name)
-    return names
-
-
 def _kernel(func: LoweredFunc, part: Stmt, name: str, temps: Sequence[Tensor],
             limits: GPULimits, slot: Tensor | None = None,
             checks: tuple[BoundsReportOp, ...] = ()) -> Kernel:
     loops = [s for s in walk_stmts(part) if isinstance(s, For) and s.kind is ForKind.THREAD]
-    what = ", ".join(f"'{n}'" for n in _stored_names(part)[-1:]) or "a loop nest"
+    what = ", ".join(f"'{b.name}'" for b in stored_buffers(part)[-1:]) or "a loop nest"
     if not loops and any(isinstance(x, For) for x in walk_stmts(part)):
         raise ValueError(
             f"build(target='cuda'): stage {what} is not bound to GPU threads; bind its "

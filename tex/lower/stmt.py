@@ -37,7 +37,8 @@ from ..ir.tensor import PlaceholderOp, Tensor
 __all__ = [
     "ForKind", "Stmt", "For", "Store", "Allocate", "IfThenElse", "LetStmt", "Seq", "Barrier",
     "BufferParam", "ScalarParam", "Param", "LoweredFunc", "make_buffer", "seq",
-    "stmt_children", "stmt_exprs", "with_stmt_children", "walk_stmts", "map_exprs",
+    "stmt_children", "stmt_exprs", "with_stmt_children", "walk_stmts", "stored_buffers",
+    "map_exprs",
     "symbol_name", "Nested", "run_nested", "each_nested",
 ]
 
@@ -266,6 +267,11 @@ def walk_stmts(root: Stmt) -> Iterator[Stmt]:
         s = stack.pop()
         yield s
         stack.extend(reversed(stmt_children(s)))
+
+
+def stored_buffers(root: Stmt) -> list[Tensor]:
+    """The buffers the ``Store`` statements under ``root`` write, each once, in order."""
+    return list(dict.fromkeys(s.buffer for s in walk_stmts(root) if isinstance(s, Store)))
 
 
 def run_nested(call: Nested[T]) -> T:
