@@ -18,6 +18,9 @@ GOLDEN_DIR = Path(__file__).parent / "golden"
 # test module imports tex (tex.runtime.diskcache reads TEX_CACHE_DIR at import).
 _CACHE_DIR = tempfile.mkdtemp(prefix="tex-test-cache-")
 os.environ["TEX_CACHE_DIR"] = _CACHE_DIR
+# differentiate and auto_schedule run in every test, not found in the session's cache by a
+# test that built the same program before (tests/test_saved_results.py turns it on)
+os.environ["TEX_CACHE_RESULTS"] = "0"
 atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
 
 

@@ -48,7 +48,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def _start(cache: Path) -> subprocess.Popen:
-    env = dict(os.environ, TEX_CACHE_DIR=str(cache),
+    env = dict(os.environ, TEX_CACHE_DIR=str(cache), TEX_CACHE_RESULTS="1",
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     return subprocess.Popen([sys.executable, "-c", SCRIPT], env=env, cwd=ROOT, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -66,14 +66,21 @@ def test_processes_share_the_disk_cache(tmp_path: Path) -> None:
     first = [_start(tmp_path), _start(tmp_path)]
     cold = [_report(p) for p in first]
     entries = sorted(tmp_path.iterdir())
-    # per function: its kernel, and its front entry (the schedule's key -> the kernel's)
-    assert len(entries) == 4 and all(p.suffix == ".texc" for p in entries)
+    # per function: its kernel, its front entry (the schedule's key -> the kernel's) and
+    # its auto_schedule result; and the object code of the two support modules (the
+    # allocator, the math functions)
+    assert len(entries) == 8 and all(p.suffix == ".texc" for p in entries)
     assert sum(_is_front(p) for p in entries) == 2
+    assert sum(_has_key(p, "support:") for p in entries) == 2
+    assert sum(_has_key(p, "auto_schedule:") for p in entries) == 2
     for r in cold:  # one may load what the other finished first
-        assert r["stats"]["writes"] + r["stats"]["hits"] >= 4 and r["stats"]["corrupt"] == 0
+        assert r["stats"]["writes"] + r["stats"]["hits"] >= 6 and r["stats"]["corrupt"] == 0
+        results = r["stats"]["results"]
+        assert results["writes"] + results["hits"] == 2 and results["corrupt"] == 0
     warm = _report(_start(tmp_path))
-    assert warm["stats"]["hits"] == 4 and warm["stats"]["writes"] == 0
+    assert warm["stats"]["hits"] == 6 and warm["stats"]["writes"] == 0
     assert warm["stats"]["misses"] == 0 and warm["stats"]["corrupt"] == 0
+    assert warm["stats"]["results"]["hits"] == 2 and warm["stats"]["results"]["writes"] == 0
     for key in ("b", "g", "error", "texts"):
         assert warm[key] == cold[0][key] == cold[1][key], key
     assert "index 99" in warm["error"]
@@ -82,6 +89,13 @@ def test_processes_share_the_disk_cache(tmp_path: Path) -> None:
 def _is_front(path: Path) -> bool:
     """Whether the entry at ``path`` is a front entry (``tex.runtime.jit.FrontCache``)."""
     return b'"front"' in path.read_bytes()[:4096]
+
+
+def _has_key(path: Path, prefix: str) -> bool:
+    """Whether the key of the entry at ``path`` starts with ``prefix`` (``support:``: a
+    support module's object code, ``tex.runtime.diskcache.support_engine``;
+    ``auto_schedule:``: a schedule, ``tex.ir.saved``)."""
+    return f'"key": "{prefix}'.encode() in path.read_bytes()[:4096]
 
 
 def _elementwise(c: float) -> tex.runtime.BuiltFunction:
@@ -253,7 +267,7 @@ def test_clear_cache_disk(disk: DiskCache) -> None:
 
 
 def test_size_bound_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tex.runtime import diskcache
+    from tex import diskstore as diskcache
 
     monkeypatch.delenv("TEX_CACHE_SIZE", raising=False)
     assert diskcache._limit_from_env() == diskcache.DEFAULT_LIMIT_MB << 20 == 512 << 20

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "tex"
 
 ROWS: list[tuple[str, ...]] = [
-    ("tex.dtype", "tex.debug", "tex.target"),
+    ("tex.dtype", "tex.debug", "tex.target", "tex.diskstore"),
     ("tex.ir", "tex.viz"),
     ("tex.arith",),
     ("tex.te",),

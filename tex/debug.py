@@ -68,6 +68,8 @@ ENVIRONMENT: dict[str, str] = {
                         "anyway and raises InternalError unless the lowered function's key "
                         "matches (a check of that key; slow)",
     "TEX_CACHE_SIZE": "the disk compile cache's bound in MB, read at import (0: none)",
+    "TEX_CACHE_RESULTS": "0: differentiate and auto_schedule keep no results in the disk "
+                         "cache (read at import; default 1)",
     "TEX_WORKSPACE_CACHE_MB": "bytes (MB) of kernels' freed temporaries kept for reuse, read "
                               "at the first build (0: none; default 1024)",
     "XDG_CACHE_HOME": "the user's cache directory (the disk compile cache's default parent)",

@@ -104,7 +104,11 @@ class ComputeOp(Operation):
     reduce_axis: tuple[IterVar, ...]
 
     def __init__(self, name: str, axis: Sequence[IterVar], body: Sequence[Expr],
-                 tag: str = "", attrs: dict[str, Any] | None = None) -> None:
+                 tag: str = "", attrs: dict[str, Any] | None = None, *,
+                 inputs: Sequence[Tensor] | None = None) -> None:
+        """``inputs``: the tensors ``body`` reads in order of first appearance, when the
+        caller knows them (``tex.ir.codec`` decodes an equal operation's): the body is then
+        not walked for them."""
         body = tuple(body)
         if not body:
             raise InternalError(f"compute '{name}' without a body")
@@ -113,7 +117,7 @@ class ComputeOp(Operation):
             reduce_axis = body[0].axis
         self._init(name=name, tag=tag, attrs=dict(attrs or {}), axis=tuple(axis),
                    reduce_axis=reduce_axis, _body=body)
-        self._init(_inputs=tuple(_collect_inputs(body)))
+        self._init(_inputs=tuple(_collect_inputs(body) if inputs is None else inputs))
         self._init(_outputs=tuple(Tensor(self, i) for i in range(len(body))))
 
     @property

@@ -1,317 +1,95 @@
-"""The persistent compile cache: entries of named byte sections in files, one per key.
+"""The JIT's persistent compile cache: a ``tex.diskstore.DiskCache`` whose entries also
+depend on the LLVM that compiled them.
 
 ``tex.runtime.jit`` stores what a second process needs to skip LLVM (the object code MCJIT
 emitted, the entry's name and error-record flag, the bounds checks, the ``get_source``
 texts) as named sections, and, under a schedule's key, what it needs to skip lowering (the
-lowered function's key and text: ``jit.FrontCache``); this module owns the files, the key,
-the bound and the counters.
-
-Directory: ``TEX_CACHE_DIR`` (read at import); unset: ``$XDG_CACHE_HOME/tex``, else
-``~/.cache/tex``; empty or ``none``: no disk cache. Bound: ``TEX_CACHE_SIZE=<MB>``, default
-``DEFAULT_LIMIT_MB`` (512 MB; ``0`` disables the disk cache). While the
-entries total more than the bound, the least recently used goes: a hit touches its file's
-mtime, and the oldest mtime is evicted first. The directory is scanned for this on the
-first write, then only when this process's writes since take the known total past the
-bound, or every ``RESCAN_WRITES`` writes (for other processes' entries).
+lowered function's key and text: ``jit.FrontCache``). The files, the bound, eviction,
+corruption and concurrency are ``tex.diskstore``'s (its docstring); this module adds the
+key's LLVM fields.
 
 The key: the in-process key (``tex.runtime.jit.cache_key``: a SHA-256 of the lowered
 function, target, options, host CPU name and features) plus the host triple, the LLVM
-version, llvmlite's version, ``FORMAT_VERSION`` and a fingerprint of tex's own source files
-(a changed code generator must never load code an older one compiled; entries of older
-sources stay until evicted). The file is named by the SHA-256 of all of them and its
-header repeats them all; a load compares every field, so a name collision never loads
-wrong code.
-
-File format: ``MAGIC``, a 4-byte little-endian header length, the header (JSON: format,
-the key fields, the sections' names and lengths, the SHA-256 of the payload), the payload
-(the sections concatenated). A short file, a bad magic, header or checksum, or a key that
-differs is counted as ``corrupt``, deleted and reported as a miss: the caller rebuilds and
-writes a good entry. Nothing here raises to the caller: an I/O error is a miss, and a
-directory that cannot be written warns once (``RuntimeWarning``) and turns writing off for
-the process.
-
-Concurrency: a writer writes a temporary file in the cache directory and ``os.replace``-s
-it onto the entry's name (atomic on POSIX), so a reader sees a whole old or a whole new
-file, never a partial one; two processes writing the same entry write the same bytes, the
-last rename wins. Eviction tolerates files another process removed first; temporary files
-left by a killed writer are removed after an hour.
+version and llvmlite's version (``llvm_fields``), and the store's format version and
+fingerprint of tex's sources.
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import json
-import os
-import struct
-import tempfile
-import threading
-import time
-import warnings
-from pathlib import Path
+from collections.abc import Sequence
 
 import llvmlite
 import llvmlite.binding as llvm
 
-from .. import debug
-from ..codegen.host import host_target
+from ..codegen.host import LLVM_LOCK, host_target
+from ..diskstore import (
+    DEFAULT_LIMIT_MB,
+    FORMAT_VERSION,
+    MAGIC,
+    RESCAN_WRITES,
+    RESULTS,
+    DiskCache,
+    default_directory,
+    source_fingerprint,
+)
 
-__all__ = ["DiskCache", "DISK", "DEFAULT_LIMIT_MB", "FORMAT_VERSION", "MAGIC",
-           "default_directory", "disk_cache_stats", "source_fingerprint"]
-
-MAGIC = b"TEXJITC\n"
-FORMAT_VERSION = 1
-DEFAULT_LIMIT_MB = 512
-SUFFIX = ".texc"
-TEMP_PREFIX = ".tmp-"
-STALE_TEMP_SECONDS = 3600.0
-RESCAN_WRITES = 64  # writes between two scans of the directory for the size bound
-_HEADER_LEN = struct.Struct("<I")
-_PACKAGE = Path(__file__).resolve().parents[1]
-
-_fingerprint: str | None = None
+__all__ = ["DiskCache", "DISK", "DEFAULT_LIMIT_MB", "FORMAT_VERSION", "MAGIC", "RESCAN_WRITES",
+           "default_directory", "disk_cache_stats", "engine_of_objects", "llvm_fields",
+           "source_fingerprint", "support_engine"]
 
 
-def source_fingerprint() -> str:
-    """SHA-256 of tex's Python sources (paths and contents; computed once, ~5 ms)."""
-    global _fingerprint
-    if _fingerprint is None:
-        h = hashlib.sha256()
-        for path in sorted(_PACKAGE.rglob("*.py")):
-            h.update(path.relative_to(_PACKAGE).as_posix().encode() + b"\0")
-            try:
-                h.update(path.read_bytes())
-            except OSError:
-                h.update(b"?")
-            h.update(b"\0")
-        _fingerprint = h.hexdigest()
-    return _fingerprint
+def llvm_fields() -> dict[str, str]:
+    """What compiled code depends on beyond its key: the host triple and LLVM's version."""
+    return {"triple": host_target().triple,
+            "llvm": ".".join(map(str, llvm.llvm_version_info)),
+            "llvmlite": llvmlite.__version__}
 
 
-def default_directory() -> Path | None:
-    """Where entries go: ``TEX_CACHE_DIR``, else ``$XDG_CACHE_HOME/tex`` or ``~/.cache/tex``;
-    None when ``TEX_CACHE_DIR`` is empty or ``none``."""
-    value = debug.env("TEX_CACHE_DIR")
-    if value is not None:
-        value = value.strip()
-        if not value or value.lower() == "none":
-            return None
-        return Path(value).expanduser()
-    base = (debug.env("XDG_CACHE_HOME") or "").strip()
-    return (Path(base) if base else Path.home() / ".cache") / "tex"
+DISK = DiskCache.from_env(llvm_fields)
 
 
-def _limit_from_env() -> int:
-    """``TEX_CACHE_SIZE`` (megabytes, a non-negative integer) in bytes."""
-    return debug.count_setting("TEX_CACHE_SIZE", debug.env("TEX_CACHE_SIZE"),
-                               DEFAULT_LIMIT_MB, " (MB)") << 20
-
-
-class DiskCache:
-    """Entries (``dict`` of named byte sections) in files under ``directory``."""
-
-    def __init__(self, directory: Path | str | None, limit: int = DEFAULT_LIMIT_MB << 20
-                 ) -> None:
-        self.directory = Path(directory) if directory is not None else None
-        self.limit = limit  # bytes; 0: disabled
-        self.writable = True  # False after a failed write (warned once)
-        self.stats = {"hits": 0, "misses": 0, "writes": 0, "corrupt": 0, "evicted": 0,
-                      "scans": 0}
-        self._lock = threading.Lock()
-        # the directory's total as of the last scan plus this process's writes since: a
-        # write rescans only when that passes the bound or every RESCAN_WRITES writes
-        # (other processes' writes), not every time (a scan per build is quadratic)
-        self._total: int | None = None
-        self._since_scan = 0
-
-    @classmethod
-    def from_env(cls) -> DiskCache:
-        return cls(default_directory(), _limit_from_env())
-
-    @property
-    def enabled(self) -> bool:
-        return self.directory is not None and self.limit > 0
-
-    def _count(self, what: str, n: int = 1) -> None:
-        with self._lock:
-            self.stats[what] += n
-
-    # -- keys ------------------------------------------------------------------------------
-    @staticmethod
-    def key_fields(key: str) -> dict[str, str]:
-        """Everything an entry for the in-process key ``key`` depends on."""
-        return {"key": key, "format": str(FORMAT_VERSION), "triple": host_target().triple,
-                "llvm": ".".join(map(str, llvm.llvm_version_info)),
-                "llvmlite": llvmlite.__version__, "tex": source_fingerprint()}
-
-    def path(self, key: str) -> Path:
-        assert self.directory is not None
-        fields = self.key_fields(key)
-        digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
-        return self.directory / f"{digest}{SUFFIX}"
-
-    # -- reading ---------------------------------------------------------------------------
-    def get(self, key: str) -> dict[str, bytes] | None:
-        """The sections stored under ``key``, or None (absent, unreadable or corrupt: a
-        corrupt file is deleted)."""
-        if not self.enabled:
-            return None
-        path = self.path(key)
+def engine_of_objects(objects: Sequence[bytes]) -> llvm.ExecutionEngine:
+    """A new engine holding the object files ``objects`` (calls between them resolved)."""
+    with LLVM_LOCK:
+        context = llvm.create_context()
+        empty = llvm.parse_assembly("", context=context)
+        engine = llvm.create_mcjit_compiler(empty, host_target().target_machine(jit=True))
         try:
-            data = path.read_bytes()
-        except OSError:
-            self._count("misses")
-            return None
-        sections = self._parse(data, self.key_fields(key))
-        if sections is None:
-            self.discard(key)
-            self._count("misses")
-            return None
-        with contextlib.suppress(OSError):  # the LRU clock; best effort
-            os.utime(path)
-        self._count("hits")
-        return sections
-
-    def _parse(self, data: bytes, fields: dict[str, str]) -> dict[str, bytes] | None:
-        start = len(MAGIC) + _HEADER_LEN.size
-        if len(data) < start or not data.startswith(MAGIC):
-            return None
-        (n,) = _HEADER_LEN.unpack_from(data, len(MAGIC))
-        try:
-            header = json.loads(data[start:start + n].decode())
-            if not isinstance(header, dict) or header.get("fields") != fields:
-                return None
-            payload = data[start + n:]
-            if hashlib.sha256(payload).hexdigest() != header["sha256"]:
-                return None
-            sections: dict[str, bytes] = {}
-            at = 0
-            for name, length in header["sections"]:
-                if not isinstance(name, str) or not isinstance(length, int) or length < 0:
-                    return None
-                sections[name] = payload[at:at + length]
-                at += length
-            if at != len(payload):
-                return None
-            return sections
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
-            return None
-
-    def discard(self, key: str) -> None:
-        """Delete the entry of ``key`` (a corrupt one: counted)."""
-        if not self.enabled:
-            return
-        self._count("corrupt")
-        _unlink(str(self.path(key)))
-
-    # -- writing ---------------------------------------------------------------------------
-    def put(self, key: str, sections: dict[str, bytes]) -> None:
-        """Store ``sections`` under ``key`` (atomically), then evict down to the bound."""
-        if not self.enabled or not self.writable:
-            return
-        assert self.directory is not None
-        payload = b"".join(sections.values())
-        header = json.dumps({"fields": self.key_fields(key),
-                             "sections": [[k, len(v)] for k, v in sections.items()],
-                             "sha256": hashlib.sha256(payload).hexdigest()}).encode()
-        data = MAGIC + _HEADER_LEN.pack(len(header)) + header + payload
-        tmp = None
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=SUFFIX, dir=self.directory)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, self.path(key))
-            tmp = None
-        except OSError as err:
-            self.writable = False
-            warnings.warn(f"tex: cannot write the compile cache in {self.directory} ({err}); "
-                          "compiled code is not cached on disk in this process (set "
-                          "TEX_CACHE_DIR to a writable directory, or to 'none')",
-                          RuntimeWarning, stacklevel=2)
-            return
+            for obj in objects:
+                engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+            engine.finalize_object()
         finally:
-            if tmp is not None:
-                _unlink(tmp)
-        self._count("writes")
-        with self._lock:
-            if self._total is not None:
-                self._total += len(data)
-                self._since_scan += 1
-            due = self._total is None or self._total > self.limit or \
-                self._since_scan >= RESCAN_WRITES
-        if due:
-            self.evict()
-
-    def evict(self) -> None:
-        """Delete the least recently used entries while they total more than the bound
-        (and temporary files older than an hour)."""
-        if self.directory is None:
-            return
-        entries: list[tuple[float, int, str]] = []
-        total = 0
-        now = time.time()
-        try:
-            with os.scandir(self.directory) as it:
-                for e in it:
-                    try:
-                        st = e.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    if e.name.startswith(TEMP_PREFIX):
-                        if now - st.st_mtime > STALE_TEMP_SECONDS:
-                            _unlink(e.path)
-                        continue
-                    if e.name.endswith(SUFFIX) and e.is_file(follow_symlinks=False):
-                        entries.append((st.st_mtime, st.st_size, e.path))
-                        total += st.st_size
-        except OSError:
-            return
-        entries.sort()
-        evicted = 0
-        for _, size, path in entries:
-            if total <= self.limit:
-                break
-            _unlink(path)
-            total -= size
-            evicted += 1
-        with self._lock:
-            self._total, self._since_scan = total, 0
-            self.stats["scans"] += 1
-            self.stats["evicted"] += evicted
-
-    def clear(self) -> None:
-        """Delete every entry in the directory."""
-        if self.directory is None:
-            return
-        with contextlib.suppress(OSError):  # no directory: nothing to clear
-            with os.scandir(self.directory) as it:
-                for e in it:
-                    if e.name.endswith(SUFFIX) and e.is_file(follow_symlinks=False):
-                        _unlink(e.path)
-
-    def entries(self) -> list[Path]:
-        """The entry files, oldest use first."""
-        if self.directory is None or not self.directory.is_dir():
-            return []
-        files = [p for p in self.directory.iterdir()
-                 if p.name.endswith(SUFFIX) and not p.name.startswith(TEMP_PREFIX)]
-        return sorted(files, key=lambda p: p.stat().st_mtime)
+            engine.remove_module(empty)
+            empty.close()
+            context.close()
+    return engine
 
 
-def _unlink(path: str) -> None:
-    """Delete ``path`` if it is there (another process may have removed it first)."""
-    with contextlib.suppress(OSError):
-        os.unlink(path)
-
-
-DISK = DiskCache.from_env()
+def support_engine(ir: str) -> llvm.ExecutionEngine:
+    """An engine running ``ir``, a module of tex's own support code (the kernels'
+    allocator, math functions the process lacks). Its object code for this host is kept
+    under its own key: compiling it took every process ~15 ms, loading it takes 1."""
+    host = host_target()
+    key = "support:" + hashlib.sha256("\0".join((ir, host.cpu, host.features)).encode()
+                                      ).hexdigest()
+    sections = DISK.get(key)
+    if sections is not None and "object" in sections:
+        return engine_of_objects([sections["object"]])
+    with LLVM_LOCK:
+        mod = llvm.parse_assembly(ir)
+        mod.verify()
+        obj = host.target_machine(jit=True).emit_object(mod)
+    DISK.put(key, {"object": obj})
+    return engine_of_objects([obj])
 
 
 def disk_cache_stats() -> dict[str, object]:
-    """This process's disk cache counters (hits, misses, writes, corrupt entries deleted,
-    entries evicted), its directory (None: disabled) and its bound in bytes."""
-    with DISK._lock:
-        stats: dict[str, object] = dict(DISK.stats)
+    """This process's disk cache counters for compiled code (hits, misses, writes, corrupt
+    entries deleted, entries evicted), its directory (None: disabled), its bound in bytes,
+    and under ``"results"`` the counters of the saved ``differentiate`` and
+    ``auto_schedule`` results (``tex.diskstore.RESULTS``)."""
+    stats: dict[str, object] = dict(DISK.counters())
     stats["directory"] = str(DISK.directory) if DISK.enabled else None
     stats["limit"] = DISK.limit
+    stats["results"] = RESULTS.counters()
     return stats

@@ -71,7 +71,7 @@ from ..dtype import DTYPES
 from ..lower.bounds_check import BoundsReportOp
 from ..lower.stmt import BufferParam, LoweredFunc
 from ..lower.structure import structure
-from .diskcache import DISK
+from .diskcache import DISK, engine_of_objects, support_engine
 from .workspace import ensure_workspace
 from .workspace import release as release_workspace
 
@@ -191,10 +191,10 @@ def _ensure_support() -> None:
         if _support_engines:
             return
         missing = [s for s in _SUPPORT_SYMBOLS if not llvm.address_of_symbol(s)]
-        mod = llvm.parse_assembly(_SUPPORT_IR)
-        mod.verify()
-        engine = llvm.create_mcjit_compiler(mod, host_target().target_machine(jit=True))
-        engine.finalize_object()
+    engine = support_engine(_SUPPORT_IR)
+    with LLVM_LOCK:
+        if _support_engines:
+            return
         for name in missing:
             llvm.add_symbol(name, engine.get_function_address(name))
         _support_engines.append(engine)
@@ -274,20 +274,9 @@ def _jit_objects(compiled: CompiledModule, key: str | None) -> Kernel:
 def _load_objects(name: str, objects: Sequence[bytes]) -> tuple[llvm.ExecutionEngine, int]:
     """A new engine holding ``objects`` (calls between them resolved), and the address of
     ``name`` in it (0 when none defines it)."""
+    engine = engine_of_objects(objects)
     with LLVM_LOCK:
-        context = llvm.create_context()
-        empty = llvm.parse_assembly("", context=context)
-        engine = llvm.create_mcjit_compiler(empty, host_target().target_machine(jit=True))
-        try:
-            for obj in objects:
-                engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
-            engine.finalize_object()
-            address = engine.get_function_address(name)
-        finally:
-            engine.remove_module(empty)
-            empty.close()
-            context.close()
-    return engine, address
+        return engine, engine.get_function_address(name)
 
 
 def _sections(compiled: CompiledModule, objects: Sequence[bytes], externals: list[str]

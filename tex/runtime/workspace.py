@@ -25,10 +25,11 @@ import ctypes
 
 import llvmlite.binding as llvm
 
-from ..codegen.host import LLVM_LOCK, host_target
+from ..codegen.host import LLVM_LOCK
 from ..codegen.module import WORKSPACE_ALLOC as ALLOC_SYMBOL
 from ..codegen.module import WORKSPACE_FREE as FREE_SYMBOL
 from ..debug import env
+from .diskcache import support_engine
 
 __all__ = ["ALLOC_SYMBOL", "FREE_SYMBOL", "DEFAULT_LIMIT_MB", "SLOTS", "ensure_workspace",
            "limit_bytes", "release", "set_limit", "stats"]
@@ -183,13 +184,12 @@ def limit_bytes() -> int:
 
 def ensure_workspace() -> None:
     """Compile the allocator and register its two symbols (once per process)."""
+    if _engine:
+        return
+    engine = support_engine(_IR)
     with LLVM_LOCK:  # (one lock: no order to get wrong with the JIT's)
         if _engine:
-            return
-        mod = llvm.parse_assembly(_IR)
-        mod.verify()
-        engine = llvm.create_mcjit_compiler(mod, host_target().target_machine(jit=True))
-        engine.finalize_object()
+            return  # another thread was first
         for name in (ALLOC_SYMBOL, FREE_SYMBOL):
             llvm.add_symbol(name, engine.get_function_address(name))
         ctypes.c_int64.from_address(engine.get_global_value_address("limit")).value = \

@@ -64,11 +64,12 @@ from ..arith import Interval
 from ..arith.rules import Analyzer
 from ..debug import timed
 from ..ir.expr import Binary, Compare, Const, Expr, IterVar, Op, Reduce, TensorRead, Unary, Var
+from ..ir.saved import SavedCall
 from ..ir.scatter import ScatterForm, scatter_form_of
 from ..ir.tensor import ComputeOp, Tensor
 from ..ir.visit import collect_vars, post_order
-from ..target import CPUInfo, cpu_info, parse_cuda_target, target_kind
-from .axes import Fuse
+from ..target import CPUInfo, CudaTarget, cpu_info, parse_cuda_target, target_kind
+from .axes import CODECS, Fuse
 from .inline import Inliner
 from .pad import PadCache, pad_guarded_reads
 from .phase import polyphase, split_phases
@@ -134,20 +135,28 @@ def auto_schedule(outputs: Tensor | Sequence[Tensor],
         raise TypeError("auto_schedule: expected a Tensor or a non-empty list of Tensors, got "
                         f"{type(outputs).__name__} {outputs!r}")
     if isinstance(target, CPUInfo):
-        info = target
+        machine: CPUInfo | CudaTarget = target
     elif isinstance(target, str):
-        if target_kind(target, "auto_schedule") == "cuda":
-            from .auto_gpu import schedule_cuda  # the GPU rules build on this module's
-            s = create_schedule([t.op for t in outs])
-            schedule_cuda(s, parse_cuda_target(target))
-            return s
-        info = cpu_info(target)
+        machine = parse_cuda_target(target) \
+            if target_kind(target, "auto_schedule") == "cuda" else cpu_info(target)
     else:
         raise TypeError(f"auto_schedule: target must be a string such as 'llvm' or a "
                         f"CPUInfo, got {type(target).__name__} {target!r}")
+    # a second process finds the schedule on disk (tex.ir.saved), by the DAG's structure
+    # and the machine it was made for
+    saved = SavedCall.open("auto_schedule", (outs, repr(machine)), CODECS)
+    packed = saved.load() if saved is not None else None
+    if packed is not None:
+        return Schedule.restored(*packed)
     s = create_schedule([t.op for t in outs])
-    with s.deferred_rewrites():
-        AutoScheduler(s, info).run()
+    if isinstance(machine, CudaTarget):
+        from .auto_gpu import schedule_cuda  # the GPU rules build on this module's
+        schedule_cuda(s, machine)
+    else:
+        with s.deferred_rewrites():
+            AutoScheduler(s, machine).run()
+    if saved is not None:
+        saved.save(s.snapshot())
     return s
 
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..ir.codec import IR_CODECS, Codec
 from ..ir.expr import IterVar
 
-__all__ = ["THREAD_TAGS", "Fuse", "PARALLEL", "Relation", "SERIAL", "Split", "THREAD",
+__all__ = ["CODECS", "THREAD_TAGS", "Fuse", "PARALLEL", "Relation", "SERIAL", "Split", "THREAD",
            "ThreadAxis", "UNROLL", "VECTORIZE", "thread_axis"]
 
 THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
@@ -76,3 +77,12 @@ def thread_axis(tag: str) -> ThreadAxis:
 
 # annotation kinds of a leaf variable
 SERIAL, PARALLEL, VECTORIZE, UNROLL, THREAD = "serial", "parallel", "vectorize", "unroll", "thread"
+
+
+# how a schedule's objects are kept on disk (tex.ir.codec): the IR's and these
+CODECS: dict[type, Codec] = {
+    **IR_CODECS,
+    Split: Codec(("parent", "outer", "inner", "factor", "tail"), Split),
+    Fuse: Codec(("outer", "inner", "fused"), Fuse),
+    ThreadAxis: Codec(("tag",), ThreadAxis),
+}

@@ -443,6 +443,56 @@ class Schedule:
     def __repr__(self) -> str:
         return f"Schedule({', '.join(s.name for s in self.stages)})"
 
+    # -- the whole record as plain values (tex.schedule.saved keeps it on disk) -------------
+    def snapshot(self) -> tuple[Any, ...]:
+        """This schedule's record as a tuple of IR objects, relations and plain values:
+        the outputs, one tuple per stage (``SNAPSHOT_FIELDS``, the attach stage as its
+        position) and the other operations ``stage_map`` knows (replaced ones: the
+        tensors the user holds), each with its stage's position. ``restored`` makes an
+        equal schedule of it."""
+        self._refresh_all()
+        pos = {st: k for k, st in enumerate(self.stages)}
+        stages = []
+        for st in self.stages:
+            row = [getattr(st, f) for f in SNAPSHOT_FIELDS]
+            row[SNAPSHOT_FIELDS.index("attach_stage")] = \
+                None if st.attach_stage is None else pos[st.attach_stage]
+            stages.append(tuple(row))
+        aliases = tuple((op, pos[st]) for op, st in self.stage_map.items() if st.op is not op)
+        return tuple(self.outputs), tuple(stages), aliases
+
+    @classmethod
+    def restored(cls, outputs: Sequence[Operation], stages: Sequence[Sequence[Any]],
+                 aliases: Sequence[tuple[Operation, int]]) -> Schedule:
+        """The schedule ``snapshot`` recorded (its stages' operations as they are now:
+        nothing is stale)."""
+        sch = cls([])
+        sch.outputs = list(outputs)
+        made = []
+        for row in stages:
+            state = dict(zip(SNAPSHOT_FIELDS, row, strict=True))
+            st = Stage(state["op"], sch)
+            st.origin_op = state["origin_op"]
+            st.all_iter_vars = list(state["all_iter_vars"])
+            st.leaf_iter_vars = list(state["leaf_iter_vars"])
+            st.relations = list(state["relations"])
+            st.annotations = dict(state["annotations"])
+            st.bindings = dict(state["bindings"])
+            st.attach_type = state["attach_type"]
+            st.attach_ivar = state["attach_ivar"]
+            st.scope = state["scope"]
+            st.is_output = state["is_output"]
+            sch.stages.append(st)
+            made.append(st)
+        for st, row in zip(made, stages):
+            k = row[SNAPSHOT_FIELDS.index("attach_stage")]
+            st.attach_stage = None if k is None else made[k]
+        for op, k in aliases:
+            st = made[k]
+            sch.stage_map[op] = st
+            sch._renamed.update((t, n) for t, n in zip(op.outputs, st.op.outputs) if t is not n)
+        return sch
+
     # -- dataflow queries --------------------------------------------------------------------
     def consumers(self, producer: Stage) -> list[Stage]:
         """The stages, not inlined, that read ``producer``'s outputs directly or through
@@ -653,6 +703,12 @@ class Schedule:
         reduces those partial results. Returns the new tensor."""
         from .rfactor import rfactor
         return rfactor(self, tensor, axis, factor_axis)
+
+
+# the attributes of a Stage in Schedule.snapshot, in order
+SNAPSHOT_FIELDS = ("op", "origin_op", "all_iter_vars", "leaf_iter_vars", "relations",
+                   "annotations", "bindings", "attach_type", "attach_stage", "attach_ivar",
+                   "scope", "is_output")
 
 
 def _replace_tensors(e: Any, mapping: Mapping[Tensor, Tensor]) -> Any:
