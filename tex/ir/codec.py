@@ -179,9 +179,13 @@ def encode(value: Any, codecs: Mapping[type, Codec], known: Encoding | None = No
         if t is int:
             return ["i", v]
         if t is tuple or t is list:
-            return ["t", *(enc(x) for x in v)]
+            out: list[Any] = ["t"]
+            for x in v:  # mostly objects already numbered (indices, axes, bodies)
+                k = ids.get(id(x)) if type(x) in codecs else None
+                out.append(k if k is not None else enc(x))
+            return out
         if t is dict:
-            out: list[Any] = ["m"]
+            out = ["m"]
             for k2, x in v.items():
                 out.append(enc(k2))
                 out.append(enc(x))
@@ -210,9 +214,12 @@ def encode(value: Any, codecs: Mapping[type, Codec], known: Encoding | None = No
             todo = []
             for f in refs:
                 v = getattr(obj, f)
-                if type(v) in codecs:
+                t = type(v)
+                if t in codecs:
                     if id(v) not in ids:
                         todo.append(v)
+                elif t is tuple and all(type(x) in codecs for x in v):
+                    todo.extend(x for x in v if id(x) not in ids)
                 else:
                     todo.extend(c for c in _objects_in(v, codecs) if id(c) not in ids)
             if todo:
@@ -225,8 +232,9 @@ def encode(value: Any, codecs: Mapping[type, Codec], known: Encoding | None = No
             t = type(v)
             if p:
                 rec.append(v if t is str or t is int or t is bool else _enc_plain(v, f))
-            else:  # enc: a reference, or a container, or a tagged value
-                rec.append(enc(v))
+            else:  # a reference (numbered above), or a container or tagged value
+                k = ids.get(id(v)) if t in codecs else None
+                rec.append(k if k is not None else enc(v))
         records.append(rec)
         ids[oid] = len(objects)
         objects.append(obj)

@@ -99,30 +99,31 @@ class _Unkeyable(Exception):
 def schedule_text(sch: Schedule, args: Sequence[Any]) -> str | None:
     """The canonical text of ``sch`` built with ``args`` (see the module docstring); None
     when something in it has no place in the text."""
-    ids: dict[int, int] = {}
+    ids: dict[int, str] = {}  # id -> "%k"
     queue: list[Any] = []  # objects numbered, in number order; their lines come in order
     keep: list[Any] = []  # what ids refers to, alive until the walk ends
 
     def ref(obj: Any) -> str:
-        k = ids.get(id(obj))
-        if k is None:
+        r = ids.get(id(obj))
+        if r is None:
             if type(obj) not in FIELDS:
                 raise _Unkeyable(type(obj).__name__)
-            k = ids[id(obj)] = len(queue)
+            r = ids[id(obj)] = f"%{len(queue)}"
             queue.append(obj)
             keep.append(obj)
-        return f"%{k}"
+        return r
 
     def enc(value: Any) -> str:
         cls = type(value)
+        if cls in FIELDS:
+            r = ids.get(id(value))
+            return r if r is not None else ref(value)
         if cls in _PLAIN:
             return repr(value)
-        if cls in FIELDS:
-            return ref(value)
         if cls is tuple or cls is list:
-            return "[" + ",".join(enc(v) for v in value) + "]"
+            return "[" + ",".join([enc(v) for v in value]) + "]"
         if cls is dict:
-            return "{" + ",".join(f"{enc(k)}:{enc(v)}" for k, v in value.items()) + "}"
+            return "{" + ",".join([f"{enc(k)}:{enc(v)}" for k, v in value.items()]) + "}"
         if cls is DType:
             return value.name
         if isinstance(value, enum.Enum):
@@ -135,14 +136,14 @@ def schedule_text(sch: Schedule, args: Sequence[Any]) -> str | None:
     try:
         head = ["args " + enc(list(args)), "outputs " + enc(list(sch.outputs))]
         for st in sch.stages:
-            head.append("stage " + ",".join(enc(getattr(st, f)) for f in STAGE_FIELDS))
+            head.append("stage " + ",".join([enc(getattr(st, f)) for f in STAGE_FIELDS]))
         lines: list[str] = []
         done = 0
         while done < len(queue):  # ref() appends while the lines are made
             obj = queue[done]
-            fields = FIELDS[type(obj)]
-            lines.append(f"%{done}={type(obj).__name__}("
-                         + ",".join(enc(getattr(obj, f)) for f in fields) + ")")
+            cls = type(obj)
+            lines.append(f"%{done}={cls.__name__}("
+                         + ",".join([enc(getattr(obj, f)) for f in FIELDS[cls]]) + ")")
             done += 1
     except _Unkeyable:
         return None
