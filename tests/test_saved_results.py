@@ -112,7 +112,8 @@ def test_codec_round_trip_keeps_interning_and_identity() -> None:
     base = encode([A], IR_CODECS)
     enc = encode([B], IR_CODECS, base)
     wire = json.loads(json.dumps([enc.records, enc.value]))
-    (B2,) = decode(*wire, IR_CODECS, base.objects)
+    (B2,), objects = decode(*wire, IR_CODECS, base.objects)
+    assert objects[:len(base.objects)] == base.objects and objects[-1] is B2
     assert B2 is not B and B2.op.input_tensors == [A]  # refers to the caller's A
     assert B2.op.attrs == {"note": ("x", 1, 2.5, None, True)}
     assert str(B2.op) == str(B.op)
@@ -256,7 +257,7 @@ def test_a_schedule_has_no_state_the_snapshot_misses(results) -> None:
     so a field added later must be decided on (Schedule.snapshot/restored)."""
     from tex.schedule.schedule import SNAPSHOT_FIELDS
     stage_derived = {"schedule", "_op", "_attach_stage"}
-    schedule_derived = {"outputs", "stages", "stage_map", "_readers", "_stale",
+    schedule_derived = {"outputs", "stages", "stage_map", "saved", "_readers", "_stale",
                         "_stale_heap", "_renamed", "_position", "_defer", "_attached"}
     for name in ("conv2d", "softmax", "layernorm"):
         w = workloads.WORKLOADS[name](small=True)
@@ -283,3 +284,50 @@ def test_every_slot_is_stored_or_derived() -> None:
                  if name != "__weakref__"}
         missing = slots - set(codec.fields) - set(DERIVED.get(cls, {}))
         assert not missing, f"{cls.__name__}: decide how {sorted(missing)} are stored"
+
+
+@pytest.mark.parametrize("name", ["conv2d", "layernorm", "dense"])
+def test_builds_of_found_schedules_key_what_they_lower(results, monkeypatch, name) -> None:
+    """A found schedule is keyed against its entry (tex.schedule.key.front_text): the key
+    agrees with the lowered function's (TEX_CACHE_VERIFY lowers and compares), and a
+    schedule changed after it was found gets a key of its own and computes right."""
+    from tex.runtime import jit
+
+    def program() -> tuple:
+        w = workloads.WORKLOADS[name](small=True)
+        outs = [w.loss, *tex.differentiate(w.loss, w.wrt)]
+        return w, outs, auto_schedule(outs)
+
+    w, outs, s = program()
+    assert s.saved is not None  # computed and stored
+    tex.build(s, [*w.placeholders, *outs])
+    jit.clear_cache()
+    monkeypatch.setenv("TEX_CACHE_VERIFY", "1")
+    w, outs, s = program()
+    assert results.stats["hits"] == 2 and s.saved is not None
+    args = [*w.placeholders, *outs]
+    feed = workloads.random_arrays(w, seed=5)
+    want = tex.testing.evaluate(outs, {t: feed[t.name] for t in w.placeholders})
+
+    def check(f: tex.runtime.BuiltFunction) -> None:
+        got = [np.empty(t.shape, np.float32) for t in outs]
+        f(*[feed[t.name] for t in w.placeholders], *got)
+        for g, e in zip(got, want):
+            np.testing.assert_allclose(g, e, rtol=2e-4, atol=2e-5)
+
+    found = tex.schedule.key.front_text(s, args)
+    assert found is not None and found.startswith("saved ")
+    check(tex.build(s, args))  # found by its front key, then lowered and compared
+    for st in s.stages:  # change the schedule: split a loop that carries no annotation
+        if st.attach_type != "root":
+            continue
+        free = [iv for iv in st.leaf_iter_vars if iv not in st.annotations and
+                iv.dom.extent > 1 and iv.kind != "reduce"]
+        if free:
+            st.split(free[0], factor=2)
+            break
+    else:
+        pytest.fail("no loop to split")
+    changed = tex.schedule.key.front_text(s, args)
+    assert changed is not None and changed.startswith("saved ") and changed != found
+    check(tex.build(s, args))

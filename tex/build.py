@@ -245,13 +245,13 @@ def _front_key(sch: Any, args: Any, name: str, target: str, options: CodegenOpti
     the front cache does not apply: dumps asked for (they show every pass), arguments that
     are not a list of tensors and variables (``lower`` says what is wrong), something in
     the schedule the key has no place for."""
-    from .schedule.key import schedule_text
+    from .schedule.key import front_text
 
     if debug.current().dump or not isinstance(args, (list, tuple)) or \
             not all(isinstance(a, (Tensor, Var)) for a in args) or not isinstance(name, str):
         return None
     with debug.timed("build.front_key"):
-        text = schedule_text(sch, args)
+        text = front_text(sch, args)
         return None if text is None else front_key(text, name, target, options)
 
 

@@ -242,10 +242,11 @@ def encode(value: Any, codecs: Mapping[type, Codec], known: Encoding | None = No
 
 
 def decode(records: Sequence[Sequence[Any]], value: Any, codecs: Mapping[type, Codec],
-           known: Sequence[Any] = ()) -> Any:
+           known: Sequence[Any] = ()) -> tuple[Any, list[Any]]:
     """The value ``encode`` encoded, its objects made again after ``known`` (the objects
-    the records refer to by the numbers below ``len(known)``). Malformed records raise
-    ``ValueError`` (or whatever a constructor raises on them)."""
+    the records refer to by the numbers below ``len(known)``), and every numbered object
+    (``known``'s, then the new ones: what a later ``encode`` may take as known). Malformed
+    records raise ``ValueError`` (or whatever a constructor raises on them)."""
     by_name = {cls.__name__: (codec.make, codec.plain_mask) for cls, codec in codecs.items()}
     objects = list(known)
 
@@ -283,4 +284,4 @@ def decode(records: Sequence[Sequence[Any]], value: Any, codecs: Mapping[type, C
         # a plain field is itself; inline a reference before the general case
         append(make(*[x if p else objects[x] if type(x) is int and x >= 0 else dec(x)
                       for x, p in zip(rec[1:], plain)]))
-    return dec(value)
+    return dec(value), objects

@@ -37,6 +37,10 @@ class SavedCall:
         self.inputs = inputs
         self.codecs = codecs
         self.key = key
+        # after load() found or save() stored the result: the inputs' and the result's
+        # objects, numbered as in the entry (the key and these decide them); a later key may
+        # be made against them, walking only what is new (tex.schedule.key.front_text)
+        self.full: Encoding | None = None
 
     @classmethod
     def open(cls, what: str, inputs: Any, codecs: Mapping[type, Codec]) -> SavedCall | None:
@@ -61,10 +65,12 @@ class SavedCall:
                 return None
             try:
                 records, value = json.loads(sections["result"])
-                return decode(records, value, self.codecs, self.inputs.objects)
+                result, objects = decode(records, value, self.codecs, self.inputs.objects)
             except Exception:  # noqa: BLE001 - any malformed entry is a miss, never a crash
                 diskstore.RESULTS.discard(self.key)
                 return None
+            self.full = Encoding(objects)
+            return result
 
     def save(self, result: Any) -> None:
         """Store ``result`` (nothing when it does not encode)."""
@@ -75,3 +81,4 @@ class SavedCall:
                 return
             data = json.dumps([enc.records, enc.value], separators=(",", ":"))
             diskstore.RESULTS.put(self.key, {"result": data.encode()})
+            self.full = enc

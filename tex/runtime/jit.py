@@ -53,6 +53,7 @@ declares must resolve, or ``jit_compile`` raises instead of crashing later.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
@@ -287,7 +288,7 @@ def _sections(compiled: CompiledModule, objects: Sequence[bytes], externals: lis
               for c in compiled.bounds_checks]
     meta = {"name": compiled.name, "errors": compiled.errors, "notes": list(compiled.notes),
             "checks": checks, "externals": externals, "objects": len(objects),
-            "parts": len(compiled.parts_opt)}
+            "parts": len(compiled.parts_opt), "openmp": compiled.uses_openmp}
     opt = compiled.parts_opt or (compiled.llvm_ir_opt,)
     out = {"meta": json.dumps(meta).encode(),
            "ll.raw": zlib.compress(compiled.llvm_ir.encode(), 1)}
@@ -318,13 +319,16 @@ def load_cached(key: str) -> Kernel | None:
         if n_objects < 1 or n_parts not in (0, n_objects):
             raise ValueError("bad object count")
         objects = [sections[_numbered("object", k)] for k in range(n_objects)]
-        parts = tuple(zlib.decompress(sections[_numbered("ll", k)]).decode()
-                      for k in range(max(1, n_parts)))
-        compiled = CompiledModule(name, zlib.decompress(sections["ll.raw"]).decode(),
-                                  "\n".join(parts), None, bool(meta["errors"]),
+        packed = [sections[_numbered("ll", k)] for k in range(max(1, n_parts))]
+        raw = sections["ll.raw"]
+        # the texts are decompressed when get_source first asks (the sections' checksum
+        # was verified on reading)
+        parts = functools.cache(lambda: tuple(zlib.decompress(p).decode() for p in packed))
+        compiled = CompiledModule(name, lambda: zlib.decompress(raw).decode(),
+                                  lambda: "\n".join(parts()), None, bool(meta["errors"]),
                                   tuple(meta["notes"]), checks,
                                   parts_opt=parts if n_parts else (),
-                                  externals=tuple(externals))
+                                  externals=tuple(externals), openmp=bool(meta["openmp"]))
     except (KeyError, ValueError, TypeError, UnicodeDecodeError, zlib.error):
         DISK.discard(key)
         return None

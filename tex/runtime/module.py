@@ -240,7 +240,7 @@ class BuiltFunction:
         self._main = self._entry(kernel)
         # a kernel with parallel loops cannot run in a child forked after the OpenMP pool
         # started (tex.runtime.openmp): there it runs ``serial()``, compiled on first need
-        self._parallel = serial is not None and "GOMP_parallel" in kernel.sources.llvm_ir
+        self._parallel = serial is not None and kernel.sources.uses_openmp
         self._serial = serial
         self._serial_entry: _Entry | None = None
 

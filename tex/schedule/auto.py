@@ -147,7 +147,9 @@ def auto_schedule(outputs: Tensor | Sequence[Tensor],
     saved = SavedCall.open("auto_schedule", (outs, repr(machine)), CODECS)
     packed = saved.load() if saved is not None else None
     if packed is not None:
-        return Schedule.restored(*packed)
+        s = Schedule.restored(*packed)
+        s.saved = saved
+        return s
     s = create_schedule([t.op for t in outs])
     if isinstance(machine, CudaTarget):
         from .auto_gpu import schedule_cuda  # the GPU rules build on this module's
@@ -157,6 +159,7 @@ def auto_schedule(outputs: Tensor | Sequence[Tensor],
             AutoScheduler(s, machine).run()
     if saved is not None:
         saved.save(s.snapshot())
+        s.saved = saved if saved.full is not None else None
     return s
 
 

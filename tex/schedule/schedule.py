@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..ir.expr import IterVar, Range, Reduce, TensorRead, Var
+from ..ir.saved import SavedCall
 from ..ir.tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 from ..ir.visit import rewrite, topo_sort_ops
 from .axes import PARALLEL, SERIAL, THREAD, UNROLL, VECTORIZE, Fuse, Relation, Split, ThreadAxis
@@ -417,6 +418,9 @@ class Schedule:
         self._defer = 0  # > 0 inside deferred_rewrites()
         # stage -> the stages attached at its loops (an ordered set; Stage.attach_stage)
         self._attached: dict[Stage, dict[Stage, None]] = {}
+        # the disk cache entry auto_schedule found this schedule in or stored it under
+        # (tex.ir.saved): the build keys the schedule against it (tex.schedule.key)
+        self.saved: SavedCall | None = None
         for op in topo_sort_ops([op.output(0) for op in self.outputs]):
             if isinstance(op, ComputeOp):
                 stage = Stage(op, self)
