@@ -28,9 +28,15 @@ from typing import Any
 
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "1")
 
-CACHE_DIR = tempfile.mkdtemp(prefix="tex-bench-cache-")
+# a benchmark's child process (models.py's warm compile) shares its parent's directory
+CHILD_CACHE_ENV = "TEX_BENCH_CACHE_DIR"
+if os.environ.get(CHILD_CACHE_ENV):
+    CACHE_DIR = os.environ[CHILD_CACHE_ENV]
+else:
+    CACHE_DIR = tempfile.mkdtemp(prefix="tex-bench-cache-")
+    atexit.register(shutil.rmtree, CACHE_DIR, ignore_errors=True)
 os.environ["TEX_CACHE_DIR"] = CACHE_DIR
-atexit.register(shutil.rmtree, CACHE_DIR, ignore_errors=True)
+os.environ["TEX_CACHE_RESULTS"] = "1"  # saved results are part of what a warm build uses
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

@@ -28,10 +28,10 @@ Compile time (tex, the ``fb`` function: differentiate + auto_schedule + build):
   a fresh temporary directory (removed at exit) before tex is imported, so no earlier run's
   entries are used; the thread count is part of the cache key, so each thread count's first
   build is cold;
-* **warm**: a fresh build of the layer (new placeholders), the in-process cache cleared
-  (``tex.runtime.clear_cache(disk=False)``), so the build is served from the disk cache,
-  as in a second process; ``differentiate`` and ``auto_schedule`` run again (they are part
-  of what a second process pays). The JSON also has the build part and the disk hits.
+* **warm**: a second process (``warm_compile``: a child given the disk cache's
+  directory) builds the layer and compiles it again; its imports and the layer's Python
+  are not counted. ``differentiate`` and ``auto_schedule`` find their results on disk,
+  and the build its kernel. The JSON also has the build part and the disk hits.
 
 GFLOP/s use the layers' FLOP counts (``model_layers``: the contractions' multiply-adds,
 two FLOPs each; elementwise work is not counted).
@@ -50,13 +50,15 @@ check fails (a torch.compile failure is only recorded).
 """
 from __future__ import annotations
 
-from bench_env import HERE  # first: the environment (threads, a fresh disk cache), sys.path
+import bench_env  # first: the environment (threads, a fresh disk cache), sys.path
 
 # isort: split
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
 import sys
 import traceback
 from collections.abc import Callable
@@ -69,12 +71,11 @@ import run
 from model_layers import LAYERS, Layer, with_reference
 
 import tex
-from tex.runtime import jit
 from tex.runtime.diskcache import disk_cache_stats
 
 from workloads import Workload, write_results
 
-DEFAULT_OUTPUT = HERE / "results" / "models.json"
+DEFAULT_OUTPUT = bench_env.HERE / "results" / "models.json"
 IMPLS = ("tex", "torch", "torch_compile", "jax")
 
 # the checks' allowance for float32 taking the other side of a kink (kink_tolerant_close)
@@ -120,14 +121,30 @@ def _reference(w: Workload, arrays: dict[str, np.ndarray],
                          close=kink_tolerant_close(notes))
 
 
-def warm_compile(layer: Layer, small: bool) -> dict[str, Any]:
-    """differentiate + auto_schedule + build of a fresh build of the layer with the
-    in-process cache cleared: served from the disk cache when the cold build wrote it."""
-    w = layer.build(small)
-    jit.clear_cache(disk=False)
-    hits = int(disk_cache_stats().get("hits", 0))
-    times, _ = run.compile_gradient(w)
-    return {**times, "disk_hits": int(disk_cache_stats().get("hits", 0)) - hits}
+WARM_CHILD = "--warm-child"
+
+
+def warm_compile(name: str, small: bool, threads: int) -> dict[str, Any]:
+    """differentiate + auto_schedule + build of the layer in a new process (a second
+    process: its imports and building the layer not counted), over the disk cache the
+    cold build filled (``bench_env.CACHE_DIR``)."""
+    env = dict(os.environ, **{bench_env.CHILD_CACHE_ENV: bench_env.CACHE_DIR})
+    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), WARM_CHILD, name,
+                           str(int(small)), str(threads)],
+                          env=env, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the warm compile of {name} failed:\n{proc.stderr}")
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def _warm_child(name: str, small: bool, threads: int) -> None:
+    """The child of ``warm_compile``: prints its times and disk hits as JSON."""
+    w = LAYERS[name].build(small)
+    with tex.debug.config(num_threads=threads):
+        times, _ = run.compile_gradient(w)
+    stats = disk_cache_stats()
+    print(json.dumps({**times, "disk_hits": int(stats["hits"]),
+                      "result_hits": int(stats["results"]["hits"])}))
 
 
 def _torch_build(layer: Layer) -> Any:
@@ -149,7 +166,7 @@ def bench_threads(name: str, layer: Layer, w: Workload, arrays: dict[str, np.nda
             print(f"  {name} ({threads} threads): tex FAILED: {run._error(exc)}", flush=True)
             variants = []
         else:
-            sub["compile"]["warm"] = warm_compile(layer, settings.small)
+            sub["compile"]["warm"] = warm_compile(name, settings.small, threads)
     build = _torch_build(layer)
     use_jax = settings.jax is not None and threads == (os.cpu_count() or 1)
     for impl, on in (("torch", settings.torch is not None),
@@ -305,6 +322,10 @@ def checks(rows: list[dict[str, Any]], threads: list[int]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == [WARM_CHILD]:
+        _warm_child(argv[1], bool(int(argv[2])), int(argv[3]))
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
                         help="tiny shapes; build and check every variant, no timing "

@@ -218,8 +218,11 @@ def _bind(f: Any, arrays: dict[str, np.ndarray], outputs: Sequence[tuple[tex.Ten
 
 
 def _clear_caches() -> None:
-    """Forget compiled kernels (and sympy's memo), so the next build is cold."""
+    """Forget compiled kernels, the saved results of differentiate and auto_schedule (on
+    disk: they do not depend on the thread count; the kernels on disk do, and each thread
+    count's first build misses them), and sympy's memo, so the next compile is cold."""
     jit.clear_cache()
+    tex.diskstore.RESULTS.clear()
     if "sympy" in sys.modules:
         from sympy.core.cache import clear_cache
 

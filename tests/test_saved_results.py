@@ -331,3 +331,13 @@ def test_builds_of_found_schedules_key_what_they_lower(results, monkeypatch, nam
     changed = tex.schedule.key.front_text(s, args)
     assert changed is not None and changed.startswith("saved ") and changed != found
     check(tex.build(s, args))
+
+
+def test_clearing_the_disk_cache_clears_the_results(results, tmp_path, monkeypatch) -> None:
+    from tex.runtime import jit
+    monkeypatch.setattr(jit, "DISK", diskstore.DiskCache(tmp_path / "code"))
+    A = tex.placeholder((4,), name="A")
+    tex.differentiate(topi.sum(tex.compute((4,), lambda i: A[i] * A[i], name="B")), [A])
+    assert len(results.entries()) == 1
+    jit.clear_cache(disk=True)
+    assert results.entries() == []

@@ -10,11 +10,12 @@ owns the files, the bound and the counters.
 
 Directory: ``TEX_CACHE_DIR`` (read at import); unset: ``$XDG_CACHE_HOME/tex``, else
 ``~/.cache/tex``; empty or ``none``: no disk cache. Bound: ``TEX_CACHE_SIZE=<MB>``, default
-``DEFAULT_LIMIT_MB`` (512 MB; ``0`` disables the disk cache), over all of the caches'
-entries. While the entries total more than the bound, the least recently used goes: a hit
-touches its file's mtime, and the oldest mtime is evicted first. The directory is scanned
-for this on a cache's first write, then only when its writes since take the known total
-past the bound, or every ``RESCAN_WRITES`` writes (for other processes' entries).
+``DEFAULT_LIMIT_MB`` (512 MB; ``0`` disables the disk cache), for compiled code and, in
+the subdirectory ``results``, for saved results, each. While a cache's entries total more
+than the bound, the least recently used goes: a hit touches its file's mtime, and the
+oldest mtime is evicted first. The directory is scanned for this on a cache's first write,
+then only when its writes since take the known total past the bound, or every
+``RESCAN_WRITES`` writes (for other processes' entries).
 
 The key: the caller's key plus ``FORMAT_VERSION``, a fingerprint of tex's own source files
 (a changed tex must never load what an older one stored; entries of older sources stay
@@ -62,6 +63,7 @@ SUFFIX = ".texc"
 TEMP_PREFIX = ".tmp-"
 STALE_TEMP_SECONDS = 3600.0
 RESCAN_WRITES = 64  # writes between two scans of the directory for the size bound
+RESULTS_SUBDIRECTORY = "results"  # where RESULTS keeps its entries
 _HEADER_LEN = struct.Struct("<I")
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -310,10 +312,12 @@ def _unlink(path: str) -> None:
 
 
 def _results_from_env() -> DiskCache:
-    """The cache of results, unless ``TEX_CACHE_RESULTS=0`` turns it off."""
-    if (debug.env("TEX_CACHE_RESULTS") or "").strip() == "0":
+    """The cache of results (the subdirectory ``results``), unless ``TEX_CACHE_RESULTS=0``
+    turns it off."""
+    directory = default_directory()
+    if (debug.env("TEX_CACHE_RESULTS") or "").strip() == "0" or directory is None:
         return DiskCache(None)
-    return DiskCache.from_env()
+    return DiskCache(directory / RESULTS_SUBDIRECTORY, _limit_from_env())
 
 
 # the results of differentiate and auto_schedule (tex.ir.saved)

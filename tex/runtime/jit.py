@@ -64,7 +64,7 @@ from dataclasses import dataclass, field
 
 import llvmlite.binding as llvm
 
-from .. import debug
+from .. import debug, diskstore
 from ..codegen import CodegenOptions, CompiledModule, host_target
 from ..codegen.host import LLVM_LOCK, declared_externals
 from ..debug import InternalError
@@ -476,9 +476,11 @@ FRONT = FrontCache(CACHE)
 def clear_cache(disk: bool = False) -> None:
     """Forget every cached kernel (functions already built keep theirs) and free the
     temporaries kept for reuse (``tex.runtime.workspace``); ``disk=True`` also deletes the
-    disk cache's entries (``tex.runtime.diskcache``)."""
+    disk cache's entries (``tex.diskstore``: compiled code and the saved results of
+    ``differentiate`` and ``auto_schedule``, which share its directory)."""
     CACHE.clear()
     FRONT.clear()
     release_workspace()
     if disk:
         DISK.clear()
+        diskstore.RESULTS.clear()
