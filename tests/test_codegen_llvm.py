@@ -857,6 +857,94 @@ def test_memoized_loads_match_the_interpreter() -> None:
                                        err_msg=format_func(fn))
 
 
+def _memo_parallel_program(rng: np.random.Generator, n: int = 6) -> LoweredFunc:
+    """``_memo_program``'s stores and reads, in top-level nests of which some are parallel
+    loops: race free (an iteration of a parallel loop over ``v`` stores only to ``A[v]``
+    and ``B[v]`` and reads ``A``/``B`` only there; ``X`` anywhere), with serial,
+    unrolled and vectorized loops and branches inside, and stores and loops between the
+    nests that read what the nests wrote."""
+    f64 = DTYPES["float64"]
+    X, A, B = (make_buffer(name, n, f64) for name in "XAB")
+    v, j = Var("v", int32, "axis"), Var("j", int32, "axis")
+
+    def value(own: Expr | None, bound: list[Var]) -> Expr:
+        """Reads of X at any index, of A and B at ``own`` (anywhere when None)."""
+        e: Expr = Const(float(rng.integers(-3, 4)), f64)
+        for _ in range(int(rng.integers(1, 4))):
+            t = [X, A, B][int(rng.integers(3))]
+            if t is X or own is None:
+                ix = bound[int(rng.integers(len(bound)))] if bound and rng.random() < 0.5 \
+                    else c32(int(rng.integers(3)))
+            else:
+                ix = own
+            e = e + t[ix] if rng.random() < 0.6 else e * 0.5 + t[ix]
+        return e
+
+    def body(depth: int, bound: list[Var]) -> Stmt:
+        parts = []
+        for _ in range(int(rng.integers(1, 4))):
+            r = rng.random()
+            if r < 0.25 and depth < 2:
+                kind = [ForKind.SERIAL, ForKind.UNROLLED, ForKind.VECTORIZED][int(rng.integers(3))]
+                parts.append(loop(j, n, body(depth + 1, [*bound, j]), kind))
+            elif r < 0.35:
+                cond = fold.compare(Op.GT, X[bound[-1]], Const(0.0, f64))
+                parts.append(IfThenElse(cond, Store(A, v, value(v, bound))))
+            else:
+                parts.append(Store([A, B][int(rng.integers(2))], v, value(v, bound)))
+        return seq(*parts)
+
+    def serial(bound: list[Var]) -> Stmt:
+        """Code outside parallel loops: stores anywhere, or a serial loop's."""
+        if rng.random() < 0.7:
+            return seq(*(Store([A, B][int(rng.integers(2))], c32(int(rng.integers(3))),
+                               value(None, bound)) for _ in range(int(rng.integers(1, 3)))))
+        return loop(v, n, Store(B, v, value(None, [*bound, v])))
+
+    def region() -> Stmt:
+        return loop(v, n, body(1, [v]), ForKind.PARALLEL)
+
+    def nest() -> Stmt:
+        r = rng.random()
+        if r < 0.35:
+            return region()
+        if r < 0.8:
+            # a serial loop around regions, serial code between them: what it reads before
+            # a region is stale after it
+            parts = [serial([t])]
+            for _ in range(int(rng.integers(1, 3))):
+                parts += [region(), serial([t])]
+            return loop(t, 2, seq(*parts))
+        return serial([])
+
+    t = Var("t", int32, "axis")
+    return func("memo_par", [X], [A, B], seq(*(nest() for _ in range(int(rng.integers(2, 5))))))
+
+
+def test_memoized_loads_in_parallel_and_outlined_nests_match_the_interpreter(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_memo_parallel_program``s, compiled (every other one with each nest outlined into
+    a function of its own) and interpreted: a read memoized in one nest or parallel body
+    must not survive into the next, nor a store in another function be missed."""
+    from tex.codegen import parallel
+    rng = np.random.default_rng(2027)
+    for case in range(48):
+        fn = _memo_parallel_program(rng)
+        monkeypatch.setattr(parallel, "OUTLINE_MIN_NESTS", 0 if case % 2 else 64)
+        f = build_lowered(LoweredFunc(f"memo_par{case}", fn.params, fn.body))
+        if case % 2 and parallel.loop_nests(fn.body):
+            assert ".nest" in f.get_source("ll.raw"), case
+        x = rng.standard_normal(6)
+        a0, b0 = rng.standard_normal(6), rng.standard_normal(6)
+        got = [x.copy(), a0.copy(), b0.copy()]
+        want = [x.copy(), a0.copy(), b0.copy()]
+        f(*got)
+        run_lowered(fn, want)
+        for g, w in zip(got[1:], want[1:]):
+            np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12,
+                                       err_msg=format_func(fn))
+
+
 def test_cache_written_reduction_of_one_element() -> None:
     """The fuzzer's program: C0[] = max(0.5, k in [0, 1)) through a local copy."""
     P0 = tex.placeholder((), "float64", name="P0")
