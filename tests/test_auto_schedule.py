@@ -2,6 +2,8 @@
 compute what the reference interpreter computes, and clear errors on bad input."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -344,3 +346,31 @@ def test_two_output_reductions_are_vectorized_over_the_last_output_axis(width: i
     want = evaluate([L, g], {x: a})
     np.testing.assert_allclose(out[0], want[0], rtol=1e-5)
     np.testing.assert_array_equal(out[1], want[1])
+
+
+def test_weight_gradients_too_long_for_l2_are_summed_in_blocks() -> None:
+    """A convolution's weight gradient over 2 x 96 x 96 points: a register tile's 4 output
+    channels of the head span 295 KB, more than half the L2 (512 KB here), so they would
+    be streamed again for every tile of the image side. The sum runs in blocks of the
+    batch axis (partials, then their sum) and gives the right numbers."""
+    from tex import topi
+    info = CPUInfo("test", vector_bits=256, cores=2, l2_bytes=512 * 1024)
+    x = tex.placeholder((2, 8, 96, 96), name="x")
+    w = tex.placeholder((16, 8, 3, 3), name="w")
+    y = topi.nn.conv2d(x, w, 1, 1)
+    H = tex.placeholder(y.shape, name="H")
+    (gw,) = tex.differentiate(topi.sum(y * H), [w])
+    s = auto_schedule(gw, info)
+    text = str(tex.lower(s, [x, H, gw]))
+    sizes = [int(n) for n in re.findall(r"allocate \w+\.rf: float32\[(\d+)\]", text)]
+    assert 2 * 16 * 8 * 9 in sizes, text  # one partial gradient per image
+    f = tex.build(s, [x, H, gw])
+    rng = np.random.default_rng(7)
+    xa = rng.standard_normal(x.shape).astype(np.float32)
+    ha = rng.standard_normal(H.shape).astype(np.float32)
+    got = np.empty(gw.shape, np.float32)
+    f(xa, ha, got)
+    xp = np.pad(xa.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = np.stack([np.stack([np.einsum("nohw,nchw->oc", ha, xp[:, :, r:r + 96, c:c + 96])
+                               for c in range(3)], -1) for r in range(3)], -2)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
