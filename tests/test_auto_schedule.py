@@ -374,3 +374,29 @@ def test_weight_gradients_too_long_for_l2_are_summed_in_blocks() -> None:
     want = np.stack([np.stack([np.einsum("nohw,nchw->oc", ha, xp[:, :, r:r + 96, c:c + 96])
                                for c in range(3)], -1) for r in range(3)], -2)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+
+def test_rows_replace_a_two_vector_tile_that_would_overhang_the_image() -> None:
+    """A 56-wide image in tiles two vectors (16 columns) wide computes 64 columns, the last
+    tile shifted inwards; 6 channels x 2 image rows of one vector (12 accumulators, as
+    many as 6 x 2 vectors) cover the 56 columns in 7 whole tiles. The rows win."""
+    from tex import topi
+    info = CPUInfo("test", vector_bits=256, cores=2)
+    X = tex.placeholder((2, 16, 56, 56), name="X")
+    K = tex.placeholder((32, 16, 3, 3), name="K")
+    Y = topi.nn.conv2d(X, K, 1, 1)
+    s = auto_schedule([Y], info)
+    text = str(tex.lower(s, [X, K, Y]))
+    assert "conv2d_nchw.local: float32[96]" in text
+    assert re.search(r"unrolled for \(h, 0, 2\) \{\s+vectorized for \(w, 0, 8\)", text), text
+    assert not re.search(r"min\(w\.outer \* \d+, \d+\)\] = conv2d_nchw\.local", text)
+    f = tex.build(s, [X, K, Y])
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(X.shape).astype(np.float32)
+    k = rng.standard_normal(K.shape).astype(np.float32)
+    y = np.empty(Y.shape, np.float32)
+    f(x, k, y)
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = sum(np.einsum("nchw,oc->nohw", xp[:, :, a:a + 56, b:b + 56], k[:, :, a, b])
+               for a in range(3) for b in range(3))
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-3)

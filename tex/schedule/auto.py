@@ -704,7 +704,8 @@ class AutoScheduler:
             # 56 x 56 image's 56 columns fill 7 vectors, 3.5 pairs)
             b1 = _row_tile(i.dom.extent, max(1, min(8, self.regs - 3)), 1) if nvec == 2 \
                 else bi  # (the rows of a one-vector tile: its vector and a broadcast)
-            rows, rows_score = self.row_block(op, i, j, reads, b1)
+            rows, rows_score = self.row_block(op, i, j, reads, b1,
+                                              bi * nvec if nvec == 2 else 0)
             wide = bi * nvec / (bi + nvec) * _tile_use(i.dom.extent, bi) * \
                 _tile_use(j.dom.extent, bj)
             if rows[0] is not None and (nvec == 1 or (
@@ -780,7 +781,7 @@ class AutoScheduler:
         lst.vectorize(lj)
 
     def row_block(self, op: ComputeOp, i: IterVar, j: IterVar, reads: list[_Read],
-                  bi: int) -> tuple[tuple[IterVar | None, int, int], float]:
+                  bi: int, min_acc: int = 0) -> tuple[tuple[IterVar | None, int, int], float]:
         """For a spatial-vector tile of ``op`` one vector wide: the axis ``h`` to block
         besides ``i`` (the innermost one the reads using ``i`` skip and the others use, in
         no condition: a guard on a blocked axis would sit in the vector body, where
@@ -807,6 +808,8 @@ class AutoScheduler:
             if most < 1:
                 break
             b = _row_tile(i.dom.extent, min(8, most), bh)
+            if b * bh < min_acc:
+                continue
             value = b * bh / (b + bh) * _tile_use(i.dom.extent, b) * \
                 _tile_use(h.dom.extent, bh)
             if value > score:
