@@ -348,13 +348,15 @@ def test_two_output_reductions_are_vectorized_over_the_last_output_axis(width: i
     np.testing.assert_array_equal(out[1], want[1])
 
 
-def test_weight_gradients_too_long_for_l2_are_summed_in_blocks() -> None:
+@pytest.mark.parametrize("l2_kb", [512, 4096])
+def test_weight_gradients_too_long_for_l2_are_summed_in_blocks(l2_kb: int) -> None:
     """A convolution's weight gradient over 2 x 96 x 96 points: a register tile's 4 output
-    channels of the head span 295 KB, more than half the L2 (512 KB here), so they would
-    be streamed again for every tile of the image side. The sum runs in blocks of the
-    batch axis (partials, then their sum) and gives the right numbers."""
+    channels of the head span 295 KB, more than half a 512 KB L2, so they would be
+    streamed again for every tile of the image side. The sum runs in blocks of the batch
+    axis (partials, then their sum) and gives the right numbers; with a 4 MB L2 it runs
+    whole."""
     from tex import topi
-    info = CPUInfo("test", vector_bits=256, cores=2, l2_bytes=512 * 1024)
+    info = CPUInfo("test", vector_bits=256, cores=2, l2_bytes=l2_kb * 1024)
     x = tex.placeholder((2, 8, 96, 96), name="x")
     w = tex.placeholder((16, 8, 3, 3), name="w")
     y = topi.nn.conv2d(x, w, 1, 1)
@@ -363,7 +365,8 @@ def test_weight_gradients_too_long_for_l2_are_summed_in_blocks() -> None:
     s = auto_schedule(gw, info)
     text = str(tex.lower(s, [x, H, gw]))
     sizes = [int(n) for n in re.findall(r"allocate \w+\.rf: float32\[(\d+)\]", text)]
-    assert 2 * 16 * 8 * 9 in sizes, text  # one partial gradient per image
+    # one partial gradient per image
+    assert (2 * 16 * 8 * 9 in sizes) == (l2_kb == 512), text
     f = tex.build(s, [x, H, gw])
     rng = np.random.default_rng(7)
     xa = rng.standard_normal(x.shape).astype(np.float32)
@@ -376,19 +379,22 @@ def test_weight_gradients_too_long_for_l2_are_summed_in_blocks() -> None:
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
 
 
-def test_rows_replace_a_two_vector_tile_that_would_overhang_the_image() -> None:
-    """A 56-wide image in tiles two vectors (16 columns) wide computes 64 columns, the last
-    tile shifted inwards; 6 channels x 2 image rows of one vector (12 accumulators, as
-    many as 6 x 2 vectors) cover the 56 columns in 7 whole tiles. The rows win."""
+@pytest.mark.parametrize("width", [40, 48, 56, 72])
+def test_rows_replace_a_two_vector_tile_that_would_overhang_the_image(width: int) -> None:
+    """An image 40, 56 or 72 wide in tiles two vectors (16 columns) wide computes 48, 64 or
+    80 columns, the last tile shifted inwards; 6 channels x 2 image rows of one vector (12
+    accumulators, as many as 6 x 2 vectors) cover it in whole 8-column tiles. The rows
+    win; at 48 columns the wide tiles fit exactly and stay."""
     from tex import topi
     info = CPUInfo("test", vector_bits=256, cores=2)
-    X = tex.placeholder((2, 16, 56, 56), name="X")
+    X = tex.placeholder((2, 16, width, width), name="X")
     K = tex.placeholder((32, 16, 3, 3), name="K")
     Y = topi.nn.conv2d(X, K, 1, 1)
     s = auto_schedule([Y], info)
     text = str(tex.lower(s, [X, K, Y]))
     assert "conv2d_nchw.local: float32[96]" in text
-    assert re.search(r"unrolled for \(h, 0, 2\) \{\s+vectorized for \(w, 0, 8\)", text), text
+    rows = re.search(r"unrolled for \(h, 0, 2\) \{\s+vectorized for \(w, 0, 8\)", text)
+    assert bool(rows) == (width % 16 != 0), text
     assert not re.search(r"min\(w\.outer \* \d+, \d+\)\] = conv2d_nchw\.local", text)
     f = tex.build(s, [X, K, Y])
     rng = np.random.default_rng(3)
@@ -397,6 +403,6 @@ def test_rows_replace_a_two_vector_tile_that_would_overhang_the_image() -> None:
     y = np.empty(Y.shape, np.float32)
     f(x, k, y)
     xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
-    want = sum(np.einsum("nchw,oc->nohw", xp[:, :, a:a + 56, b:b + 56], k[:, :, a, b])
+    want = sum(np.einsum("nchw,oc->nohw", xp[:, :, a:a + width, b:b + width], k[:, :, a, b])
                for a in range(3) for b in range(3))
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-3)
