@@ -351,14 +351,14 @@ def test_two_output_reductions_are_vectorized_over_the_last_output_axis(width: i
 @pytest.mark.parametrize("l2_kb", [512, 4096])
 def test_weight_gradients_too_long_for_l2_are_summed_in_blocks(l2_kb: int) -> None:
     """A convolution's weight gradient over 2 x 96 x 96 points: a register tile's 4 output
-    channels of the head span 295 KB, more than half a 512 KB L2, so they would be
-    streamed again for every tile of the image side. The sum runs in blocks of the batch
-    axis (partials, then their sum) and gives the right numbers; with a 4 MB L2 it runs
-    whole."""
+    channels of the head span 295 KB, more than half a 512 KB L2, and would be streamed
+    again for each of the 96 tiles of the image side (32 channels x 3 rows of taps). The
+    sum runs in blocks of the batch axis (partials, then their sum) and gives the right
+    numbers; with a 4 MB L2 it runs whole."""
     from tex import topi
     info = CPUInfo("test", vector_bits=256, cores=2, l2_bytes=l2_kb * 1024)
-    x = tex.placeholder((2, 8, 96, 96), name="x")
-    w = tex.placeholder((16, 8, 3, 3), name="w")
+    x = tex.placeholder((2, 32, 96, 96), name="x")
+    w = tex.placeholder((16, 32, 3, 3), name="w")
     y = topi.nn.conv2d(x, w, 1, 1)
     H = tex.placeholder(y.shape, name="H")
     (gw,) = tex.differentiate(topi.sum(y * H), [w])
@@ -366,7 +366,7 @@ def test_weight_gradients_too_long_for_l2_are_summed_in_blocks(l2_kb: int) -> No
     text = str(tex.lower(s, [x, H, gw]))
     sizes = [int(n) for n in re.findall(r"allocate \w+\.rf: float32\[(\d+)\]", text)]
     # one partial gradient per image
-    assert (2 * 16 * 8 * 9 in sizes) == (l2_kb == 512), text
+    assert (2 * 16 * 32 * 9 in sizes) == (l2_kb == 512), text
     f = tex.build(s, [x, H, gw])
     rng = np.random.default_rng(7)
     xa = rng.standard_normal(x.shape).astype(np.float32)
@@ -406,3 +406,20 @@ def test_rows_replace_a_two_vector_tile_that_would_overhang_the_image(width: int
     want = sum(np.einsum("nchw,oc->nohw", xp[:, :, a:a + width, b:b + width], k[:, :, a, b])
                for a in range(3) for b in range(3))
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-3)
+
+
+def test_weight_gradients_streamed_few_times_are_summed_whole() -> None:
+    """A 1 x 1 convolution's weight gradient (MobileNet's expansion, 24 -> 144 channels)
+    over 2 x 112 x 112 points: its tile rows outgrow the L2 too, but the image side has
+    only a few tiles to stream them past (24 channels): blocks would add stages and gain
+    nothing, so the sum runs whole."""
+    from tex import topi
+    info = CPUInfo("test", vector_bits=256, cores=2, l2_bytes=512 * 1024)
+    x = tex.placeholder((2, 24, 112, 112), name="x")
+    w = tex.placeholder((144, 24, 1, 1), name="w")
+    y = topi.nn.conv2d(x, w, 1, 0)
+    H = tex.placeholder(y.shape, name="H")
+    (gw,) = tex.differentiate(topi.sum(y * H), [w])
+    text = str(tex.lower(auto_schedule(gw, info), [x, H, gw]))
+    sizes = [int(n) for n in re.findall(r"allocate \w+\.rf: float32\[(\d+)\]", text)]
+    assert sizes and all(n < 2 * 144 * 24 for n in sizes), text

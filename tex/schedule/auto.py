@@ -98,6 +98,8 @@ _OUTER_PRODUCT_MIN_REUSE = 512
 _SHORT_ROW_MIN_REUSE = 256
 # partial results of a reduction summed in blocks (``reduction_blocks``) at most this big
 _PARTIALS_MAX_BYTES = 16 << 20
+# the times a reduce-vector tile's rows must be streamed before they are summed in blocks
+_BLOCK_MIN_STREAMS = 64
 # full reductions shorter than this stay one serial (vectorized) loop
 _TWO_LEVEL_MIN = 1 << 14
 # expensive ops: roughly their cost in multiply-adds when vectorized
@@ -879,13 +881,16 @@ class AutoScheduler:
         op = st.op
         # a reduction so long that a register tile's rows of the first operand do not stay
         # in L2 (a weight gradient over a batch of 56 x 56 images: 4 channels x 25,088
-        # points, 400 KB, streamed again for every tile of the other operand): sum it in
-        # blocks of its outer reduction axis first (unet_up's weight gradient: 62 -> 43 ms)
+        # points, 400 KB), streamed again for every tile of the other side, many times: sum
+        # it in blocks of its outer reduction axis first (a 3 x 3 convolution's, streamed
+        # 192-384 times: unet_up's weight gradient 62 -> 43 ms; a 1 x 1 convolution's, 8-48
+        # times, gained nothing measurable and its extra stages cost 5% of the compile)
         blocked = self.block_axes(list(op.axis), reads)
         if len(blocked) == 2:
-            rows = min(blocked[0].dom.extent,
-                       self.dot_tiles(*(a.dom.extent for a in blocked))[0][0])
-            if self.reduction_blocks(st, rows):
+            (ta, tb), _ = self.dot_tiles(*(a.dom.extent for a in blocked))
+            streams = _size(op) // blocked[0].dom.extent // min(tb, blocked[1].dom.extent)
+            if streams >= _BLOCK_MIN_STREAMS and \
+                    self.reduction_blocks(st, min(ta, blocked[0].dom.extent)):
                 return
         t = op.output(0)
         work = _work(op)
