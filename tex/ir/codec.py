@@ -111,7 +111,7 @@ DERIVED: dict[type, dict[str, str]] = {
                     "seq": "creation order in this process (a decoded placeholder is new)",
                     "_outputs": "made by the constructor"},
     ComputeOp: {"reduce_axis": "the body's", "_outputs": "made by the constructor",
-                "_inputs": "stored as input_tensors"},
+                "_inputs": "stored as input_tensors", "_shape": "the axes' extents"},
 }
 
 # the enumerations a field may hold, by class name

@@ -99,7 +99,7 @@ class PlaceholderOp(Operation):
 class ComputeOp(Operation):
     """``out[axis] = body`` for every point of the axes' domain."""
 
-    __slots__ = ("axis", "reduce_axis", "_body", "_inputs")
+    __slots__ = ("axis", "reduce_axis", "_body", "_inputs", "_shape")
     axis: tuple[IterVar, ...]
     reduce_axis: tuple[IterVar, ...]
 
@@ -115,8 +115,11 @@ class ComputeOp(Operation):
         reduce_axis: tuple[IterVar, ...] = ()
         if isinstance(body[0], Reduce):
             reduce_axis = body[0].axis
-        self._init(name=name, tag=tag, attrs=dict(attrs or {}), axis=tuple(axis),
-                   reduce_axis=reduce_axis, _body=body)
+        axis = tuple(axis)
+        # the shape is read for every TensorRead made and every index checked: kept
+        self._init(name=name, tag=tag, attrs=dict(attrs or {}), axis=axis,
+                   reduce_axis=reduce_axis, _body=body,
+                   _shape=tuple(iv.dom.extent for iv in axis))
         self._init(_inputs=tuple(_collect_inputs(body) if inputs is None else inputs))
         self._init(_outputs=tuple(Tensor(self, i) for i in range(len(body))))
 
@@ -132,7 +135,7 @@ class ComputeOp(Operation):
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(iv.dom.extent for iv in self.axis)
+        return self._shape  # type: ignore[no-any-return]
 
     @property
     def input_tensors(self) -> list[Tensor]:

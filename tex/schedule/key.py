@@ -85,7 +85,8 @@ IGNORED: dict[type, dict[str, str]] = {
         "_outputs": "the tensors of the operation, reached from their readers"},
     ComputeOp: {
         "_outputs": "the tensors of the operation, reached from their readers",
-        "_inputs": "derived from the body"},
+        "_inputs": "derived from the body",
+        "_shape": "derived from the axes"},
 }
 
 # the attributes of a Stage in the text, and those left out (with the reason)
