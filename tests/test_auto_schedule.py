@@ -323,14 +323,16 @@ def test_guarded_vector_update_is_peeled_into_an_unguarded_middle() -> None:
     assert "vectorized for (k.inner.v, 0, 8)" in text  # the middle
 
 
-@pytest.mark.parametrize("width", [17, 56])  # pooled widths 9 and 28
-def test_two_output_reductions_are_vectorized_over_the_last_output_axis(width: int) -> None:
+@pytest.mark.parametrize("batch, channels, width", [(2, 3, 17), (2, 3, 56), (8, 32, 13)])
+def test_two_output_reductions_are_vectorized_over_the_last_output_axis(
+        batch: int, channels: int, width: int) -> None:
     """A max pool's gradient selects through an argsel (index and value: a tuple combiner,
     which rfactor cannot split): each lane reduces one output point, the window loops
-    around the vector; odd widths through a shifted last tile. Same bits as the
-    interpreter."""
+    around the vector; odd widths (pooled 9 and 28) through a shifted last tile, a pooled
+    width of 7 (shorter than a vector, in a stage big enough) through one narrower vector.
+    Same bits as the interpreter."""
     rng = np.random.default_rng(3)
-    x = tex.placeholder((2, 3, width, width), name="x")
+    x = tex.placeholder((batch, channels, width, width), name="x")
     y = tex.topi.nn.pool2d(x, (3, 3), (2, 2), (1, 1), (1, 1, 1, 1), pool_type="max")
     L = tex.topi.sum(y * y)
     (g,) = tex.differentiate(L, [x])
