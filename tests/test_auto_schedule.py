@@ -350,6 +350,24 @@ def test_two_output_reductions_are_vectorized_over_the_last_output_axis(
     np.testing.assert_array_equal(out[1], want[1])
 
 
+def _weight_gradient(x_shape: tuple[int, ...], w_shape: tuple[int, ...], pad: int,
+                     l2_kb: int) -> tuple:
+    """A convolution's weight gradient (with a head H), auto-scheduled for a CPU with an
+    L2 of ``l2_kb``: x, H, the gradient, the schedule, its loop nest and the sizes of its
+    ``.rf`` buffers."""
+    from tex import topi
+    info = CPUInfo("test", vector_bits=256, cores=2, l2_bytes=l2_kb * 1024)
+    x = tex.placeholder(x_shape, name="x")
+    w = tex.placeholder(w_shape, name="w")
+    y = topi.nn.conv2d(x, w, 1, pad)
+    H = tex.placeholder(y.shape, name="H")
+    (gw,) = tex.differentiate(topi.sum(y * H), [w])
+    s = auto_schedule(gw, info)
+    text = str(tex.lower(s, [x, H, gw]))
+    sizes = [int(n) for n in re.findall(r"allocate \w+\.rf: float32\[(\d+)\]", text)]
+    return x, H, gw, s, text, sizes
+
+
 @pytest.mark.parametrize("l2_kb", [512, 4096])
 def test_weight_gradients_too_long_for_l2_are_summed_in_blocks(l2_kb: int) -> None:
     """A convolution's weight gradient over 2 x 96 x 96 points: a register tile's 4 output
@@ -357,16 +375,7 @@ def test_weight_gradients_too_long_for_l2_are_summed_in_blocks(l2_kb: int) -> No
     again for each of the 96 tiles of the image side (32 channels x 3 rows of taps). The
     sum runs in blocks of the batch axis (partials, then their sum) and gives the right
     numbers; with a 4 MB L2 it runs whole."""
-    from tex import topi
-    info = CPUInfo("test", vector_bits=256, cores=2, l2_bytes=l2_kb * 1024)
-    x = tex.placeholder((2, 32, 96, 96), name="x")
-    w = tex.placeholder((16, 32, 3, 3), name="w")
-    y = topi.nn.conv2d(x, w, 1, 1)
-    H = tex.placeholder(y.shape, name="H")
-    (gw,) = tex.differentiate(topi.sum(y * H), [w])
-    s = auto_schedule(gw, info)
-    text = str(tex.lower(s, [x, H, gw]))
-    sizes = [int(n) for n in re.findall(r"allocate \w+\.rf: float32\[(\d+)\]", text)]
+    x, H, gw, s, text, sizes = _weight_gradient((2, 32, 96, 96), (16, 32, 3, 3), 1, l2_kb)
     # one partial gradient per image
     assert (2 * 16 * 32 * 9 in sizes) == (l2_kb == 512), text
     f = tex.build(s, [x, H, gw])
@@ -415,13 +424,5 @@ def test_weight_gradients_streamed_few_times_are_summed_whole() -> None:
     over 2 x 112 x 112 points: its tile rows outgrow the L2 too, but the image side has
     only a few tiles to stream them past (24 channels): blocks would add stages and gain
     nothing, so the sum runs whole."""
-    from tex import topi
-    info = CPUInfo("test", vector_bits=256, cores=2, l2_bytes=512 * 1024)
-    x = tex.placeholder((2, 24, 112, 112), name="x")
-    w = tex.placeholder((144, 24, 1, 1), name="w")
-    y = topi.nn.conv2d(x, w, 1, 0)
-    H = tex.placeholder(y.shape, name="H")
-    (gw,) = tex.differentiate(topi.sum(y * H), [w])
-    text = str(tex.lower(auto_schedule(gw, info), [x, H, gw]))
-    sizes = [int(n) for n in re.findall(r"allocate \w+\.rf: float32\[(\d+)\]", text)]
-    assert sizes and all(n < 2 * 144 * 24 for n in sizes), text
+    *_, sizes = _weight_gradient((2, 24, 112, 112), (144, 24, 1, 1), 0, 512)
+    assert sizes and all(n < 2 * 144 * 24 for n in sizes), sizes
