@@ -278,3 +278,28 @@ def test_size_bound_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> Non
         monkeypatch.setenv("TEX_CACHE_SIZE", value)
         with pytest.warns(RuntimeWarning, match="TEX_CACHE_SIZE"):
             assert diskcache._limit_from_env() == 512 << 20
+
+
+def test_the_source_fingerprint_follows_every_source_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An entry written by other tex sources must never load: the fingerprint changes with
+    any .py file's contents or name, in any subpackage, and ignores __pycache__."""
+    from tex import diskstore
+    (tmp_path / "sub" / "__pycache__").mkdir(parents=True)
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "sub" / "b.py").write_text("y = 2\n")
+    monkeypatch.setattr(diskstore, "_PACKAGE", tmp_path)
+
+    def fingerprint() -> str:
+        monkeypatch.setattr(diskstore, "_fingerprint", None)
+        return diskstore.source_fingerprint()
+
+    first = fingerprint()
+    assert fingerprint() == first
+    (tmp_path / "sub" / "__pycache__" / "b.cpython-311.pyc").write_bytes(b"\0")
+    assert fingerprint() == first
+    (tmp_path / "sub" / "b.py").write_text("y = 3\n")
+    second = fingerprint()
+    assert second != first
+    (tmp_path / "sub" / "b.py").rename(tmp_path / "sub" / "c.py")
+    assert fingerprint() not in (first, second)
