@@ -845,16 +845,22 @@ def test_memoized_loads_match_the_interpreter() -> None:
     rng = np.random.default_rng(2026)
     for case in range(150):  # (case 144 caught a1746bd's bug)
         fn = _memo_program(rng)
-        f = build_lowered(LoweredFunc(f"memo{case}", fn.params, fn.body))
-        x = rng.standard_normal(6)
-        a0, b0 = rng.standard_normal(6), rng.standard_normal(6)
-        got = [x.copy(), a0.copy(), b0.copy()]
-        want = [x.copy(), a0.copy(), b0.copy()]
-        f(*got)
-        run_lowered(fn, want)
-        for g, w in zip(got[1:], want[1:]):
-            np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12,
-                                       err_msg=format_func(fn))
+        _same_as_interpreter(fn, build_lowered(LoweredFunc(f"memo{case}", fn.params, fn.body)),
+                             rng)
+
+
+def _same_as_interpreter(fn: LoweredFunc, f: BuiltFunction, rng: np.random.Generator
+                         ) -> None:
+    """``f`` (``fn`` compiled) and the loop interpreter on random X, A and B (six
+    float64 each) leave the same A and B."""
+    x = rng.standard_normal(6)
+    a0, b0 = rng.standard_normal(6), rng.standard_normal(6)
+    got = [x.copy(), a0.copy(), b0.copy()]
+    want = [x.copy(), a0.copy(), b0.copy()]
+    f(*got)
+    run_lowered(fn, want)
+    for g, w in zip(got[1:], want[1:]):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12, err_msg=format_func(fn))
 
 
 def _memo_parallel_program(rng: np.random.Generator, n: int = 6) -> LoweredFunc:
@@ -934,15 +940,7 @@ def test_memoized_loads_in_parallel_and_outlined_nests_match_the_interpreter(
         f = build_lowered(LoweredFunc(f"memo_par{case}", fn.params, fn.body))
         if case % 2 and parallel.loop_nests(fn.body):
             assert ".nest" in f.get_source("ll.raw"), case
-        x = rng.standard_normal(6)
-        a0, b0 = rng.standard_normal(6), rng.standard_normal(6)
-        got = [x.copy(), a0.copy(), b0.copy()]
-        want = [x.copy(), a0.copy(), b0.copy()]
-        f(*got)
-        run_lowered(fn, want)
-        for g, w in zip(got[1:], want[1:]):
-            np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12,
-                                       err_msg=format_func(fn))
+        _same_as_interpreter(fn, f, rng)
 
 
 def test_cache_written_reduction_of_one_element() -> None:

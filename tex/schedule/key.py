@@ -50,7 +50,7 @@ from ..ir.expr import (
 )
 from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
 from .axes import CODECS, Fuse, Split, ThreadAxis
-from .schedule import Schedule, Stage
+from .schedule import SNAPSHOT_FIELDS, Schedule, Stage
 
 __all__ = ["FIELDS", "IGNORED", "STAGE_FIELDS", "STAGE_IGNORED", "front_text",
            "schedule_text"]
@@ -89,15 +89,15 @@ IGNORED: dict[type, dict[str, str]] = {
         "_shape": "derived from the axes"},
 }
 
-# the attributes of a Stage in the text, and those left out (with the reason)
-STAGE_FIELDS = ("op", "all_iter_vars", "leaf_iter_vars", "relations", "annotations",
-                "bindings", "attach_type", "attach_stage", "attach_ivar", "scope", "is_output")
+# the attributes of a Stage left out of the text (with the reason); the text has the others
+# of its snapshot (Schedule.snapshot), in that order
 STAGE_IGNORED: dict[str, str] = {
     "schedule": "the schedule being keyed",
     "_op": "read through the property op (refreshed first)",
     "_attach_stage": "read through the property attach_stage",
     "origin_op": "the operation before the schedule rewrote it; lowering reads op",
 }
+STAGE_FIELDS = tuple(f for f in SNAPSHOT_FIELDS if f not in STAGE_IGNORED)
 
 _PLAIN = (type(None), bool, int, float, str)
 
