@@ -56,6 +56,7 @@ from model_layers import LAYERS  # noqa: E402
 
 import tex  # noqa: E402
 from tex import debug  # noqa: E402
+from tex.codegen import jobs  # noqa: E402
 from tex.runtime import jit  # noqa: E402
 from tex.schedule import auto_schedule  # noqa: E402
 
@@ -105,10 +106,24 @@ def _phases(t: debug.Timings, total: float) -> dict[str, float]:
 
 
 def _cpu_seconds() -> float:
-    """CPU seconds of this process and of its children that have ended (the processes
-    compiling a split module's parts: ``tex.codegen.jobs``)."""
+    """CPU seconds of this process, of its children that have ended (the processes
+    compiling a split module's parts: ``tex.codegen.jobs``) and of the compile guard so far
+    (the child compiling what this process would: it ends only with this process)."""
     t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
+    return t.user + t.system + t.children_user + t.children_system + _guard_cpu_seconds()
+
+
+def _guard_cpu_seconds() -> float:
+    """CPU seconds of the running compile guard (0 when none runs)."""
+    pid = jobs.guard_pid()
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    # after the command: state, ppid, ... utime and stime are fields 14 and 15 of the line
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def compile_once(build: Callable[..., Workload], small: bool) -> dict[str, Any]:

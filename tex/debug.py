@@ -42,14 +42,14 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 __all__ = ["Config", "config", "current", "dump", "should_dump", "InternalError",
            "MAX_THREADS_PER_CORE", "max_threads", "OutOfBoundsError", "ENVIRONMENT", "env",
-           "Timings", "timings", "timed", "environment_set"]
+           "Timings", "timings", "timed", "relay_timings", "environment_set"]
 
 # every environment variable tex reads -> what it sets (read only through ``env``)
 ENVIRONMENT: dict[str, str] = {
@@ -62,6 +62,9 @@ ENVIRONMENT: dict[str, str] = {
     "GOMP_SPINCOUNT": "spins of an idle libgomp thread before it sleeps (tex's default: 1000)",
     "OMP_WAIT_POLICY": "libgomp's waiting: active or passive (set: tex's default is not used)",
     "TEX_COMPILE_JOBS": "processes compiling the parts of a large module at once (1: none)",
+    "TEX_COMPILE_GUARD": "0: LLVM compiles in this process, without a deadline (read at "
+                         "import; default 1: in a child process, killed and retried with a "
+                         "reduced pipeline when it crashes or runs past its deadline)",
     "TEX_JIT_CACHE": "entries of the in-process compile cache, read at import (0: none)",
     "TEX_CACHE_DIR": "the disk compile cache's directory ('' or 'none': no disk cache)",
     "TEX_CACHE_VERIFY": "1: a build found by its schedule's key (before lowering) lowers "
@@ -138,6 +141,14 @@ class InternalError(RuntimeError):
         if ir is not None:
             text += f"\n--- IR ---\n{ir}"
         super().__init__(text)
+
+    @classmethod
+    def relayed(cls, message: str) -> InternalError:
+        """The InternalError another process raised (a compiling child), its message
+        as it was there."""
+        err = cls.__new__(cls)
+        RuntimeError.__init__(err, message)
+        return err
 
 
 class OutOfBoundsError(IndexError, ValueError):
@@ -329,6 +340,14 @@ def timings() -> Iterator[Timings]:
         yield record
     finally:
         _TIMINGS.reset(token)
+
+
+def relay_timings(rows: Sequence[tuple[str, int, float]]) -> None:
+    """Add the rows of phases another process timed (the compile guard:
+    ``tex.codegen.jobs``) to the table being collected, nested in the phases open here."""
+    record = _TIMINGS.get()
+    if record is not None:
+        record.rows.extend((name, record._depth + depth, s) for name, depth, s in rows)
 
 
 @contextlib.contextmanager

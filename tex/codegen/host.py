@@ -77,9 +77,12 @@ def host_cpu_info() -> CPUInfo:
 
 
 def optimize(text: str, host: HostTarget | None = None,
-             context: llvm.ContextRef | None = None) -> llvm.ModuleRef:
+             context: llvm.ContextRef | None = None, reduced: bool = False
+             ) -> llvm.ModuleRef:
     """Parse (into ``context``, default LLVM's global one), verify and optimize (O3 for the
-    host) LLVM IR text."""
+    host) LLVM IR text. ``reduced``: LLVM's O1 pipeline without its vectorizers and
+    unroller, for a module whose O3 compile crashed or never finished
+    (``tex.codegen.jobs.compile_guarded``): tex's own vector code stays vectorized."""
     host = host or host_target()
     with LLVM_LOCK:
         try:
@@ -88,10 +91,10 @@ def optimize(text: str, host: HostTarget | None = None,
                 mod.verify()
         except RuntimeError as err:
             raise InternalError(f"generated LLVM IR does not verify: {err}", text) from None
-        pto = llvm.create_pipeline_tuning_options(speed_level=3)
-        pto.loop_vectorization = True
-        pto.slp_vectorization = True
-        pto.loop_unrolling = True
+        pto = llvm.create_pipeline_tuning_options(speed_level=1 if reduced else 3)
+        pto.loop_vectorization = not reduced
+        pto.slp_vectorization = not reduced
+        pto.loop_unrolling = not reduced
         with timed("llvm.opt"):
             run_default_pipeline(mod, host.target_machine(), pto)
         return mod

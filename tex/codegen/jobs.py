@@ -1,4 +1,5 @@
-"""Compiling the parts of a split module (``split.py``) to object code, in forked processes.
+"""Compiling LLVM IR to object code in forked processes: the parts of a split module
+(``split.py``) in parallel, and every compile under a deadline (the guard).
 
 ``compile_parts(texts)`` turns each part's unoptimized IR text into a ``PartResult``: its
 object code for the host (emitted by the target machine MCJIT itself uses), its optimized
@@ -16,34 +17,52 @@ around every call into LLVM.
 goes to a child forked for it at once (at most ``jobs - 1`` at a time), and ``finish``
 compiles the parts left as ``compile_parts`` does.
 
+The guard. What this process would compile itself (its share of the queue, a module too
+small to split) goes to ``compile_guarded``: a child forked at the first compile (the
+guard) compiles one text at a time and replies; this process waits at most
+``guard_deadline_s`` for it. LLVM is a C++ library that may abort its process (the
+llvmlite wheels are built with assertions) or run a pass for ever on some IR (the fuzzer
+found a vectorizer plan walking 3**28 steps): in the guard, either costs the guard, which
+is killed and replaced, and the text is compiled again with the reduced pipeline (LLVM's O1
+without vectorizers and unroller: ``host.optimize``; a ``RuntimeWarning`` says so); if that
+fails too, ``InternalError`` names the functions. The guard's phase timings join the
+caller's (``debug.relay_timings``). A process forked from the guard's owner starts its own.
+``TEX_COMPILE_GUARD=0`` (read at import), or no ``fork``: compiled in this process.
+
 Fork safety. The children are forked while this thread holds tex's ``LLVM_LOCK`` and
 llvmlite's own lock, so no thread of the process is inside LLVM at that moment and LLVM's
 state is consistent in the child (glibc makes ``malloc`` safe across ``fork``). The child
-runs only LLVM calls on objects of its own, a write to its pipe and ``os._exit`` (no
+runs only LLVM calls on objects of its own, writes to its pipe and ``os._exit`` (no
 ``atexit`` handlers, no cleanup of the parent's objects; it never needs libgomp, whose
 threads do not exist in it). Another thread's build waits at ``LLVM_LOCK`` while the
 children are forked. Only Linux forks; elsewhere, without access to llvmlite's
-lock, or with ``TEX_COMPILE_JOBS`` at 1, every part compiles here, one after the other.
+lock, or with ``TEX_COMPILE_JOBS`` at 1, every part compiles in turn under the guard.
 
 Failures never hang or crash the build: the parts of a child that cannot be forked, exits
 nonzero, dies, sends a malformed reply, or has not answered ``max(CHILD_WAIT_MIN_S,
 CHILD_WAIT_FACTOR * t)`` seconds after the queue ran dry (``t``: the longest part this
-process compiled; the child is killed then) are compiled in this process instead, which
-raises the proper error when the IR itself is at fault.
+process compiled; the child is killed then) are compiled under the guard instead (a late
+child's with the reduced pipeline at once), which raises the proper error when the IR
+itself is at fault.
 
 ``TEX_COMPILE_JOBS`` (read at import): how many processes compile the parts of one module
 at once; default: the CPUs this process may run on, at most ``MAX_DEFAULT_JOBS``; 0 or 1:
-no child process.
+no child process but the guard.
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
+import json
 import os
+import re
 import select
 import signal
 import struct
 import sys
+import threading
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,9 +72,10 @@ import llvmlite.binding as llvm
 from .. import debug
 from .host import LLVM_LOCK, declared_externals, host_target, optimize
 
-__all__ = ["PartResult", "Stream", "compile_part", "compile_parts", "can_fork",
-           "COMPILE_JOBS", "MAX_DEFAULT_JOBS", "MAX_PARTS", "CHILD_WAIT_MIN_S",
-           "CHILD_WAIT_FACTOR"]
+__all__ = ["PartResult", "Stream", "compile_part", "compile_parts", "compile_guarded",
+           "can_fork", "guard_deadline_s", "guard_pid", "stop_guard", "COMPILE_JOBS",
+           "MAX_DEFAULT_JOBS", "MAX_PARTS", "CHILD_WAIT_MIN_S", "CHILD_WAIT_FACTOR", "GUARD",
+           "GUARD_CHARS_PER_S"]
 
 MAX_DEFAULT_JOBS = 4
 # how long the children get once this process has compiled its own part (see above)
@@ -89,13 +109,14 @@ class PartResult:
     externals: tuple[str, ...]
 
 
-def compile_part(text: str) -> PartResult:
-    """Parse, verify, optimize and emit object code for one part, in this process."""
+def compile_part(text: str, reduced: bool = False) -> PartResult:
+    """Parse, verify, optimize (``reduced``: see ``host.optimize``) and emit object code
+    for one part, in this process."""
     host = host_target()
     context = llvm.create_context()  # freed with the module (see tex.codegen.llvm)
     with LLVM_LOCK:
         try:
-            mod = optimize(text, host, context)
+            mod = optimize(text, host, context, reduced)
             try:
                 with debug.timed("llvm.print"):
                     opt = str(mod)
@@ -245,15 +266,18 @@ def _reap(child: _Child, kill: bool) -> int | None:
     return os.waitstatus_to_exitcode(status)
 
 
-def _collect(child: _Child, deadline: float, parts: int) -> dict[int, PartResult]:
-    """The parts the child compiled; none when it failed or missed ``deadline`` (then it
-    is killed)."""
+def _collect(child: _Child, deadline: float, parts: int) -> dict[int, PartResult] | None:
+    """The parts the child compiled; none when it failed, None when it missed ``deadline``
+    (then it is killed)."""
     while not child.eof:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
         _drain(child, remaining)
-    if not child.eof or child.failed:
+    if not child.eof:
+        _reap(child, kill=True)
+        return None
+    if child.failed:
         _reap(child, kill=True)
         return {}
     if _reap(child, kill=False) not in (0, None):
@@ -343,6 +367,7 @@ class Stream:
         first."""
         n0 = len(self.texts)
         results: dict[int, PartResult] = {}
+        late: set[int] = set()  # the parts of children killed for missing the deadline
         # each child with the index of its first part and its number of parts
         children = [(child, k, 1) for child, k in self.children]
         queue = None
@@ -356,20 +381,284 @@ class Stream:
             for k in iter(lambda: _claim(queue), None) if queue is not None else \
                     range(len(rest)):
                 start = time.monotonic()
-                results[n0 + k] = compile_part(rest[k])
+                results[n0 + k] = compile_guarded(rest[k])
                 longest = max(longest, time.monotonic() - start)
             # each child has at most the part it is compiling left to do
             deadline = time.monotonic() + max(CHILD_WAIT_MIN_S, CHILD_WAIT_FACTOR * longest)
             with debug.timed("llvm.wait"):
                 for child, first, parts in children:
-                    results.update((first + k, r) for k, r in
-                                   _collect(child, deadline, parts).items())
+                    got = _collect(child, deadline, parts)
+                    if got is None:  # too slow: one of its parts may make LLVM hang
+                        late.update(range(first, first + parts))
+                    else:
+                        results.update((first + k, r) for k, r in got.items())
         finally:
             if queue is not None:
                 os.close(queue)
             for child, _, _ in children:
                 if not child.reaped:
                     _reap(child, kill=True)
-        # what no process compiled (a child failed or was too slow) compiles here
+        # what no process compiled (a child failed or was too slow) compiles under the
+        # guard, a late child's parts with the reduced pipeline at once
         texts = [*self.texts, *rest]
-        return [results[k] if k in results else compile_part(t) for k, t in enumerate(texts)]
+        return [results[k] if k in results else compile_guarded(t, reduced_first=k in late)
+                for k, t in enumerate(texts)]
+
+
+# -- the guard ---------------------------------------------------------------------------
+# A request: the text's length in bytes and whether to use the reduced pipeline, then the
+# text. A reply: one status byte, then the part's record (``_encode``; status 0) or a
+# length and an error message (1: an InternalError's, relayed as it is; 2: another
+# exception's, wrapped).
+_REQUEST = struct.Struct("<QB")
+_LENGTH = struct.Struct("<Q")
+# LLVM's pace on the gradients of the model benchmark: 200-360 KB of IR text per second
+# (parse, O3, code generation); the guard waits CHILD_WAIT_FACTOR times as long as a text
+# should take at this slower pace, and at least CHILD_WAIT_MIN_S
+GUARD_CHARS_PER_S = 100_000
+GUARD = debug.env("TEX_COMPILE_GUARD") != "0"
+
+
+def guard_deadline_s(chars: int) -> float:
+    """How long the guard may take over a text of ``chars`` characters."""
+    return max(CHILD_WAIT_MIN_S, CHILD_WAIT_FACTOR * chars / GUARD_CHARS_PER_S)
+
+
+def _read_exact(fd: int, n: int, deadline: float | None) -> bytes | None:
+    """``n`` bytes from ``fd``; None at end of file, on an error, or past ``deadline``
+    (``time.monotonic``; None: wait as long as it takes)."""
+    chunks, got = [], 0
+    try:
+        while got < n:
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                    return None
+            data = os.read(fd, n - got)
+            if not data:
+                return None
+            chunks.append(data)
+            got += len(data)
+    except OSError:
+        return None
+    return b"".join(chunks)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _guard_main(requests: int, replies: int) -> None:
+    """In the guard: compile each text it is sent and reply, until its owner closes the
+    request pipe (never returns)."""
+    code = 1
+    try:
+        while (head := _read_exact(requests, _REQUEST.size, None)) is not None:
+            n, reduced = _REQUEST.unpack(head)
+            data = _read_exact(requests, n, None)
+            if data is None:
+                break
+            try:
+                with debug.timings() as t:
+                    part = compile_part(data.decode(), bool(reduced))
+                rows = json.dumps(t.rows).encode()
+                reply = b"\0" + _LENGTH.pack(len(rows)) + rows + _encode(0, part)
+            except Exception as err:  # the owner raises it (an InternalError as it was)
+                status = b"\1" if isinstance(err, debug.InternalError) else b"\2"
+                text = str(err) if status == b"\1" else f"{type(err).__name__}: {err}"
+                message = text.encode(errors="replace")
+                reply = status + _LENGTH.pack(len(message)) + message
+            _write_all(replies, reply)
+        code = 0
+    finally:
+        os._exit(code)  # as a compiling child leaves (``_child_main``)
+
+
+@dataclass
+class _Guard:
+    """A forked process compiling texts one at a time for its owner (see
+    ``compile_guarded``): its id, the owner's id, the owner's ends of the two pipes."""
+
+    pid: int
+    owner: int
+    requests: int
+    replies: int
+
+    @classmethod
+    def start(cls) -> _Guard | None:
+        """A new guard, forked while no thread is in LLVM; None when none can be made."""
+        with LLVM_LOCK, _llvmlite_lock():
+            fds: list[int] = []
+            try:
+                fds += os.pipe()
+                fds += os.pipe()
+                pid = os.fork()
+            except OSError:
+                for fd in fds:
+                    os.close(fd)
+                return None
+            request_r, request_w, reply_r, reply_w = fds
+            if pid == 0:
+                # only its own pipe ends stay open: the owner's other files close when
+                # the owner closes them, its pipes reach end of file when it closes them
+                keep = sorted((request_r, reply_w))
+                os.closerange(3, keep[0])
+                os.closerange(keep[0] + 1, keep[1])
+                os.closerange(keep[1] + 1, _max_fd())
+                _guard_main(request_r, reply_w)
+            os.close(request_r)
+            os.close(reply_w)
+        return cls(pid, os.getpid(), request_w, reply_r)
+
+    def ask(self, text: str, reduced: bool, deadline: float) -> PartResult | Exception | None:
+        """``text`` compiled; the compile's error; None when the guard died or missed
+        ``deadline`` (``time.monotonic``)."""
+        data = text.encode()
+        try:
+            _write_all(self.requests, _REQUEST.pack(len(data), reduced) + data)
+        except OSError:
+            return None
+        status = _read_exact(self.replies, 1, deadline)
+        if status == b"\0":
+            n = _read_exact(self.replies, _LENGTH.size, deadline)
+            rows = None if n is None else _read_exact(self.replies, _LENGTH.unpack(n)[0],
+                                                      deadline)
+            head = None if rows is None else _read_exact(self.replies, _RECORD.size, deadline)
+            if head is None:
+                return None
+            _, *sizes = _RECORD.unpack(head)
+            body = _read_exact(self.replies, sum(sizes), deadline)
+            got = None if body is None else _decode(head + body, 1)
+            if not got:
+                return None
+            debug.relay_timings([(name, depth, s) for name, depth, s in json.loads(rows)])
+            return got[0]
+        if status in (b"\1", b"\2"):
+            head = _read_exact(self.replies, _LENGTH.size, deadline)
+            body = None if head is None else \
+                _read_exact(self.replies, _LENGTH.unpack(head)[0], deadline)
+            if body is None:
+                return None
+            message = body.decode(errors="replace")
+            return debug.InternalError.relayed(message) if status == b"\1" else \
+                debug.InternalError(f"compiling LLVM IR failed: {message}", text)
+        return None
+
+    def gone(self) -> bool:
+        """Whether the guard has exited (reaped now)."""
+        try:
+            pid, _ = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            return True
+        return pid != 0
+
+    def stop(self, kill: bool) -> None:
+        """Close the pipes (the guard leaves) and reap it, killed first with ``kill``."""
+        for fd in (self.requests, self.replies):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if kill:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+
+
+def _max_fd() -> int:
+    try:
+        return os.sysconf("SC_OPEN_MAX")
+    except (OSError, ValueError):
+        return 1 << 16
+
+
+class _Guards:
+    """This process's guard (started at the first compile, again after one was killed)
+    and the lock that lets one thread at a time use it. A process forked from the owner
+    (its guard's pipes inherited) starts its own."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.guard: _Guard | None = None
+
+    def get(self) -> _Guard | None:
+        """The running guard, started if there is none (None: none can be)."""
+        g = self.guard
+        if g is not None and g.owner != os.getpid():
+            for fd in (g.requests, g.replies):  # the parent's: never used here
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            g = self.guard = None
+        if g is not None and g.gone():  # died between compiles (killed): not the text's doing
+            g.stop(kill=False)
+            g = self.guard = None
+        if g is None:
+            g = self.guard = _Guard.start()
+        return g
+
+    def stop(self, kill: bool = False) -> None:
+        """Stop the guard (a new one starts at the next compile)."""
+        g, self.guard = self.guard, None
+        if g is not None and g.owner == os.getpid():
+            g.stop(kill)
+
+
+_GUARDS = _Guards()
+atexit.register(_GUARDS.stop)
+
+
+def guard_pid() -> int | None:
+    """The process id of this process's guard; None when none runs."""
+    g = _GUARDS.guard
+    return g.pid if g is not None and g.owner == os.getpid() else None
+
+
+def stop_guard() -> None:
+    """Stop this process's guard; the next compile starts a new one (tests change what a
+    new one runs)."""
+    with _GUARDS.lock:
+        _GUARDS.stop()
+
+
+def compile_guarded(text: str, reduced_first: bool = False) -> PartResult:
+    """``compile_part(text)`` where LLVM can neither hang nor crash this process: in the
+    guard, a child process that compiles one text at a time, under a deadline
+    (``guard_deadline_s``). When the guard dies on the text (LLVM aborts: the llvmlite
+    wheels are built with assertions) or misses the deadline (LLVM's passes have
+    exponential paths: a vectorizer plan once walked 3**28 steps), it is killed and the
+    text compiled again with the reduced pipeline (``host.optimize``), with a
+    ``RuntimeWarning``; when that fails too, ``InternalError`` names the functions.
+    ``reduced_first``: only the reduced pipeline (a child compiling the text was too
+    slow). Without ``fork`` or with ``TEX_COMPILE_GUARD=0`` it compiles here."""
+    if not GUARD or not can_fork():
+        return compile_part(text, reduced_first)
+    limit = guard_deadline_s(len(text))
+    with _GUARDS.lock:
+        for reduced in (True,) if reduced_first else (False, True):
+            guard = _GUARDS.get()
+            if guard is None:  # no fork now: compiled here, unguarded
+                return compile_part(text, reduced)
+            with debug.timed("llvm.compile"):
+                reply = guard.ask(text, reduced, time.monotonic() + limit)
+            if isinstance(reply, PartResult):
+                if reduced and not reduced_first:
+                    warnings.warn(f"LLVM crashed or ran past {limit:.0f} s compiling "
+                                  f"{_functions(text)} with O3; compiled with a reduced "
+                                  "pipeline (the code may run slower)", RuntimeWarning,
+                                  stacklevel=2)
+                return reply
+            if reply is not None:
+                raise reply
+            _GUARDS.stop(kill=True)
+    raise debug.InternalError(
+        f"LLVM crashed or ran past {limit:.0f} s compiling {_functions(text)}, with O3 and "
+        "with a reduced pipeline", text)
+
+
+def _functions(text: str) -> str:
+    """The functions ``text`` defines, for a message."""
+    names = [n for n in re.findall(r'^define [^@]*@"?([^"(\s]+)', text, re.M)
+             if not n.startswith("tex.")]  # (tex's helpers: the math functions)
+    shown = ", ".join(f"'{n}'" for n in names[:4])
+    return (shown + (f" and {len(names) - 4} more" if len(names) > 4 else "")) or "a module"

@@ -3,7 +3,10 @@
 ``compile_llvm(func)`` turns a legalized ``LoweredFunc`` into a ``CompiledModule``: the
 unoptimized IR text, the optimized IR (O3, new pass manager, a target machine for the
 host CPU name and features: ``tex.codegen.host``), the assembly on request, and the
-optimized module to JIT. ``emit_llvm`` gives the unoptimized IR text alone.
+object code to load. ``emit_llvm`` gives the unoptimized IR text alone. LLVM never runs in
+this process: a module compiles in the guard (``jobs.compile_guarded``), a child process
+with a deadline, so that LLVM crashing or never finishing on some IR cannot take the
+caller with it.
 
 ABI: one function ``void @<name>(...)``, one parameter per ``func.params`` entry in order,
 then the caller's error record (``tex.codegen.module``): a ``BufferParam`` is a pointer
@@ -52,7 +55,7 @@ from .. import debug
 from ..lower.bounds_check import BoundsReportOp
 from ..lower.stmt import Allocate, BufferParam, LoweredFunc, Seq, Stmt, symbol_name
 from . import jobs
-from .host import LLVM_LOCK, HostTarget, host_target, optimize
+from .host import LLVM_LOCK, HostTarget, host_target
 from .irtypes import PTR, VOID, abi_type
 from .jobs import PartResult
 from .module import ERRORS, CodegenOptions, ModuleEmitter
@@ -114,25 +117,22 @@ class _Deferred:
 
 @dataclass(repr=False)
 class CompiledModule:
-    """One compiled function: texts for ``get_source`` and the optimized module to JIT (or,
-    for a split module, the parts' object code). A text may be given as a function that
+    """One compiled function: texts for ``get_source`` and the object code to load (one
+    object, or one per part of a split module). A text may be given as a function that
     makes it, called when it is first read (``_Deferred``)."""
 
     name: str
     llvm_ir: str = _Deferred()  # type: ignore[assignment]
     llvm_ir_opt: str = _Deferred()  # type: ignore[assignment]
-    module: llvm.ModuleRef | None  # the optimized module; the JIT takes ownership
     # whether the code writes its error record (a failed malloc, a failed bounds check)
     errors: bool = False
     notes: tuple[str, ...] = ()  # vectorization decisions, for tests and TEX_DUMP
     # the run-time bounds checks (check number k + 1 in the error record is the k-th)
     bounds_checks: tuple[BoundsReportOp, ...] = ()
     _asm: str | None = field(default=None, repr=False)
-    # the module's own LLVM context (LLVM uniques constants and metadata per context and
-    # frees them only with it); the JIT disposes module and context once the code is emitted
-    context: llvm.ContextRef | None = field(default=None, repr=False)
-    # a split module: each part's object code (until the JIT loads them), optimized IR text,
-    # and the external functions the parts call (the parts' own functions aside)
+    # the object code (until the JIT loads it: one per part of a split module), each part's
+    # optimized IR text (none for a module compiled whole), and the external functions the
+    # objects call (the parts' own functions aside)
     objects: tuple[bytes, ...] = field(default=(), repr=False)
     parts_opt: tuple[str, ...] = _Deferred(())  # type: ignore[assignment]
     externals: tuple[str, ...] = ()
@@ -352,7 +352,7 @@ def _from_parts(symbol: str, text: str, m: ModuleEmitter, results: Sequence[Part
     externals = tuple(dict.fromkeys(e for r in results for e in r.externals
                                     if e not in defined))
     texts = tuple(r.text for r in results)
-    return CompiledModule(symbol, text, "\n".join(texts), None, m.errors, tuple(m.notes),
+    return CompiledModule(symbol, text, "\n".join(texts), m.errors, tuple(m.notes),
                           tuple(m.checks), objects=tuple(r.object for r in results),
                           parts_opt=texts, externals=externals)
 
@@ -421,14 +421,10 @@ def compile_nests(func: LoweredFunc, allocs: Sequence[Allocate], nests: Iterable
                                split.all_defined | placed)
     else:
         stream.abandon()  # (a module that cannot be split: what was streamed is dropped)
-        # a context per module: the global one would keep every module's uniqued constants
-        # and metadata for good (10 to 15 KB per kernel)
-        context = llvm.create_context()
-        mod = optimize(text, context=context)
-        with debug.timed("llvm.print"):
-            opt_text = str(mod)
-        compiled = CompiledModule(symbol, text, opt_text, mod, m.errors, tuple(m.notes),
-                                  tuple(m.checks), context=context)
+        whole = jobs.compile_guarded(text)
+        compiled = CompiledModule(symbol, text, whole.text, m.errors, tuple(m.notes),
+                                  tuple(m.checks), objects=(whole.object,),
+                                  externals=whole.externals)
     debug.dump("llvm.opt", compiled.llvm_ir_opt)
     if debug.should_dump("asm"):
         debug.dump("asm", compiled.asm)

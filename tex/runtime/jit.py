@@ -35,7 +35,7 @@ outputs; all a ``BuiltFunction`` needs besides the kernel, so a hit skips loweri
 as many entries in memory as ``CACHE`` keeps kernels, and each in the disk cache too.
 
 The disk cache (``tex.runtime.diskcache``) sits below it: ``jit_compile(compiled, key)``
-captures the object code MCJIT emits (its object-cache hook: no second code generation)
+loads the object code the compile made (``tex.codegen.jobs``: LLVM runs in child processes)
 and stores it with the entry's name, error-record flag, bounds checks, declared externals
 and the two IR texts (zlib-compressed; the assembly is regenerated on demand, as for a
 fresh build). ``load_cached(key)`` makes the same ``Kernel`` from such an entry: the
@@ -66,7 +66,7 @@ import llvmlite.binding as llvm
 
 from .. import debug, diskstore
 from ..codegen import CodegenOptions, CompiledModule, host_target
-from ..codegen.host import LLVM_LOCK, declared_externals
+from ..codegen.host import LLVM_LOCK
 from ..debug import InternalError
 from ..dtype import DTYPES
 from ..lower.bounds_check import BoundsReportOp
@@ -221,44 +221,17 @@ class Kernel:
 
 
 def jit_compile(compiled: CompiledModule, key: str | None = None) -> Kernel:
-    """Load an optimized module (or a split module's object files) into a new MCJIT
-    engine; the engine owns the module. With ``key`` (a ``cache_key``), the object code is
-    also stored in the disk cache."""
+    """Load a compiled module's object files into a new MCJIT engine. With ``key`` (a
+    ``cache_key``), the object code is also stored in the disk cache."""
     _ensure_support()
-    if compiled.objects:
-        return _jit_objects(compiled, key)
-    objects: list[bytes] = []
-    with LLVM_LOCK:
-        if compiled.module is None:
-            raise RuntimeError(f"module '{compiled.name}' was already given to an engine")
-        externals = declared_externals(compiled.module)
-        _check_symbols(externals, compiled.name)
-        tm = host_target().target_machine(jit=True)
-        module, context = compiled.module, compiled.context
-        engine = llvm.create_mcjit_compiler(module, tm)
-        compiled.module = compiled.context = None
-        if key is not None and DISK.enabled:
-            engine.set_object_cache(notify_func=lambda _mod, data: objects.append(data))
-        try:
-            with debug.timed("llvm.codegen"):
-                engine.finalize_object()
-            address = engine.get_function_address(compiled.name)
-        finally:
-            # the machine code is emitted and stays with the engine: the IR module and its
-            # context go now (the engine would keep them alive as long as the kernel)
-            engine.remove_module(module)
-            module.close()
-            if context is not None:
-                context.close()
-    if key is not None and len(objects) == 1:
-        # popped: the engine's hook keeps the list (not the object code) alive
-        with debug.timed("build.disk_store"):
-            DISK.put(key, _sections(compiled, [objects.pop()], externals))
-    return Kernel(compiled.name, address, compiled, engine)
+    if not compiled.objects:
+        raise RuntimeError(f"module '{compiled.name}' was already given to an engine")
+    return _jit_objects(compiled, key)
 
 
 def _jit_objects(compiled: CompiledModule, key: str | None) -> Kernel:
-    """``jit_compile`` for a split module: its parts' object files in one engine."""
+    """``jit_compile``: the module's object files (several for a split module) in one
+    engine."""
     objects, externals = compiled.objects, list(compiled.externals)
     _check_symbols(externals, compiled.name)
     compiled.objects = ()  # loaded now: the kernel need not keep the object code
@@ -325,7 +298,7 @@ def load_cached(key: str) -> Kernel | None:
         # was verified on reading)
         parts = functools.cache(lambda: tuple(zlib.decompress(p).decode() for p in packed))
         compiled = CompiledModule(name, lambda: zlib.decompress(raw).decode(),
-                                  lambda: "\n".join(parts()), None, bool(meta["errors"]),
+                                  lambda: "\n".join(parts()), bool(meta["errors"]),
                                   tuple(meta["notes"]), checks,
                                   parts_opt=parts if n_parts else (),
                                   externals=tuple(externals), openmp=bool(meta["openmp"]))

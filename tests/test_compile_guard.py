@@ -1,0 +1,155 @@
+"""The compile guard (``tex.codegen.jobs.compile_guarded``): LLVM runs in a child process
+under a deadline, so that a crash (an assertion in LLVM aborts its process) or a pass that
+never finishes costs a retry with the reduced pipeline, or a clear error, never the
+caller's process or an endless wait."""
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import time
+import warnings
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import pytest
+
+import tex
+from tex import debug
+from tex.codegen import jobs
+
+pytestmark = pytest.mark.skipif(not (jobs.can_fork() and jobs.GUARD),
+                                reason="the guard forks (Linux only; TEX_COMPILE_GUARD=0 "
+                                "turns it off)")
+
+_NAMES = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def fresh_guard() -> Iterator[None]:
+    """Each test starts its own guard (forked after its patches) and stops it after: a
+    guard forked with a patched ``optimize`` must not serve later tests."""
+    jobs.stop_guard()
+    yield
+    jobs.stop_guard()
+
+
+def _build_and_run() -> None:
+    """Build a small function never built before (no cache can answer) and check it."""
+    n = 37 + next(_NAMES)
+    A = tex.placeholder((n, 16), name="A")
+    B = tex.compute((n, 16), lambda i, j: tex.exp(A[i, j]) * 2.0 + A[i, (j + 1) % 16],
+                    name="B")
+    f = tex.build([B], name=f"guarded_{n}")
+    a = np.random.default_rng(n).standard_normal((n, 16)).astype(np.float32)
+    b = np.zeros((n, 16), np.float32)
+    f(a, b)
+    np.testing.assert_allclose(b, np.exp(a) * 2 + np.roll(a, -1, axis=1), rtol=1e-5,
+                               atol=1e-5)
+
+
+def _patch_optimize(monkeypatch: pytest.MonkeyPatch,
+                    misbehave: Callable[[bool], None]) -> None:
+    """``optimize`` calling ``misbehave(reduced)`` first, in the guards forked from now on;
+    their deadline 2 s."""
+    optimize = jobs.optimize
+
+    def patched(text: str, host: object = None, context: object = None,
+                reduced: bool = False) -> object:
+        misbehave(reduced)
+        return optimize(text, host, context, reduced)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(jobs, "optimize", patched)
+    monkeypatch.setattr(jobs, "CHILD_WAIT_MIN_S", 2.0)
+    monkeypatch.setattr(jobs, "CHILD_WAIT_FACTOR", 0.0)
+
+
+def _hangs_at_o3(reduced: bool) -> None:
+    if not reduced:
+        time.sleep(600)
+
+
+def _aborts_at_o3(reduced: bool) -> None:
+    if not reduced:
+        os.abort()  # what an LLVM assertion does
+
+
+def _always_aborts(reduced: bool) -> None:
+    os.abort()
+
+
+@pytest.mark.parametrize("misbehave", [_hangs_at_o3, _aborts_at_o3],
+                         ids=["hangs", "crashes"])
+def test_a_failed_o3_compile_is_retried_with_the_reduced_pipeline(
+        monkeypatch: pytest.MonkeyPatch, misbehave: Callable[[bool], None]) -> None:
+    _patch_optimize(monkeypatch, misbehave)
+    start = time.monotonic()
+    with pytest.warns(RuntimeWarning, match=r"LLVM crashed or ran past 2 s compiling "
+                      r"'guarded_\d+'.*reduced pipeline"):
+        _build_and_run()
+    assert time.monotonic() - start < 30  # the hung guard was killed, not waited for
+
+
+def test_a_compile_failing_both_ways_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    _patch_optimize(monkeypatch, _always_aborts)
+    with pytest.raises(debug.InternalError, match=r"LLVM crashed or ran past 2 s compiling "
+                       r"'guarded_\d+', with O3 and with a reduced pipeline"):
+        _build_and_run()
+    monkeypatch.undo()
+    jobs.stop_guard()
+    _build_and_run()  # the process lives on, and a new guard compiles
+
+
+def test_a_text_that_does_not_verify_raises_the_guards_error() -> None:
+    text = 'define void @"broken"() {\nentry:\n  ret i32 0\n}\n'
+    with pytest.raises(debug.InternalError, match="generated LLVM IR does not verify") as e:
+        jobs.compile_guarded(text)
+    assert str(e.value).count("internal error") == 1  # relayed, not wrapped again
+    assert 'ret i32 0' in str(e.value)  # with the IR, as compile_part raises it
+
+
+def test_a_killed_guard_is_replaced() -> None:
+    _build_and_run()
+    guard = jobs.guard_pid()
+    assert guard is not None
+    os.kill(guard, signal.SIGKILL)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a dead guard is not a failed compile
+        _build_and_run()
+    assert jobs.guard_pid() not in (None, guard)
+
+
+def test_timings_of_the_guard_are_in_the_callers_table() -> None:
+    with debug.timings() as t:
+        _build_and_run()
+    names = [name for name, _, _ in t.rows]
+    assert {"llvm.compile", "llvm.parse", "llvm.opt", "llvm.codegen"} <= set(names)
+    depth = {name: d for name, d, _ in t.rows}
+    assert depth["llvm.opt"] == depth["llvm.compile"] + 1
+    assert t.seconds("llvm.compile") >= t.seconds("llvm.opt") > 0
+
+
+def test_a_forked_process_starts_its_own_guard() -> None:
+    _build_and_run()
+    parent_guard = jobs.guard_pid()
+    assert parent_guard is not None
+    pid = os.fork()
+    if pid == 0:  # the child: compiles with a guard of its own, leaves the parent's alone
+        code = 1
+        try:
+            assert jobs.guard_pid() is None  # (the parent's is not this process's)
+            _build_and_run()
+            code = 0 if jobs.guard_pid() not in (None, parent_guard) else 2
+            jobs.stop_guard()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert jobs.guard_pid() == parent_guard
+    _build_and_run()  # the parent's guard still answers
+
+
+def test_without_the_guard_llvm_runs_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jobs, "GUARD", False)
+    _build_and_run()
+    assert jobs.guard_pid() is None
