@@ -153,3 +153,24 @@ def test_without_the_guard_llvm_runs_here(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(jobs, "GUARD", False)
     _build_and_run()
     assert jobs.guard_pid() is None
+
+
+def test_an_interrupted_compile_kills_the_guard(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while the guard compiles: the guard is killed (its late reply would answer
+    the next request), the next build starts a new one and is right."""
+    _build_and_run()
+    guard = jobs.guard_pid()
+    read = jobs._read_exact
+
+    def interrupted(fd: int, n: int, deadline: float | None) -> bytes | None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(jobs, "_read_exact", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _build_and_run()
+    assert jobs.guard_pid() is None
+    with pytest.raises(ChildProcessError):
+        os.waitpid(guard, os.WNOHANG)  # (reaped)
+    monkeypatch.setattr(jobs, "_read_exact", read)
+    _build_and_run()
+    assert jobs.guard_pid() not in (None, guard)

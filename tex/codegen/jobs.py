@@ -455,6 +455,9 @@ def _guard_main(requests: int, replies: int) -> None:
     request pipe (never returns)."""
     code = 1
     try:
+        # Ctrl-C reaches the whole process group: the owner decides (it kills the guard
+        # when a compile is interrupted)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         while (head := _read_exact(requests, _REQUEST.size, None)) is not None:
             n, reduced = _REQUEST.unpack(head)
             data = _read_exact(requests, n, None)
@@ -605,7 +608,7 @@ class _Guards:
 
 
 _GUARDS = _Guards()
-atexit.register(_GUARDS.stop)
+atexit.register(_GUARDS.stop, True)  # (killed: a compile it may be in is of no use now)
 
 
 def guard_pid() -> int | None:
@@ -639,8 +642,12 @@ def compile_guarded(text: str, reduced_first: bool = False) -> PartResult:
             guard = _GUARDS.get()
             if guard is None:  # no fork now: compiled here, unguarded
                 return compile_part(text, reduced)
-            with debug.timed("llvm.compile"):
-                reply = guard.ask(text, reduced, time.monotonic() + limit)
+            try:
+                with debug.timed("llvm.compile"):
+                    reply = guard.ask(text, reduced, time.monotonic() + limit)
+            except BaseException:  # interrupted: the reply it still owes must never be read
+                _GUARDS.stop(kill=True)
+                raise
             if isinstance(reply, PartResult):
                 if reduced and not reduced_first:
                     warnings.warn(f"LLVM crashed or ran past {limit:.0f} s compiling "
