@@ -174,3 +174,27 @@ def test_an_interrupted_compile_kills_the_guard(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(jobs, "_read_exact", read)
     _build_and_run()
     assert jobs.guard_pid() not in (None, guard)
+
+
+def test_ptx_compiles_in_the_guard_and_survives_a_crash(monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    """The NVPTX backend runs in the guard too: an O3 compile of the kernels that aborts
+    is retried with the reduced pipeline (no GPU needed to make PTX)."""
+    from tex.codegen import ptx
+
+    optimized = ptx.optimized_ptx
+
+    def aborts_at_o3(text: str, target: object, libdevice: object, kernels: frozenset[str],
+                     reduced: bool = False) -> tuple[str, str]:
+        if not reduced:
+            os.abort()
+        return optimized(text, target, libdevice, kernels, reduced)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ptx, "optimized_ptx", aborts_at_o3)
+    n = 1000 + next(_NAMES)
+    A = tex.placeholder((n,), name="A")
+    C = tex.compute((n,), lambda i: tex.sqrt(A[i]) * 3.0, name="C")
+    with pytest.warns(RuntimeWarning,
+                      match=r"compiling the kernels 'guarded_ptx_\d+_kernel0' with O3"):
+        text = tex.build([C], target="cuda", name=f"guarded_ptx_{n}").get_source("ptx")
+    assert ".entry" in text and "sqrt.rn.f32" in text

@@ -18,9 +18,9 @@ goes to a child forked for it at once (at most ``jobs - 1`` at a time), and ``fi
 compiles the parts left as ``compile_parts`` does.
 
 The guard. What this process would compile itself (its share of the queue, a module too
-small to split) goes to ``compile_guarded``: a child forked at the first compile (the
-guard) compiles one text at a time and replies; this process waits at most
-``guard_deadline_s`` for it. LLVM is a C++ library that may abort its process (the
+small to split; a GPU program's PTX: ``ptx.optimized_ptx``) goes to ``guarded``: a child
+forked at the first compile (the guard) runs one such job at a time and replies; this
+process waits at most ``guard_deadline_s`` for it. LLVM is a C++ library that may abort its process (the
 llvmlite wheels are built with assertions) or run a pass for ever on some IR (the fuzzer
 found a vectorizer plan walking 3**28 steps): in the guard, either costs the guard, which
 is killed and replaced, and the text is compiled again with the reduced pipeline (LLVM's O1
@@ -53,8 +53,10 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib
 import json
 import os
+import pickle
 import re
 import select
 import signal
@@ -63,7 +65,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,7 +75,7 @@ from .. import debug
 from .host import LLVM_LOCK, declared_externals, host_target, optimize
 
 __all__ = ["PartResult", "Stream", "compile_part", "compile_parts", "compile_guarded",
-           "can_fork", "guard_deadline_s", "guard_pid", "stop_guard", "COMPILE_JOBS",
+           "can_fork", "guarded", "guard_deadline_s", "guard_pid", "stop_guard", "COMPILE_JOBS",
            "MAX_DEFAULT_JOBS", "MAX_PARTS", "CHILD_WAIT_MIN_S", "CHILD_WAIT_FACTOR", "GUARD",
            "GUARD_CHARS_PER_S"]
 
@@ -406,11 +408,10 @@ class Stream:
 
 
 # -- the guard ---------------------------------------------------------------------------
-# A request: the text's length in bytes and whether to use the reduced pipeline, then the
-# text. A reply: one status byte, then the part's record (``_encode``; status 0) or a
-# length and an error message (1: an InternalError's, relayed as it is; 2: another
-# exception's, wrapped).
-_REQUEST = struct.Struct("<QB")
+# A request: a length, then the pickled job (a module's and a function's name, the
+# arguments). A reply: one status byte, then (status 0) the phase timings (JSON) and the
+# pickled result, or a message (1: an InternalError's, relayed as it is; 2: another
+# exception's, wrapped), each after its length.
 _LENGTH = struct.Struct("<Q")
 # LLVM's pace on the gradients of the model benchmark: 200-360 KB of IR text per second
 # (parse, O3, code generation); the guard waits CHILD_WAIT_FACTOR times as long as a text
@@ -451,23 +452,23 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _guard_main(requests: int, replies: int) -> None:
-    """In the guard: compile each text it is sent and reply, until its owner closes the
+    """In the guard: run each job it is sent and reply, until its owner closes the
     request pipe (never returns)."""
     code = 1
     try:
         # Ctrl-C reaches the whole process group: the owner decides (it kills the guard
         # when a compile is interrupted)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        while (head := _read_exact(requests, _REQUEST.size, None)) is not None:
-            n, reduced = _REQUEST.unpack(head)
-            data = _read_exact(requests, n, None)
+        while (head := _read_exact(requests, _LENGTH.size, None)) is not None:
+            data = _read_exact(requests, _LENGTH.unpack(head)[0], None)
             if data is None:
                 break
             try:
+                module, name, args = pickle.loads(data)
                 with debug.timings() as t:
-                    part = compile_part(data.decode(), bool(reduced))
-                rows = json.dumps(t.rows).encode()
-                reply = b"\0" + _LENGTH.pack(len(rows)) + rows + _encode(0, part)
+                    result = _job((module, name))(*args)
+                rows, body = json.dumps(t.rows).encode(), pickle.dumps(result)
+                reply = b"\0" + _LENGTH.pack(len(rows)) + rows + _LENGTH.pack(len(body)) + body
             except Exception as err:  # the owner raises it (an InternalError as it was)
                 status = b"\1" if isinstance(err, debug.InternalError) else b"\2"
                 text = str(err) if status == b"\1" else f"{type(err).__name__}: {err}"
@@ -515,39 +516,32 @@ class _Guard:
             os.close(reply_w)
         return cls(pid, os.getpid(), request_w, reply_r)
 
-    def ask(self, text: str, reduced: bool, deadline: float) -> PartResult | Exception | None:
-        """``text`` compiled; the compile's error; None when the guard died or missed
-        ``deadline`` (``time.monotonic``)."""
-        data = text.encode()
+    def ask(self, job: tuple[str, str, tuple[Any, ...]], deadline: float
+            ) -> tuple[Any] | Exception | None:
+        """The result of ``job`` (in a 1-tuple); the error it raised; None when the guard
+        died or missed ``deadline`` (``time.monotonic``)."""
+        data = pickle.dumps(job)
         try:
-            _write_all(self.requests, _REQUEST.pack(len(data), reduced) + data)
+            _write_all(self.requests, _LENGTH.pack(len(data)) + data)
         except OSError:
             return None
         status = _read_exact(self.replies, 1, deadline)
-        if status == b"\0":
-            n = _read_exact(self.replies, _LENGTH.size, deadline)
-            rows = None if n is None else _read_exact(self.replies, _LENGTH.unpack(n)[0],
-                                                      deadline)
-            head = None if rows is None else _read_exact(self.replies, _RECORD.size, deadline)
-            if head is None:
-                return None
-            _, *sizes = _RECORD.unpack(head)
-            body = _read_exact(self.replies, sum(sizes), deadline)
-            got = None if body is None else _decode(head + body, 1)
-            if not got:
-                return None
-            debug.relay_timings([(name, depth, s) for name, depth, s in json.loads(rows)])
-            return got[0]
-        if status in (b"\1", b"\2"):
+        if status not in (b"\0", b"\1", b"\2"):
+            return None
+        parts = []
+        for _ in range(2 if status == b"\0" else 1):
             head = _read_exact(self.replies, _LENGTH.size, deadline)
             body = None if head is None else \
                 _read_exact(self.replies, _LENGTH.unpack(head)[0], deadline)
             if body is None:
                 return None
-            message = body.decode(errors="replace")
-            return debug.InternalError.relayed(message) if status == b"\1" else \
-                debug.InternalError(f"compiling LLVM IR failed: {message}", text)
-        return None
+            parts.append(body)
+        if status == b"\0":
+            debug.relay_timings([(n, d, s) for n, d, s in json.loads(parts[0])])
+            return (pickle.loads(parts[1]),)
+        message = parts[0].decode(errors="replace")
+        return debug.InternalError.relayed(message) if status == b"\1" else \
+            debug.InternalError(f"compiling failed in the compile guard: {message}")
 
     def gone(self) -> bool:
         """Whether the guard has exited (reaped now)."""
@@ -625,42 +619,53 @@ def stop_guard() -> None:
 
 
 def compile_guarded(text: str, reduced_first: bool = False) -> PartResult:
-    """``compile_part(text)`` where LLVM can neither hang nor crash this process: in the
-    guard, a child process that compiles one text at a time, under a deadline
-    (``guard_deadline_s``). When the guard dies on the text (LLVM aborts: the llvmlite
-    wheels are built with assertions) or misses the deadline (LLVM's passes have
-    exponential paths: a vectorizer plan once walked 3**28 steps), it is killed and the
-    text compiled again with the reduced pipeline (``host.optimize``), with a
-    ``RuntimeWarning``; when that fails too, ``InternalError`` names the functions.
-    ``reduced_first``: only the reduced pipeline (a child compiling the text was too
-    slow). Without ``fork`` or with ``TEX_COMPILE_GUARD=0`` it compiles here."""
+    """``compile_part(text)`` in the guard (``guarded``); ``reduced_first``: only with the
+    reduced pipeline (a child compiling the text was too slow)."""
+    return guarded((__name__, "compile_part"), (text,), text, _functions(text), reduced_first)
+
+
+def guarded(fn: tuple[str, str], args: tuple[Any, ...], text: str, what: str,
+            reduced_first: bool = False) -> Any:
+    """``f(*args, reduced)``, ``f`` the function ``fn`` names (a module and a name in it,
+    looked up where the job runs; ``reduced``: LLVM's reduced pipeline), where LLVM can
+    neither hang nor crash this process: in the guard, a child process that runs one such
+    job at a time, under a deadline (``guard_deadline_s`` of the IR ``text``). When the
+    guard dies on the job (LLVM aborts: the llvmlite wheels are built with assertions) or
+    misses the deadline (LLVM's passes have exponential paths: a vectorizer plan once
+    walked 3**28 steps), it is killed and the job run again with ``reduced`` true, with a
+    ``RuntimeWarning``; when that fails too, ``InternalError`` names ``what`` (the
+    functions). ``reduced_first``: only the reduced job. Without ``fork`` or with
+    ``TEX_COMPILE_GUARD=0`` it runs here."""
     if not GUARD or not can_fork():
-        return compile_part(text, reduced_first)
+        return _job(fn)(*args, reduced_first)
     limit = guard_deadline_s(len(text))
     with _GUARDS.lock:
         for reduced in (True,) if reduced_first else (False, True):
             guard = _GUARDS.get()
-            if guard is None:  # no fork now: compiled here, unguarded
-                return compile_part(text, reduced)
+            if guard is None:  # no fork now: run here, unguarded
+                return _job(fn)(*args, reduced)
             try:
                 with debug.timed("llvm.compile"):
-                    reply = guard.ask(text, reduced, time.monotonic() + limit)
+                    reply = guard.ask((*fn, (*args, reduced)), time.monotonic() + limit)
             except BaseException:  # interrupted: the reply it still owes must never be read
                 _GUARDS.stop(kill=True)
                 raise
-            if isinstance(reply, PartResult):
+            if isinstance(reply, tuple):
                 if reduced and not reduced_first:
-                    warnings.warn(f"LLVM crashed or ran past {limit:.0f} s compiling "
-                                  f"{_functions(text)} with O3; compiled with a reduced "
-                                  "pipeline (the code may run slower)", RuntimeWarning,
-                                  stacklevel=2)
-                return reply
+                    warnings.warn(f"LLVM crashed or ran past {limit:.0f} s compiling {what} "
+                                  "with O3; compiled with a reduced pipeline (the code may "
+                                  "run slower)", RuntimeWarning, stacklevel=3)
+                return reply[0]
             if reply is not None:
                 raise reply
             _GUARDS.stop(kill=True)
-    raise debug.InternalError(
-        f"LLVM crashed or ran past {limit:.0f} s compiling {_functions(text)}, with O3 and "
-        "with a reduced pipeline", text)
+    raise debug.InternalError(f"LLVM crashed or ran past {limit:.0f} s compiling {what}, "
+                              "with O3 and with a reduced pipeline", text)
+
+
+def _job(fn: tuple[str, str]) -> Callable[..., Any]:
+    """The function ``(module, name)`` names, as the module holds it now."""
+    return getattr(importlib.import_module(fn[0]), fn[1])  # type: ignore[no-any-return]
 
 
 def _functions(text: str) -> str:

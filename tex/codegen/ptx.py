@@ -27,7 +27,9 @@ differs on a GPU:
 - ``sqrt`` is ``llvm.sqrt`` (``sqrt.rn``, correctly rounded), ``floor``/``ceil``/``trunc``/
   ``round`` and ``abs`` are LLVM intrinsics NVPTX lowers to single instructions.
 
-``assemble(ptx, arch)`` runs ``ptxas`` (when installed) to check a module and return the
+LLVM's pipeline and the NVPTX backend run in the compile guard (``tex.codegen.jobs``): a
+child process with a deadline, retried with a reduced pipeline when LLVM crashes or never
+finishes. ``assemble(ptx, arch)`` runs ``ptxas`` (when installed) to check a module and return the
 cubin. ``TEX_DUMP=ptx.llvm,ptx.llvm.opt,ptx`` prints the stages.
 """
 from __future__ import annotations
@@ -63,14 +65,15 @@ from ..lower.stmt import (
     symbol_name,
 )
 from ..target import CudaTarget
+from . import jobs
 from .emit import FunctionEmitter
 from .host import LLVM_LOCK, run_default_pipeline
 from .irtypes import I32, I64, PTR, VOID, abi_type, local_name, scalar_type, storage_type
 from .module import CodegenOptions, ModuleEmitter
 from .vecmath import FALLBACK, VECMATH, fallback_function, vecmath_function
 
-__all__ = ["PTXModule", "compile_ptx", "emit_ptx_llvm", "find_libdevice", "find_ptxas",
-           "assemble", "TRIPLE", "LIBDEVICE_UNARY"]
+__all__ = ["PTXModule", "compile_ptx", "emit_ptx_llvm", "optimized_ptx", "find_libdevice",
+           "find_ptxas", "assemble", "TRIPLE", "LIBDEVICE_UNARY"]
 
 TRIPLE = "nvptx64-nvidia-cuda"
 MAX_LOCAL_BYTES = 64 * 1024  # per-thread local buffers larger than this are refused
@@ -353,20 +356,12 @@ def emit_ptx_llvm(program: DeviceProgram, target: CudaTarget,
     return str(module)
 
 
-def compile_ptx(program: DeviceProgram, target: CudaTarget | None = None,
-                options: CodegenOptions | None = None) -> PTXModule:
-    """PTX for every kernel of ``program`` (legalized), for ``target`` (default sm_80).
-
-    Raises
-    ------
-    ValueError
-        A math function that needs libdevice when none was found; a local buffer too large.
-    """
-    target = target or CudaTarget()
-    libdevice = find_libdevice()
-    text = emit_ptx_llvm(program, target, options, libdevice is not None)
-    debug.dump("ptx.llvm", text)
-    kernels = {k.name for k in program.kernels}
+def optimized_ptx(text: str, target: CudaTarget, libdevice: str | None,
+                  kernels: frozenset[str], reduced: bool = False) -> tuple[str, str]:
+    """The optimized LLVM IR and the PTX of NVPTX IR ``text`` (``libdevice``'s bitcode
+    linked in when it calls it; every function but ``kernels`` made internal), in this
+    process (``compile_ptx`` runs it in the compile guard, ``tex.codegen.jobs.guarded``).
+    ``reduced``: LLVM's O1 without its unroller, for IR whose O3 crashed or never ended."""
     # a context of its own, freed with the module (the module holds it): LLVM's global one
     # would keep every module's uniqued constants and metadata for good
     context = llvm.create_context()
@@ -386,11 +381,29 @@ def compile_ptx(program: DeviceProgram, target: CudaTarget | None = None,
             if not fn.is_declaration and fn.name not in kernels:
                 fn.linkage = "internal"
         tm = _target_machine(target)
-        pto = llvm.create_pipeline_tuning_options(speed_level=3)
-        pto.loop_unrolling = True
+        pto = llvm.create_pipeline_tuning_options(speed_level=1 if reduced else 3)
+        pto.loop_unrolling = not reduced
         run_default_pipeline(mod, tm, pto)
-        opt = str(mod)
-        ptx = tm.emit_assembly(mod)
+        return str(mod), tm.emit_assembly(mod)
+
+
+def compile_ptx(program: DeviceProgram, target: CudaTarget | None = None,
+                options: CodegenOptions | None = None) -> PTXModule:
+    """PTX for every kernel of ``program`` (legalized), for ``target`` (default sm_80).
+
+    Raises
+    ------
+    ValueError
+        A math function that needs libdevice when none was found; a local buffer too large.
+    """
+    target = target or CudaTarget()
+    libdevice = find_libdevice()
+    text = emit_ptx_llvm(program, target, options, libdevice is not None)
+    debug.dump("ptx.llvm", text)
+    kernels = frozenset(k.name for k in program.kernels)
+    names = ", ".join(f"'{k}'" for k in sorted(kernels))
+    opt, ptx = jobs.guarded((__name__, "optimized_ptx"), (text, target, libdevice, kernels),
+                            text, f"the kernels {names}")
     debug.dump("ptx.llvm.opt", opt)
     debug.dump("ptx", ptx)
     if ".extern .func" in ptx:  # every call must have been resolved and inlined
