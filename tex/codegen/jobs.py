@@ -20,14 +20,15 @@ compiles the parts left as ``compile_parts`` does.
 The guard. What this process would compile itself (its share of the queue, a module too
 small to split; a GPU program's PTX: ``ptx.optimized_ptx``) goes to ``guarded``: a child
 forked at the first compile (the guard) runs one such job at a time and replies; this
-process waits at most ``guard_deadline_s`` for it. LLVM is a C++ library that may abort its process (the
-llvmlite wheels are built with assertions) or run a pass for ever on some IR (the fuzzer
-found a vectorizer plan walking 3**28 steps): in the guard, either costs the guard, which
-is killed and replaced, and the text is compiled again with the reduced pipeline (LLVM's O1
-without vectorizers and unroller: ``host.optimize``; a ``RuntimeWarning`` says so); if that
-fails too, ``InternalError`` names the functions. The guard's phase timings join the
-caller's (``debug.relay_timings``). A process forked from the guard's owner starts its own.
-``TEX_COMPILE_GUARD=0`` (read at import), or no ``fork``: compiled in this process.
+process waits at most ``guard_deadline_s`` for it. LLVM is a C++ library that may abort its
+process (the llvmlite wheels are built with assertions) or run a pass for ever on some IR
+(the fuzzer found a vectorizer plan walking 3**28 steps): in the guard, either costs the
+guard, which is killed and replaced, and the text is compiled again with the reduced
+pipeline (LLVM's O1 without vectorizers and unroller: ``host.optimize``; a
+``RuntimeWarning`` says so); if that fails too, ``InternalError`` names the functions. The
+guard's phase timings join the caller's (``debug.relay_timings``). A process forked from the
+guard's owner starts its own. ``TEX_COMPILE_GUARD=0`` (read at import), or no ``fork``:
+compiled in this process.
 
 Fork safety. The children are forked while this thread holds tex's ``LLVM_LOCK`` and
 llvmlite's own lock, so no thread of the process is inside LLVM at that moment and LLVM's
@@ -35,8 +36,9 @@ state is consistent in the child (glibc makes ``malloc`` safe across ``fork``). 
 runs only LLVM calls on objects of its own, writes to its pipe and ``os._exit`` (no
 ``atexit`` handlers, no cleanup of the parent's objects; it never needs libgomp, whose
 threads do not exist in it). Another thread's build waits at ``LLVM_LOCK`` while the
-children are forked. Only Linux forks; elsewhere, without access to llvmlite's
-lock, or with ``TEX_COMPILE_JOBS`` at 1, every part compiles in turn under the guard.
+children are forked. Only Linux forks; elsewhere, or without access to llvmlite's lock,
+every part compiles here, one after the other, with no guard; with ``TEX_COMPILE_JOBS`` at
+1 they compile one after the other in the guard.
 
 Failures never hang or crash the build: the parts of a child that cannot be forked, exits
 nonzero, dies, sends a malformed reply, or has not answered ``max(CHILD_WAIT_MIN_S,

@@ -1,11 +1,11 @@
 """Loop IR -> LLVM IR for the host CPU: the driver (emit, verify, optimize).
 
 ``compile_llvm(func)`` turns a legalized ``LoweredFunc`` into a ``CompiledModule``: the
-unoptimized IR text, the optimized IR (O3, new pass manager, a target machine for the
-host CPU name and features: ``tex.codegen.host``), the assembly on request, and the
-object code to load. ``emit_llvm`` gives the unoptimized IR text alone. LLVM never runs in
-this process: a module compiles in the guard (``jobs.compile_guarded``), a child process
-with a deadline, so that LLVM crashing or never finishing on some IR cannot take the
+unoptimized IR text, the optimized IR (O3, new pass manager, a target machine for the host
+CPU name and features: ``tex.codegen.host``), the assembly on request, and the object code
+to load. ``emit_llvm`` gives the unoptimized IR text alone. LLVM optimizes and compiles no
+module in this process: a module compiles in the guard (``jobs.compile_guarded``), a child
+process with a deadline, so that LLVM crashing or never finishing on some IR cannot take the
 caller with it.
 
 ABI: one function ``void @<name>(...)``, one parameter per ``func.params`` entry in order,
