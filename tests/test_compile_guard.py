@@ -149,6 +149,47 @@ def test_a_forked_process_starts_its_own_guard() -> None:
     _build_and_run()  # the parent's guard still answers
 
 
+def test_a_fork_while_another_thread_compiles_leaves_the_child_able_to_compile() -> None:
+    """A process forked while another thread holds the guard's lock (it is compiling)
+    gets a lock of its own and a guard of its own; the parent's guard, still running,
+    sees end of file once the parent closes its pipe (the child closed its copies)."""
+    import threading
+
+    _build_and_run()
+    held, release = threading.Event(), threading.Event()
+
+    def compile_holding_the_lock() -> None:
+        with jobs._GUARDS.lock:
+            held.set()
+            release.wait(10)
+
+    t = threading.Thread(target=compile_holding_the_lock)
+    t.start()
+    held.wait(10)
+    try:
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:  # (with the inherited, held lock the build would wait for ever: 30 s)
+                done: list[int] = []
+                worker = threading.Thread(target=lambda: (_build_and_run(), done.append(1)),
+                                          daemon=True)
+                worker.start()
+                worker.join(30)
+                code = 0 if done else 3
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        release.set()
+        t.join()
+    assert os.waitstatus_to_exitcode(status) == 0
+    guard = jobs.guard_pid()
+    jobs.stop_guard()
+    with pytest.raises(ChildProcessError):
+        os.waitpid(guard, os.WNOHANG)  # (reaped)
+
+
 def test_without_the_guard_llvm_runs_here(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(jobs, "GUARD", False)
     _build_and_run()

@@ -553,16 +553,21 @@ class _Guard:
             return True
         return pid != 0
 
-    def stop(self, kill: bool) -> None:
-        """Close the pipes (the guard leaves) and reap it, killed first with ``kill``."""
+    def stop(self) -> None:
+        """Close the pipes, kill the guard and reap it. (Killed, never waited for: it
+        holds nothing worth finishing, and a copy of the request pipe in some process
+        forked without Python's fork hooks would keep it from seeing end of file.)"""
+        self.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+
+    def close(self) -> None:
+        """Close this process's ends of the pipes."""
         for fd in (self.requests, self.replies):
             with contextlib.suppress(OSError):
                 os.close(fd)
-        if kill:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(self.pid, 0)
 
 
 def _max_fd() -> int:
@@ -575,7 +580,7 @@ def _max_fd() -> int:
 class _Guards:
     """This process's guard (started at the first compile, again after one was killed)
     and the lock that lets one thread at a time use it. A process forked from the owner
-    (its guard's pipes inherited) starts its own."""
+    forgets the owner's guard (closing its copies of the pipes) and starts its own."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -584,27 +589,41 @@ class _Guards:
     def get(self) -> _Guard | None:
         """The running guard, started if there is none (None: none can be)."""
         g = self.guard
-        if g is not None and g.owner != os.getpid():
-            for fd in (g.requests, g.replies):  # the parent's: never used here
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-            g = self.guard = None
+        if g is not None and g.owner != os.getpid():  # (a fork the hook did not see)
+            self.forget()
+            g = None
         if g is not None and g.gone():  # died between compiles (killed): not the text's doing
-            g.stop(kill=False)
+            g.stop()
             g = self.guard = None
         if g is None:
             g = self.guard = _Guard.start()
         return g
 
-    def stop(self, kill: bool = False) -> None:
+    def stop(self) -> None:
         """Stop the guard (a new one starts at the next compile)."""
         g, self.guard = self.guard, None
         if g is not None and g.owner == os.getpid():
-            g.stop(kill)
+            g.stop()
+
+    def forget(self) -> None:
+        """In a forked child: the owner's guard is not this process's (its pipe ends
+        are closed here, so that the guard still sees end of file when its owner goes)."""
+        g, self.guard = self.guard, None
+        if g is not None and g.owner != os.getpid():
+            g.close()
+
+
+    def after_fork(self) -> None:
+        """In a forked child: a new lock (another thread may have held the owner's at the
+        fork, and no thread here would ever release it) and no guard yet."""
+        self.lock = threading.Lock()
+        self.forget()
 
 
 _GUARDS = _Guards()
-atexit.register(_GUARDS.stop, True)  # (killed: a compile it may be in is of no use now)
+atexit.register(_GUARDS.stop)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_GUARDS.after_fork)
 
 
 def guard_pid() -> int | None:
@@ -650,7 +669,7 @@ def guarded(fn: tuple[str, str], args: tuple[Any, ...], text: str, what: str,
                 with debug.timed("llvm.compile"):
                     reply = guard.ask((*fn, (*args, reduced)), time.monotonic() + limit)
             except BaseException:  # interrupted: the reply it still owes must never be read
-                _GUARDS.stop(kill=True)
+                _GUARDS.stop()
                 raise
             if isinstance(reply, tuple):
                 if reduced and not reduced_first:
@@ -660,7 +679,7 @@ def guarded(fn: tuple[str, str], args: tuple[Any, ...], text: str, what: str,
                 return reply[0]
             if reply is not None:
                 raise reply
-            _GUARDS.stop(kill=True)
+            _GUARDS.stop()
     raise debug.InternalError(f"LLVM crashed or ran past {limit:.0f} s compiling {what}, "
                               "with O3 and with a reduced pipeline", text)
 
