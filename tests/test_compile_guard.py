@@ -40,7 +40,9 @@ def _build_and_run() -> None:
     A = tex.placeholder((n, 16), name="A")
     B = tex.compute((n, 16), lambda i, j: tex.exp(A[i, j]) * 2.0 + A[i, (j + 1) % 16],
                     name="B")
-    f = tex.build([B], name=f"guarded_{n}")
+    # (the process id too: a forked child's counter continues from its parent's, and the
+    # kernel it builds reaches the disk cache the parent reads)
+    f = tex.build([B], name=f"guarded_{os.getpid()}_{n}")
     a = np.random.default_rng(n).standard_normal((n, 16)).astype(np.float32)
     b = np.zeros((n, 16), np.float32)
     f(a, b)
@@ -85,7 +87,7 @@ def test_a_failed_o3_compile_is_retried_with_the_reduced_pipeline(
     _patch_optimize(monkeypatch, misbehave)
     start = time.monotonic()
     with pytest.warns(RuntimeWarning, match=r"LLVM crashed or ran past 2 s compiling "
-                      r"'guarded_\d+'.*reduced pipeline"):
+                      r"'guarded_\d+_\d+'.*reduced pipeline"):
         _build_and_run()
     assert time.monotonic() - start < 30  # the hung guard was killed, not waited for
 
@@ -93,7 +95,7 @@ def test_a_failed_o3_compile_is_retried_with_the_reduced_pipeline(
 def test_a_compile_failing_both_ways_raises(monkeypatch: pytest.MonkeyPatch) -> None:
     _patch_optimize(monkeypatch, _always_aborts)
     with pytest.raises(debug.InternalError, match=r"LLVM crashed or ran past 2 s compiling "
-                       r"'guarded_\d+', with O3 and with a reduced pipeline"):
+                       r"'guarded_\d+_\d+', with O3 and with a reduced pipeline"):
         _build_and_run()
     monkeypatch.undo()
     jobs.stop_guard()
@@ -188,6 +190,29 @@ def test_a_fork_while_another_thread_compiles_leaves_the_child_able_to_compile()
     jobs.stop_guard()
     with pytest.raises(ChildProcessError):
         os.waitpid(guard, os.WNOHANG)  # (reaped)
+
+
+def test_the_guard_works_past_descriptor_1023() -> None:
+    """A process with many files open: the guard's pipes get descriptors ``select``
+    cannot wait on; the waits use ``poll``."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"this system allows {hard} open files, not enough to pass 1,023")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = []
+    try:
+        while len(held) < 1100 and (not held or held[-1] < 1030):
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        _build_and_run()  # the guard starts now, its pipes numbered past 1,023
+        guard = jobs._GUARDS.guard
+        assert guard is not None and min(guard.requests, guard.replies) > 1023
+    finally:
+        jobs.stop_guard()
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_without_the_guard_llvm_runs_here(monkeypatch: pytest.MonkeyPatch) -> None:

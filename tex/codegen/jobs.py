@@ -197,11 +197,19 @@ class _Child:
     failed: bool = False
 
 
+def _readable(fd: int, timeout: float) -> bool:
+    """Whether ``fd`` has data (or end of file) within ``timeout`` seconds (``poll``: a
+    descriptor numbered past 1,023 is beyond ``select``)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(max(0.0, timeout) * 1000.0))
+
+
 def _drain(child: _Child, timeout: float = 0.0) -> None:
     """Read what ``child`` sends, waiting at most ``timeout`` seconds for the first bytes
     (never for more: a child that is still compiling is left to it)."""
     try:
-        while not child.eof and select.select([child.fd], [], [], timeout)[0]:
+        while not child.eof and _readable(child.fd, timeout):
             timeout = 0.0
             data = os.read(child.fd, 1 << 20)
             if data:
@@ -435,7 +443,7 @@ def _read_exact(fd: int, n: int, deadline: float | None) -> bytes | None:
         while got < n:
             if deadline is not None:
                 remaining = deadline - time.monotonic()
-                if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                if remaining <= 0 or not _readable(fd, remaining):
                     return None
             data = os.read(fd, n - got)
             if not data:
