@@ -215,6 +215,48 @@ def test_the_guard_works_past_descriptor_1023() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
+def test_an_idle_guard_leaves_and_the_next_compile_starts_another(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Idle for ``GUARD_IDLE_S``, the guard leaves (it no longer holds the owner's memory
+    as it was at the fork); the next compile forks another, with no warning."""
+    monkeypatch.setattr(jobs, "GUARD_IDLE_S", 0.3)
+    _build_and_run()
+    first = jobs.guard_pid()
+    assert first is not None
+    deadline = time.monotonic() + 10
+    while True:
+        pid, status = os.waitpid(first, os.WNOHANG)
+        if pid or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert pid == first and os.waitstatus_to_exitcode(status) == jobs._IDLE_EXIT
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _build_and_run()
+    assert jobs.guard_pid() not in (None, first)
+
+
+def test_a_job_sent_as_the_guard_leaves_idle_goes_to_a_new_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The guard leaves idle just as a job comes (its pipe is already closed, or it exits
+    before reading it): the job is sent again to a new guard, not counted as a crash."""
+    monkeypatch.setattr(jobs, "GUARD_IDLE_S", 0.1)
+    ask = jobs._Guard.ask
+    calls: list[int] = []
+
+    def late(self: jobs._Guard, job: object, deadline: float) -> object:
+        calls.append(self.pid)
+        if len(calls) == 1:
+            time.sleep(0.5)  # the new guard's idle time runs out first
+        return ask(self, job, deadline)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(jobs._Guard, "ask", late)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # not a failed compile: no reduced pipeline
+        _build_and_run()
+    assert len(calls) == 2 and calls[0] != calls[1]
+
+
 def test_without_the_guard_llvm_runs_here(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(jobs, "GUARD", False)
     _build_and_run()

@@ -26,9 +26,10 @@ process (the llvmlite wheels are built with assertions) or run a pass for ever o
 guard, which is killed and replaced, and the text is compiled again with the reduced
 pipeline (LLVM's O1 without vectorizers and unroller: ``host.optimize``; a
 ``RuntimeWarning`` says so); if that fails too, ``InternalError`` names the functions. The
-guard's phase timings join the caller's (``debug.relay_timings``). A process forked from the
-guard's owner starts its own. ``TEX_COMPILE_GUARD=0`` (read at import), or no ``fork``:
-compiled in this process.
+guard's phase timings join the caller's (``debug.relay_timings``). Idle for ``GUARD_IDLE_S``
+it leaves (it holds the owner's memory as it was at the fork); a job that comes as it leaves
+goes to a new one. A process forked from the guard's owner starts its own.
+``TEX_COMPILE_GUARD=0`` (read at import), or no ``fork``: compiled in this process.
 
 Fork safety. The children are forked while this thread holds tex's ``LLVM_LOCK`` and
 llvmlite's own lock, so no thread of the process is inside LLVM at that moment and LLVM's
@@ -79,7 +80,7 @@ from .host import LLVM_LOCK, declared_externals, host_target, optimize
 __all__ = ["PartResult", "Stream", "compile_part", "compile_parts", "compile_guarded",
            "can_fork", "guarded", "guard_deadline_s", "guard_pid", "stop_guard", "COMPILE_JOBS",
            "MAX_DEFAULT_JOBS", "MAX_PARTS", "CHILD_WAIT_MIN_S", "CHILD_WAIT_FACTOR", "GUARD",
-           "GUARD_CHARS_PER_S"]
+           "GUARD_CHARS_PER_S", "GUARD_IDLE_S"]
 
 MAX_DEFAULT_JOBS = 4
 # how long the children get once this process has compiled its own part (see above)
@@ -428,6 +429,13 @@ _LENGTH = struct.Struct("<Q")
 # should take at this slower pace, and at least CHILD_WAIT_MIN_S
 GUARD_CHARS_PER_S = 100_000
 GUARD = debug.env("TEX_COMPILE_GUARD") != "0"
+# the guard leaves after this many seconds without a job: forked, it shares the owner's
+# memory as it was then, so every page the owner writes afterwards is copied (a 1 GiB
+# array written in place cost 1 GiB more while the guard lived); idle, it gives them back
+# (the next compile forks a new one: milliseconds)
+GUARD_IDLE_S = 5.0
+_IDLE_EXIT = 75  # its exit status then
+_RESENDS = 3  # jobs sent again to a new guard when the last one left idle as they came
 
 
 def guard_deadline_s(chars: int) -> float:
@@ -469,9 +477,15 @@ def _guard_main(requests: int, replies: int) -> None:
         # Ctrl-C reaches the whole process group: the owner decides (it kills the guard
         # when a compile is interrupted)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        while (head := _read_exact(requests, _LENGTH.size, None)) is not None:
-            data = _read_exact(requests, _LENGTH.unpack(head)[0], None)
-            if data is None:
+        while True:
+            if not _readable(requests, GUARD_IDLE_S):
+                code = _IDLE_EXIT
+                break
+            head = _read_exact(requests, _LENGTH.size, None)
+            data = None if head is None else \
+                _read_exact(requests, _LENGTH.unpack(head)[0], None)
+            if data is None:  # the owner closed the pipe
+                code = 0
                 break
             try:
                 module, name, args = pickle.loads(data)
@@ -485,7 +499,6 @@ def _guard_main(requests: int, replies: int) -> None:
                 message = text.encode(errors="replace")
                 reply = status + _LENGTH.pack(len(message)) + message
             _write_all(replies, reply)
-        code = 0
     finally:
         os._exit(code)  # as a compiling child leaves (``_child_main``)
 
@@ -527,15 +540,18 @@ class _Guard:
         return cls(pid, os.getpid(), request_w, reply_r)
 
     def ask(self, job: tuple[str, str, tuple[Any, ...]], deadline: float
-            ) -> tuple[Any] | Exception | None:
-        """The result of ``job`` (in a 1-tuple); the error it raised; None when the guard
-        died or missed ``deadline`` (``time.monotonic``)."""
+            ) -> tuple[Any] | Exception | str | None:
+        """The result of ``job`` (in a 1-tuple); the error it raised; ``_UNSERVED`` when
+        the guard had left idle as the job came; None when it died or missed ``deadline``
+        (``time.monotonic``)."""
         data = pickle.dumps(job)
         try:
             _write_all(self.requests, _LENGTH.pack(len(data)) + data)
         except OSError:
-            return None
+            return self.left()
         status = _read_exact(self.replies, 1, deadline)
+        if status is None and time.monotonic() < deadline:  # end of file: it left
+            return self.left()
         if status not in (b"\0", b"\1", b"\2"):
             return None
         parts = []
@@ -552,6 +568,15 @@ class _Guard:
         message = parts[0].decode(errors="replace")
         return debug.InternalError.relayed(message) if status == b"\1" else \
             debug.InternalError(f"compiling failed in the compile guard: {message}")
+
+    def left(self) -> str | None:
+        """After the guard closed its pipes: ``_UNSERVED`` when it left idle (reaped
+        now), None when it died."""
+        try:
+            _, status = os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            return None
+        return _UNSERVED if os.waitstatus_to_exitcode(status) == _IDLE_EXIT else None
 
     def gone(self) -> bool:
         """Whether the guard has exited (reaped now)."""
@@ -670,15 +695,22 @@ def guarded(fn: tuple[str, str], args: tuple[Any, ...], text: str, what: str,
     limit = guard_deadline_s(len(text))
     with _GUARDS.lock:
         for reduced in (True,) if reduced_first else (False, True):
-            guard = _GUARDS.get()
-            if guard is None:  # no fork now: run here, unguarded
-                return _job(fn)(*args, reduced)
-            try:
-                with debug.timed("llvm.compile"):
-                    reply = guard.ask((*fn, (*args, reduced)), time.monotonic() + limit)
-            except BaseException:  # interrupted: the reply it still owes must never be read
-                _GUARDS.stop()
-                raise
+            reply: tuple[Any] | Exception | str | None = _UNSERVED
+            for _ in range(_RESENDS):
+                guard = _GUARDS.get()
+                if guard is None:  # no fork now: run here, unguarded
+                    return _job(fn)(*args, reduced)
+                try:
+                    with debug.timed("llvm.compile"):
+                        reply = guard.ask((*fn, (*args, reduced)), time.monotonic() + limit)
+                except BaseException:  # interrupted: the reply it owes must never be read
+                    _GUARDS.stop()
+                    raise
+                if reply is not _UNSERVED:
+                    break
+                _GUARDS.stop()  # (left idle as the job came: a new one takes it)
+            if reply is _UNSERVED:
+                reply = None
             if isinstance(reply, tuple):
                 if reduced and not reduced_first:
                     warnings.warn(f"LLVM crashed or ran past {limit:.0f} s compiling {what} "
@@ -690,6 +722,9 @@ def guarded(fn: tuple[str, str], args: tuple[Any, ...], text: str, what: str,
             _GUARDS.stop()
     raise debug.InternalError(f"LLVM crashed or ran past {limit:.0f} s compiling {what}, "
                               "with O3 and with a reduced pipeline", text)
+
+
+_UNSERVED = "unserved"  # (``_Guard.ask``: the guard had left idle)
 
 
 def _job(fn: tuple[str, str]) -> Callable[..., Any]:
