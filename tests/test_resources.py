@@ -331,3 +331,49 @@ def test_no_descriptor_thread_or_process_leaks(tmp_path: Path) -> None:
     assert os_threads() <= tasks
     assert child_pids() == [], "unreaped children (ptxas or dot)"
 
+
+
+def _cyclic_garbage(work: object) -> list[object]:
+    """The objects only the cyclic collector would free after ``work()`` (the collector
+    off while it runs, as a build pauses it anyway)."""
+    gc.collect()
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        work()  # type: ignore[operator]
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        return list(gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        if was_on:
+            gc.enable()
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_a_cold_build_leaves_no_cycles_for_the_collector(parallel: bool) -> None:
+    """Lowering and emission free what they make by reference counting: llvmlite's IR
+    (cycles between a module, its functions, blocks and instructions) is taken apart once
+    its text is printed, and the rule rewriter leaves no closure calling itself. Left to
+    the collector, a model gradient's build made 114,000 objects of cyclic garbage whose
+    collection took 0.1-0.3 s of every cold build."""
+    # (a constant no other test uses: the build is cold, in memory and on disk)
+    scale = float(np.random.default_rng().uniform(2.0, 3.0))
+    X = tex.placeholder((64, 48), name="X")
+    W = tex.placeholder((32, 48), name="W")
+    Y = topi.nn.relu(topi.nn.dense(X, W) * scale)
+    L = topi.sum(Y * Y)
+    gW, = tex.differentiate(L, [W])
+
+    def build() -> None:
+        s = tex.schedule.auto_schedule([L, gW]) if parallel else \
+            tex.create_schedule([L.op, gW.op])
+        tex.build(s, [X, W, L, gW])
+
+    garbage = _cyclic_garbage(build)
+    ir_objects = [o for o in garbage if type(o).__module__.startswith("llvmlite.ir")]
+    settles = [o for o in garbage if callable(o) and
+               "fixed_point_rewrite" in getattr(o, "__qualname__", "")]
+    assert not ir_objects, f"{len(ir_objects)} llvmlite IR objects in cycles"
+    assert not settles, f"{len(settles)} rewrite closures in cycles"

@@ -176,7 +176,9 @@ def emit_llvm(func: LoweredFunc, options: CodegenOptions | None = None,
     machine's CPU); also the vectorization notes and whether the code writes its error
     record."""
     m = emit_module(func, options, host)
-    return str(m.ir), m.notes, m.errors
+    text = str(m.ir)
+    m.release()
+    return text, m.notes, m.errors
 
 
 def top_nests(func: LoweredFunc) -> tuple[tuple[Allocate, ...], tuple[Stmt, ...]]:
@@ -413,6 +415,9 @@ def compile_nests(func: LoweredFunc, allocs: Sequence[Allocate], nests: Iterable
     m.on_placed = None
     with debug.timed("llvm.print"):
         text = streamer.module_text(m.ir) if streamer is not None else str(m.ir)
+        if streamer is not None:
+            streamer.module = None
+        m.release()
     debug.dump("llvm", text)
     placed = frozenset(streamer.sent) if streamer is not None else frozenset()
     split = _split(text, n_jobs, placed)

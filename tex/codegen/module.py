@@ -144,6 +144,31 @@ class ModuleEmitter:
         # once it is emitted whole: ``compile_llvm`` streams them to compiling processes
         self.on_placed: Callable[[ir.Function], None] | None = None
 
+    def release(self) -> None:
+        """Take the module's IR apart once its text is printed (the emitter is done).
+
+        llvmlite's IR is one web of reference cycles (a function and its module, a block
+        and its function, an instruction and its block point at each other), left whole
+        for Python's cyclic collector: after a model gradient's build, 100,000 objects of
+        it, and the collection that walked and freed them took 0.1-0.18 s of the build.
+        Emptied here (with the metadata: a loop ID lists itself), each object is freed by
+        reference counting as soon as its last user goes, and the collector never sees
+        them."""
+        for fn in self.ir.functions:
+            for block in fn.blocks:
+                for instr in block.instructions:
+                    instr.__dict__.clear()
+                block.__dict__.clear()
+            fn.__dict__.clear()
+        for md in self.ir.metadata:
+            md.__dict__.clear()
+        self.ir.__dict__.clear()
+        self.outlined.clear()
+        self.wrappers.clear()
+        self._loop_options.clear()
+        self._report_fn = None
+        self.on_placed = None
+
     # -- declarations and helper functions ---------------------------------------------
     def declare(self, name: str, ret: ir.Type, args: Sequence[ir.Type]) -> ir.Function:
         """The function ``name`` (declared on first use)."""

@@ -353,7 +353,10 @@ def emit_ptx_llvm(program: DeviceProgram, target: CudaTarget,
             body = Allocate(buf, "shared", body)
         f.stmt(body)
         f.finish()
-    return str(module)
+    text = str(module)
+    if program.kernels:
+        m.release()  # (every kernel's emitter shares the module)
+    return text
 
 
 def optimized_ptx(text: str, target: CudaTarget, libdevice: str | None,
