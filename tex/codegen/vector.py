@@ -524,12 +524,12 @@ class VectorEmitter(FunctionEmitter):
                                               f"{store.buffer.name}.ptr"), align=d.itemsize)
 
         def over(count: int, name: str, body: Callable[[ir.Value], None]) -> None:
-            # blocks along one side: unrolled when few (the usual 2), else a loop
-            if count <= 2:
-                for k in range(count):
-                    body(i64(k * n))
+            # blocks along one side: a loop LLVM keeps rolled (unrolled, the blocks of
+            # a 16 x 16 tile made resnet_28's gradient 7% more IR for no speed)
+            if count == 1:
+                body(i64(0))
                 return
-            with self.counted(name, i64(0), i64(count)) as k:
+            with self.counted(name, i64(0), i64(count), llvm_unrolls=False) as k:
                 body(b.mul(k, i64(n)))
 
         e_a, e_l = int(s.extent.value), int(v.extent.value)  # type: ignore[attr-defined]
