@@ -28,7 +28,7 @@ check the arguments, give every tensor its storage, build the nests, run the pas
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import debug
@@ -42,14 +42,20 @@ from .passes import PASSES
 from .stmt import (
     Allocate,
     BufferParam,
+    For,
+    LetStmt,
     LoweredFunc,
     Param,
     ScalarParam,
     Seq,
     Stmt,
+    Store,
     make_buffer,
+    stmt_exprs,
+    walk_stmts,
 )
 from .storage import Names, Storage
+from .structure import renamed, structure
 
 __all__ = ["lower", "stage", "StagedFunc"]
 
@@ -104,16 +110,39 @@ class StagedFunc:
     params: tuple[Param, ...]
     temps: tuple[Tensor, ...]
     nests: tuple[Stmt, ...]
+    # structure of a nest passed already -> its buffers and variables, and what the passes
+    # made of it (``passed``)
+    _done: dict[str, tuple[list[Tensor | Var], Stmt]] = field(
+        default_factory=dict, compare=False, repr=False)
 
     def passed(self, nest: Stmt, trace: dict[str, list[Stmt]] | None = None) -> Stmt:
         """``nest`` after ``PASSES`` (each pass sees a function of this nest alone: no pass
-        looks across nests); ``trace`` collects what the passes named in it give."""
+        looks across nests); ``trace`` collects what the passes named in it give.
+
+        A nest of the same structure as one passed before (``tex.lower.structure``: the
+        same statements and expressions over other buffers and loop variables of the same
+        types and shapes; a ResNet block's two convolutions, their gradients and batch
+        norms, a transformer's Q, K and V projections) is that nest's result renamed: the
+        passes look at nothing else (half of a ResNet block's nests, 0.17 s of passes)."""
+        named: list[Tensor | Var] = []
+        key = None
+        if trace is None:
+            key = structure(nest, named=named)
+            # (with the variables' names: the simplifier orders the terms of a sum by them)
+            key += "\n" + " ".join(v.name for v in named if isinstance(v, Var))
+        hit = self._done.get(key) if key is not None else None
+        if hit is not None:
+            again = _renamed_result(*hit, named)
+            if again is not None:
+                return again
         func = LoweredFunc(self.name, self.params, nest)
         for pass_name, fn in PASSES:
             with debug.timed(f"lower.{pass_name}"):
                 func = fn(func)
             if trace is not None and pass_name in trace:
                 trace[pass_name].append(func.body)
+        if key is not None:
+            self._done[key] = (named, func.body)
         return func.body
 
     def function(self, nests: Sequence[Stmt]) -> LoweredFunc:
@@ -127,6 +156,33 @@ class StagedFunc:
         for buf in reversed(self.temps):
             body = Allocate(buf, "global", body)
         return LoweredFunc(self.name, self.params, body)
+
+
+def _renamed_result(named: list[Tensor | Var], result: Stmt, now: list[Tensor | Var]
+                    ) -> Stmt | None:
+    """``result`` (what the passes made of a nest whose buffers and variables were
+    ``named``) for a nest of the same structure over ``now``: each of ``named`` replaced by
+    its counterpart, each variable the passes introduced by a fresh copy (a peeled loop's);
+    None where the passes introduced a buffer or ``renamed`` cannot rename."""
+    mapping: dict[Tensor | Var, Tensor | Var] = dict(zip(named, now))
+    # (a variable the passes introduced copies one of the nest's and has its name)
+    names = {a.name: b.name for a, b in zip(named, now) if isinstance(a, Var)}
+
+    def fresh(v: Var) -> Var:
+        return Var(names.get(v.name, v.name), v.dtype, v.kind)
+
+    for st in walk_stmts(result):
+        if isinstance(st, (Allocate, Store)) and st.buffer not in mapping:
+            return None
+        if isinstance(st, (For, LetStmt)) and st.var not in mapping:
+            mapping[st.var] = fresh(st.var)
+        for e in stmt_exprs(st):
+            for node in post_order(e):
+                if isinstance(node, Var) and node not in mapping:
+                    mapping[node] = fresh(node)
+                elif isinstance(node, TensorRead) and node.tensor not in mapping:
+                    return None
+    return renamed(result, mapping)
 
 
 def stage(sch: Schedule | Tensor | Sequence[Tensor], args: Sequence[Tensor | Var] | None = None,

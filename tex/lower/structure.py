@@ -13,20 +13,35 @@ identical parallel loops and outlined nests once (``tex.codegen.parallel``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..arith import Interval
-from ..ir.expr import Const, Expr, Var
+from ..ir.expr import Const, Expr, TensorRead, Var
 from ..ir.tensor import Tensor
-from ..ir.visit import post_order
-from .stmt import Allocate, For, IfThenElse, LetStmt, Seq, Stmt, Store, walk_stmts
+from ..ir.visit import post_order, rewrite
+from .stmt import (
+    Allocate,
+    For,
+    IfThenElse,
+    LetStmt,
+    Seq,
+    Stmt,
+    Store,
+    stmt_children,
+    walk_stmts,
+    with_stmt_children,
+)
 
-__all__ = ["structure"]
+__all__ = ["structure", "renamed"]
 
 
 def structure(root: Stmt, args: Sequence[Tensor | Var] = (),
-              domains: Mapping[Var, Interval] | None = None) -> str:
+              domains: Mapping[Var, Interval] | None = None,
+              named: list[Tensor | Var] | None = None) -> str:
     """The canonical text of ``root`` (see the module docstring), ``args`` numbered first;
-    with ``domains``, each variable's range too (None where it has none)."""
+    with ``domains``, each variable's range too (None where it has none). ``named``
+    receives the buffers and variables in the order they are numbered: two statements of
+    equal text correspond by position in it (``renamed``)."""
     ids: dict[int, int] = {}
     out: list[str] = []
 
@@ -34,6 +49,8 @@ def structure(root: Stmt, args: Sequence[Tensor | Var] = (),
         k = ids.get(id(obj))
         if k is None:
             k = ids[id(obj)] = len(ids)
+            if named is not None and isinstance(obj, (Tensor, Var)):
+                named.append(obj)
             if isinstance(obj, Tensor):
                 out.append(f"buffer %{k} {obj.dtype.name}{list(obj.shape)}")
             elif isinstance(obj, Var):
@@ -86,3 +103,62 @@ def structure(root: Stmt, args: Sequence[Tensor | Var] = (),
             case _:
                 out.append(type(s).__name__)
     return "\n".join(out)
+
+
+def renamed(root: Stmt, mapping: Mapping[Tensor | Var, Tensor | Var]) -> Stmt | None:
+    """``root`` with the buffers and variables that are keys of ``mapping`` replaced by
+    their values (in reads, stores, allocations, loops and lets); None where ``root``
+    holds an expression node other than a read that refers to a buffer (it is not
+    renamed here). Iterative: a nest of any depth."""
+    memo: dict[Expr, Expr] = {}
+
+    def fn(node: Expr) -> Expr | None:
+        if isinstance(node, Var):
+            return mapping.get(node)  # type: ignore[return-value]
+        if isinstance(node, TensorRead):
+            new = mapping.get(node.tensor)
+            return None if new is None else TensorRead(new, node.indices)  # type: ignore
+        if hasattr(node, "tensor"):
+            raise _NotRenamed
+        return None
+
+    def ex(e: Expr) -> Expr:
+        return rewrite(e, fn, memo)
+
+    def get(obj: Any) -> Any:
+        return mapping.get(obj, obj)
+
+    done: dict[int, Stmt] = {}
+    stack: list[tuple[Stmt, bool]] = [(root, False)]
+    try:
+        while stack:
+            s, expanded = stack.pop()
+            kids = stmt_children(s)
+            if not expanded:
+                stack.append((s, True))
+                stack.extend((k, False) for k in kids)
+                continue
+            new_kids = [done[id(k)] for k in kids]
+            match s:
+                case For():
+                    out: Stmt = For(get(s.var), ex(s.min), ex(s.extent), s.kind, new_kids[0],
+                                    s.thread_tag)
+                case Store():
+                    out = Store(get(s.buffer), ex(s.index), ex(s.value))
+                case Allocate():
+                    out = Allocate(get(s.buffer), s.scope, new_kids[0])
+                case IfThenElse():
+                    out = IfThenElse(ex(s.cond), new_kids[0],
+                                     new_kids[1] if len(new_kids) > 1 else None)
+                case LetStmt():
+                    out = LetStmt(get(s.var), ex(s.value), new_kids[0])
+                case _:
+                    out = with_stmt_children(s, new_kids)
+            done[id(s)] = out
+    except _NotRenamed:
+        return None
+    return done[id(root)]
+
+
+class _NotRenamed(Exception):
+    """An expression ``renamed`` does not rename."""
