@@ -71,7 +71,7 @@ from ..ir.visit import collect_vars, post_order
 from ..target import CPUInfo, CudaTarget, cpu_info, parse_cuda_target, target_kind
 from .axes import CODECS, Fuse
 from .inline import Inliner
-from .pad import PadCache, pad_guarded_reads
+from .pad import PadCache, existing_pads, pad_guarded_reads
 from .phase import polyphase, split_phases
 from .relayout import transpose_reused_operand, transpose_to_output_axis, transpose_vector_axis
 from .schedule import Schedule, Stage, create_schedule
@@ -305,7 +305,9 @@ class AutoScheduler:
     # -- driver --------------------------------------------------------------------------
     def run(self) -> None:
         self.inline()
-        pads: PadCache = {}  # one padded copy per tensor, shared by the stages that read it
+        # one padded copy per tensor, shared by the stages that read it (and by the
+        # program's own, a convolution's input)
+        pads: PadCache = existing_pads(self.s)
         for st in list(self.s.stages):
             if st.attach_type == "root" and isinstance(st.op, ComputeOp) and \
                     st.op.reduce_axis and self.scatter_of(st.op) is None:

@@ -19,13 +19,25 @@ from __future__ import annotations
 
 from ..arith import Analyzer, Interval
 from ..ir import fold
-from ..ir.expr import Binary, Compare, Const, Expr, IterVar, Op, Range, Reduce, TensorRead, Var
+from ..ir.expr import (
+    Binary,
+    Compare,
+    Const,
+    Expr,
+    IterVar,
+    Op,
+    Range,
+    Reduce,
+    Select,
+    TensorRead,
+    Var,
+)
 from ..ir.tensor import ComputeOp, Tensor
 from ..ir.visit import collect_vars, post_order
 from .inline import Inliner
 from .schedule import Schedule, Stage
 
-__all__ = ["PadCache", "pad_guarded_reads"]
+__all__ = ["PadCache", "existing_pads", "pad_guarded_reads"]
 
 # a padded copy may be at most this much larger than the tensor it copies
 _MAX_GROWTH = 2.0
@@ -88,7 +100,7 @@ def pad_guarded_reads(s: Schedule, stage: Stage, lane_var: Var | None = None,
         m = _phase_stride(shifted[-1], norm)
         covering = [(c, b, a) for c, b, a in (shared or {}).get((f.tensor, m), [])
                     if all(x >= y for x, y in zip(b, before)) and
-                    all(x >= y for x, y in zip(a, after))]
+                    all(x >= y for x, y in zip(a, after)) and _computed_before(s, c, stage)]
         if covering:  # read the copy made for another stage, at its offsets
             padded, before, _ = covering[0]
             reused.add(padded)
@@ -127,6 +139,70 @@ def pad_guarded_reads(s: Schedule, stage: Stage, lane_var: Var | None = None,
             shared.setdefault(key, []).append(entry)
     s.replace_op(stage, ComputeOp(op.name, op.axis, [new_body], op.tag, op.attrs))
     return [p for p, _, _ in created]
+
+
+def existing_pads(s: Schedule) -> PadCache:
+    """The zero-padded copies ``s`` computes already (root stages: ``topi.nn.pad``'s, a
+    convolution's ``pad_temp``), as ``pad_guarded_reads`` keys its own: a gradient that
+    needs the padded input of the forward's convolution reads the forward's copy instead
+    of making another (a ResNet block's two inputs, MobileNet's expanded activation:
+    15 MB written and read again per copy)."""
+    found: PadCache = {}
+    norm = Analyzer()
+    for st in s.stages:
+        op = st.op
+        if st.attach_type == "root" and isinstance(op, ComputeOp) and op.num_outputs == 1 \
+                and not op.reduce_axis:
+            plan = _zero_pad_of(op, norm)
+            if plan is not None:
+                t, before, after = plan
+                found.setdefault((t, 1), []).append((op.output(0), before, after))
+    return found
+
+
+def _zero_pad_of(op: ComputeOp, norm: Analyzer
+                 ) -> tuple[Tensor, tuple[int, ...], tuple[int, ...]] | None:
+    """``(X, before, after)`` when ``op`` is ``X`` zero-padded by those widths (its body
+    ``select(the bounds of X, X[ax - before], 0)``, every check there and no other), else
+    None."""
+    body = op.body[0]
+    if not isinstance(body, Select) or not isinstance(body.b, Const) or body.b.value != 0 \
+            or not isinstance(body.a, TensorRead):
+        return None
+    read = body.a
+    t = read.tensor
+    if t.dtype != op.output(0).dtype or len(read.indices) != len(op.axis):
+        return None
+    before: list[int] = []
+    after: list[int] = []
+    checks: list[Expr] = []
+    for e, iv, n in zip(read.indices, op.axis, t.shape):
+        lf = norm.try_linear(norm.rewrite(e))
+        if lf is None or list(lf.terms.items()) != [(iv.var, 1)] or iv.dom.min != 0:
+            return None
+        b = -lf.const
+        a = iv.dom.extent - int(n) - b
+        if b < 0 or a < 0:
+            return None
+        before.append(b)
+        after.append(a)
+        if b:
+            checks.append(fold.compare(Op.GE, e, fold.const(0, e.dtype)))
+        if a:
+            checks.append(fold.compare(Op.LT, e, fold.const(int(n), e.dtype)))
+    have = {_range_key(norm, c) for c in fold.conjuncts(body.cond)}
+    want = {_range_key(norm, c) for c in checks}
+    if not any(before) and not any(after) or None in have or have != want:
+        return None
+    return t, tuple(before), tuple(after)
+
+
+def _computed_before(s: Schedule, copy: Tensor, stage: Stage) -> bool:
+    """Whether ``copy``'s stage runs before ``stage`` (a copy made here is inserted before
+    its first reader; one the program computed may come after a gradient's stage)."""
+    order = {st.op: k for k, st in enumerate(s.stages)}
+    at = order.get(copy.op)
+    return at is not None and at < order[stage.op]
 
 
 def _pad_plan(read: TensorRead, keys: list[tuple | None], norm: Analyzer, ranged: Analyzer
