@@ -121,6 +121,34 @@ def test_a_killed_guard_is_replaced() -> None:
     assert jobs.guard_pid() not in (None, guard)
 
 
+def test_a_guard_killed_as_the_job_comes_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Killed by someone else after this process last looked (``gone`` still says it
+    runs): the job meets a dead guard, which is no crash of LLVM's, and goes to a new
+    guard at O3, without a warning (the full suite on a busy machine built before the
+    kernel had killed the guard of ``test_a_killed_guard_is_replaced``)."""
+    _build_and_run()
+    guard = jobs.guard_pid()
+    assert guard is not None
+    os.kill(guard, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while _state(guard) not in ("Z", None) and time.monotonic() < deadline:
+        time.sleep(0.01)  # (dead, not reaped: the next ``gone`` would see it)
+    monkeypatch.setattr(jobs._Guard, "gone", lambda self: False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _build_and_run()
+    assert jobs.guard_pid() not in (None, guard)
+
+
+def _state(pid: int) -> str | None:
+    """A process's state letter from /proc (None when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
 def test_timings_of_the_guard_are_in_the_callers_table() -> None:
     with debug.timings() as t:
         _build_and_run()

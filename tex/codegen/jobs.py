@@ -27,8 +27,8 @@ guard, which is killed and replaced, and the text is compiled again with the red
 pipeline (LLVM's O1 without vectorizers and unroller: ``host.optimize``; a
 ``RuntimeWarning`` says so); if that fails too, ``InternalError`` names the functions. The
 guard's phase timings join the caller's (``debug.relay_timings``). Idle for ``GUARD_IDLE_S``
-it leaves (it holds the owner's memory as it was at the fork); a job that comes as it leaves
-goes to a new one. A process forked from the guard's owner starts its own.
+it leaves (it holds the owner's memory as it was at the fork); a job that comes as it leaves,
+or meets a guard something else killed (``SIGKILL``), goes to a new one. A process forked from the guard's owner starts its own.
 ``TEX_COMPILE_GUARD=0`` (read at import), or no ``fork``: compiled in this process.
 
 Fork safety. The children are forked while this thread holds tex's ``LLVM_LOCK`` and
@@ -435,7 +435,8 @@ GUARD = debug.env("TEX_COMPILE_GUARD") != "0"
 # (the next compile forks a new one: milliseconds)
 GUARD_IDLE_S = 5.0
 _IDLE_EXIT = 75  # its exit status then
-_RESENDS = 3  # jobs sent again to a new guard when the last one left idle as they came
+_RESENDS = 3  # jobs sent again to a new guard when the last one left idle (or was killed)
+# as they came
 
 
 def guard_deadline_s(chars: int) -> float:
@@ -570,13 +571,17 @@ class _Guard:
             debug.InternalError(f"compiling failed in the compile guard: {message}")
 
     def left(self) -> str | None:
-        """After the guard closed its pipes: ``_UNSERVED`` when it left idle (reaped
-        now), None when it died."""
+        """After the guard closed its pipes before the deadline: ``_UNSERVED`` when it
+        left idle or was killed by someone else (``SIGKILL``: this process kills a guard
+        only past its deadline; another killed it as the job came, which ``gone`` had not
+        seen yet, or the system ran out of memory), reaped now; None when it died (LLVM
+        aborts or faults: the text's doing)."""
         try:
             _, status = os.waitpid(self.pid, 0)
         except ChildProcessError:
             return None
-        return _UNSERVED if os.waitstatus_to_exitcode(status) == _IDLE_EXIT else None
+        code = os.waitstatus_to_exitcode(status)
+        return _UNSERVED if code in (_IDLE_EXIT, -signal.SIGKILL) else None
 
     def gone(self) -> bool:
         """Whether the guard has exited (reaped now)."""
