@@ -28,8 +28,9 @@ pipeline (LLVM's O1 without vectorizers and unroller: ``host.optimize``; a
 ``RuntimeWarning`` says so); if that fails too, ``InternalError`` names the functions. The
 guard's phase timings join the caller's (``debug.relay_timings``). Idle for ``GUARD_IDLE_S``
 it leaves (it holds the owner's memory as it was at the fork); a job that comes as it leaves,
-or meets a guard something else killed (``SIGKILL``), goes to a new one. A process forked from the guard's owner starts its own.
-``TEX_COMPILE_GUARD=0`` (read at import), or no ``fork``: compiled in this process.
+or meets a guard something else killed (``SIGKILL``), goes to a new one. A process forked
+from the guard's owner starts its own. ``TEX_COMPILE_GUARD=0`` (read at import), or no
+``fork``: compiled in this process.
 
 Fork safety. The children are forked while this thread holds tex's ``LLVM_LOCK`` and
 llvmlite's own lock, so no thread of the process is inside LLVM at that moment and LLVM's
