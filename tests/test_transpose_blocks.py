@@ -142,18 +142,18 @@ def test_plan_refuses_copies_within_one_buffer_and_reads_of_reports() -> None:
     outer = func.body
     assert isinstance(outer, For) and isinstance(outer.body, For)
     loop = outer.body
-    assert transpose_plan(loop, 2 * n, REGISTER_BITS) is not None
+    assert transpose_plan(loop, 2 * n) is not None
     inner = loop.body
     assert isinstance(inner, For) and isinstance(inner.body, Store)
     st = inner.body
     onto_itself = Store(X, st.index, st.value)
     same = For(loop.var, loop.min, loop.extent, loop.kind,
                For(inner.var, inner.min, inner.extent, inner.kind, onto_itself))
-    assert transpose_plan(same, 2 * n, REGISTER_BITS) is None
+    assert transpose_plan(same, 2 * n) is None
     scaled = Store(st.buffer, st.index, st.value * 2.0)  # not a plain copy
     not_copy = For(loop.var, loop.min, loop.extent, loop.kind,
                    For(inner.var, inner.min, inner.extent, inner.kind, scaled))
-    assert transpose_plan(not_copy, 2 * n, REGISTER_BITS) is None
+    assert transpose_plan(not_copy, 2 * n) is None
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -436,8 +436,9 @@ GUARD = debug.env("TEX_COMPILE_GUARD") != "0"
 # (the next compile forks a new one: milliseconds)
 GUARD_IDLE_S = 5.0
 _IDLE_EXIT = 75  # its exit status then
-_RESENDS = 3  # jobs sent again to a new guard when the last one left idle (or was killed)
-# as they came
+# a job is sent again to a new guard, at most this many times, when the last one left idle
+# or was killed (by another process) as it came
+_RESENDS = 3
 
 
 def guard_deadline_s(chars: int) -> float:

@@ -233,7 +233,7 @@ class TransposePlan:
     rows: int  # elements of one vector register: the block's side
 
 
-def transpose_plan(loop: For, max_lanes: int, vector_bits: int) -> TransposePlan | None:
+def transpose_plan(loop: For, max_lanes: int) -> TransposePlan | None:
     """The block transpose of ``loop``, or None where it does not apply: ``loop`` (serial
     or unrolled, a constant extent) runs a vectorized loop (a constant extent) that copies
     one buffer into another, reading along ``loop``'s variable and writing along its own
@@ -255,8 +255,8 @@ def transpose_plan(loop: For, max_lanes: int, vector_bits: int) -> TransposePlan
             read.tensor is store.buffer or read.tensor.dtype != store.buffer.dtype or \
             read.tensor.dtype.is_bool:
         return None
-    size = read.tensor.dtype.itemsize
-    rows = vector_bits // (8 * size)
+    # (``max_lanes`` is two vector registers of 32-bit lanes)
+    rows = 2 * max_lanes // read.tensor.dtype.itemsize
     e_outer, e_inner = int(loop.extent.value), int(inner.extent.value)
     if rows < 2 or e_outer % rows or e_inner % rows:
         return None
@@ -479,8 +479,7 @@ class VectorEmitter(FunctionEmitter):
                 return
             self.m.notes.append(f"scalar {s.var.name}: {reason}")
         elif not self.lanes:
-            # (``max_lanes`` is two vector registers of 32-bit lanes)
-            plan = transpose_plan(s, self.m.max_lanes, 16 * self.m.max_lanes)
+            plan = transpose_plan(s, self.m.max_lanes)
             if plan is not None:
                 self.transposed(plan)
                 return

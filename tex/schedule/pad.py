@@ -17,6 +17,8 @@ compute). The other reads of the body must stay in bounds without the dropped co
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..arith import Analyzer, Interval
 from ..ir import fold
 from ..ir.expr import (
@@ -175,7 +177,6 @@ def _zero_pad_of(op: ComputeOp, norm: Analyzer
         return None
     before: list[int] = []
     after: list[int] = []
-    checks: list[Expr] = []
     for e, iv, n in zip(read.indices, op.axis, t.shape):
         lf = norm.try_linear(norm.rewrite(e))
         if lf is None or list(lf.terms.items()) != [(iv.var, 1)] or iv.dom.min != 0:
@@ -186,10 +187,8 @@ def _zero_pad_of(op: ComputeOp, norm: Analyzer
             return None
         before.append(b)
         after.append(a)
-        if b:
-            checks.append(fold.compare(Op.GE, e, fold.const(0, e.dtype)))
-        if a:
-            checks.append(fold.compare(Op.LT, e, fold.const(int(n), e.dtype)))
+    checks = _bound_checks(read.indices, t.shape, [b > 0 for b in before],
+                           [a > 0 for a in after])
     have = {_range_key(norm, c) for c in fold.conjuncts(body.cond)}
     want = {_range_key(norm, c) for c in checks}
     if not any(before) and not any(after) or None in have or have != want:
@@ -256,14 +255,26 @@ def _pad_tensor(t: Tensor, before: tuple[int, ...], after: tuple[int, ...], m: i
         coords = [*coords[:-2], fold.binary(Op.ADD, fold.binary(
             Op.MUL, x2, fold.const(m, x2.dtype)), phase)]
     src = [fold.binary(Op.SUB, x, b) if b else x for x, b in zip(coords, before)]
-    checks: list[Expr] = []
-    for d, (x, n, b, a) in enumerate(zip(src, t.shape, before, after)):
-        if b:
-            checks.append(fold.compare(Op.GE, x, fold.const(0, x.dtype)))
-        if a or (m > 1 and d == len(src) - 1):
-            checks.append(fold.compare(Op.LT, x, fold.const(n, x.dtype)))
+    # (stored by phase, the last axis may also run past the end)
+    checks = _bound_checks(src, t.shape, [b > 0 for b in before],
+                           [a > 0 or (m > 1 and d == len(src) - 1)
+                            for d, a in enumerate(after)])
     value = fold.select(fold.conjoin(checks), TensorRead(t, src), fold.const(0, t.dtype))
     return ComputeOp(f"{t.name}.pad", axes, [value], tag="pad").output(0)
+
+
+def _bound_checks(src: Sequence[Expr], shape: Sequence[int], low: Sequence[bool],
+                  high: Sequence[bool]) -> list[Expr]:
+    """The checks a zero-padded copy's read ``X[src]`` needs: ``src[d] >= 0`` where
+    ``low[d]``, ``src[d] < shape[d]`` where ``high[d]`` (``_pad_tensor`` makes them,
+    ``_zero_pad_of`` recognizes them)."""
+    checks: list[Expr] = []
+    for x, n, lo, hi in zip(src, shape, low, high):
+        if lo:
+            checks.append(fold.compare(Op.GE, x, fold.const(0, x.dtype)))
+        if hi:
+            checks.append(fold.compare(Op.LT, x, fold.const(int(n), x.dtype)))
+    return checks
 
 
 def _phase_stride(e: Expr, an: Analyzer) -> int:
