@@ -16,12 +16,11 @@ total (wall clock, and the CPU time: steadier when other processes share the
 machine) and of each phase (``lower`` with its passes, ``legalize``, ``llvm.emit``: building
 the LLVM IR in Python, ``llvm.print``: its text, ``llvm.split``: cutting a large module
 into parts, ``llvm.parse``, ``llvm.opt``: LLVM's optimization pipeline, ``llvm.codegen``:
-machine code, ``llvm.wait``: waiting for the parts compiled by child processes,
-``llvm.link``: loading the parts' objects; with parts, the LLVM phases count only the
-parts compiled by this process), then the forward's total, and the number
+machine code (these three of a module compiled whole, its worker's timings relayed),
+``llvm.wait``: waiting for the parts of a split module compiled by the workers,
+``llvm.link``: loading the parts' objects), then the forward's total, and the number
 of lines of the gradient's unoptimized LLVM IR. The CPU column counts this process and
-its compiling children: above the wall clock when they
-ran at once.
+its compile workers: above the wall clock when they ran at once.
 
     python benchmarks/compile_time.py                     # every program, 3 repetitions
     python benchmarks/compile_time.py --only attention cnn --repeat 5
@@ -106,18 +105,16 @@ def _phases(t: debug.Timings, total: float) -> dict[str, float]:
 
 
 def _cpu_seconds() -> float:
-    """CPU seconds of this process, of its children that have ended (the processes
-    compiling a split module's parts: ``tex.codegen.jobs``) and of the compile guard so far
-    (the child compiling what this process would: it ends only with this process)."""
+    """CPU seconds of this process, of its children that have ended (compile workers
+    stopped) and of the compile workers running (``tex.codegen.jobs``: they live on between
+    compiles)."""
     t = os.times()
-    return t.user + t.system + t.children_user + t.children_system + _guard_cpu_seconds()
+    return t.user + t.system + t.children_user + t.children_system + \
+        sum(_process_cpu_seconds(pid) for pid in jobs.worker_pids())
 
 
-def _guard_cpu_seconds() -> float:
-    """CPU seconds of the running compile guard (0 when none runs)."""
-    pid = jobs.guard_pid()
-    if pid is None:
-        return 0.0
+def _process_cpu_seconds(pid: int) -> float:
+    """CPU seconds of process ``pid`` so far (0 when it is gone)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:

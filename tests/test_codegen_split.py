@@ -249,7 +249,7 @@ def test_streamed_build_equals_whole_build(streamed_builds: DiskCache,
     whole, the code the same bit for bit."""
     with debug.timings() as t:
         f, args = _build()
-    streamed = [name for name, _, _ in t.rows].count("llvm.fork")  # a child per part
+    streamed = [name for name, _, _ in t.rows].count("llvm.submit")  # one per part sent
     assert streamed >= 1 and _parts(f) >= streamed + 1
     out = _run(f, args)
     monkeypatch.setattr(jobs, "COMPILE_JOBS", 1)
@@ -257,7 +257,7 @@ def test_streamed_build_equals_whole_build(streamed_builds: DiskCache,
     streamed_builds.clear()
     with debug.timings() as t:
         whole, args = _build()
-    assert _parts(whole) == 1 and "llvm.fork" not in [name for name, _, _ in t.rows]
+    assert _parts(whole) == 1 and "llvm.submit" not in [name for name, _, _ in t.rows]
     assert f.get_source("ll.raw") == whole.get_source("ll.raw")
     for a, b in zip(out, _run(whole, args)):
         np.testing.assert_array_equal(a, b)
@@ -276,7 +276,7 @@ def test_streamed_module_with_run_time_checks(streamed_builds: DiskCache) -> Non
     dW, = tex.differentiate(L, [W]).result
     with debug.timings() as t:
         f = tex.build(auto_schedule([L, dW], target="llvm"), [W, ix, L, dW], name="gather")
-    assert [name for name, _, _ in t.rows].count("llvm.fork") >= 1
+    assert [name for name, _, _ in t.rows].count("llvm.submit") >= 1
     assert 'define internal void @"gather.report"' in f.get_source("ll.raw")
     rng = np.random.default_rng(3)
     w = rng.standard_normal((rows, m)).astype(np.float32)
@@ -329,7 +329,7 @@ def test_failed_lowering_of_a_later_nest_leaves_no_streaming_child(
     fds = _settled()
     with debug.timings() as t, pytest.raises(RuntimeError, match="a pass failed"):
         _build("failing_pass")
-    assert [name for name, _, _ in t.rows].count("llvm.fork") >= 1  # (children had parts)
+    assert [name for name, _, _ in t.rows].count("llvm.submit") >= 1  # (workers had parts)
     assert _settled() == fds
 
 
@@ -344,7 +344,7 @@ def test_streamed_build_of_a_cached_kernel_drops_what_it_started(
     with debug.timings() as t:
         g, args = _build()  # new placeholders, the same function
     rows = [name for name, _, _ in t.rows]
-    assert rows.count("llvm.fork") >= 1 and "llvm.wait" not in rows and "llvm.opt" not in rows
+    assert rows.count("llvm.submit") >= 1 and "llvm.wait" not in rows and "llvm.opt" not in rows
     assert g._kernel is f._kernel
     assert _settled() == fds
     _run(g, args)
@@ -363,44 +363,37 @@ def _fork_fails() -> int:
     raise OSError("no more processes")
 
 
-def _drain(queue: int) -> None:
-    """Take every part left in the queue (one byte each) and compile none of them."""
-    while os.read(queue, 1):
-        pass
-
-
-def _child_exits(texts: list[str], queue: int, fd: int) -> None:
-    _drain(queue)
+# the jobs a failing worker runs in place of ``compile_part`` (looked up there by name)
+def _worker_exits(text: str, reduced: bool) -> object:
     os._exit(3)
 
 
-def _child_garbles(texts: list[str], queue: int, fd: int) -> None:
-    _drain(queue)
-    os.write(fd, b"\1" * 40)
-    os._exit(0)
+def _worker_replies_garbage(text: str, reduced: bool) -> object:
+    return "not a compiled part"
 
 
-def _child_hangs(texts: list[str], queue: int, fd: int) -> None:
-    _drain(queue)
+def _worker_hangs(text: str, reduced: bool) -> object:
     time.sleep(60)
-    os._exit(0)
+    return None
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["split", "streamed"])
 @pytest.mark.parametrize("failure", ["fork", "exit", "garbage", "hang"])
-def test_failed_child_part_compiles_here(split_builds: DiskCache,
-                                         monkeypatch: pytest.MonkeyPatch,
-                                         failure: str, stream: bool) -> None:
-    """Whatever parts the failing children took (streamed ones too) are compiled in this
-    process: all of them."""
+def test_failed_worker_part_compiles_again(split_builds: DiskCache,
+                                           monkeypatch: pytest.MonkeyPatch,
+                                           failure: str, stream: bool) -> None:
+    """Whatever parts failing workers took (streamed ones too) are compiled again under
+    ``compile_guarded``: all of them; without ``fork``, all of them here."""
     if stream:
         monkeypatch.setattr(codegen_llvm, "STREAM_MIN_CHARS", 0)
         monkeypatch.setattr(codegen_llvm, "STREAM_MAX_CHARS", 0)
+    jobs.stop_guard()  # (no worker forked before the patches)
     if failure == "fork":
         monkeypatch.setattr(os, "fork", _fork_fails)
     else:
-        child = {"exit": _child_exits, "garbage": _child_garbles, "hang": _child_hangs}
-        monkeypatch.setattr(jobs, "_child_main", child[failure])
+        job = {"exit": _worker_exits, "garbage": _worker_replies_garbage,
+               "hang": _worker_hangs}[failure]
+        monkeypatch.setattr(jobs, "PART_JOB", (__name__, job.__name__))
         monkeypatch.setattr(jobs, "CHILD_WAIT_MIN_S", 0.5)
         monkeypatch.setattr(jobs, "CHILD_WAIT_FACTOR", 0.0)
     here: list[tuple[str, bool]] = []
@@ -409,12 +402,28 @@ def test_failed_child_part_compiles_here(split_builds: DiskCache,
         here.append((t, reduced_first)), guarded(t, reduced_first))[1])
     start = time.monotonic()
     f, args = _build()
-    assert time.monotonic() - start < 30  # a hung child is killed, never waited for
+    assert time.monotonic() - start < 30  # a hung worker is killed, never waited for
     assert len(here) == _parts(f) >= 2
-    # a late child's parts (maybe one that makes LLVM hang) go to the reduced pipeline
+    # a late worker's parts (maybe one that makes LLVM hang) go to the reduced pipeline
     assert any(reduced for _, reduced in here) == (failure == "hang")
     _run(f, args)
-    _settled()  # every child reaped: no zombie left
+    _settled()  # every worker reaped: no zombie left
+
+
+def test_parts_compile_on_kept_workers(split_builds: DiskCache) -> None:
+    """The parts of one module, and of the next, go to the same workers (no process
+    forked per part): at most ``TEX_COMPILE_JOBS`` of them, all alive after the builds."""
+    jobs.stop_guard()
+    f, args = _build()
+    assert _parts(f) >= 2
+    first = jobs.worker_pids()
+    assert 1 <= len(first) <= jobs.COMPILE_JOBS
+    jit.clear_cache()
+    split_builds.clear()
+    g, args = _build()
+    assert jobs.worker_pids() == first
+    _run(g, args)
+    _settled()
 
 
 def test_disk_cache_round_trip_of_a_split_module(split_builds: DiskCache) -> None:

@@ -133,7 +133,7 @@ def test_a_guard_killed_as_the_job_comes_is_replaced(monkeypatch: pytest.MonkeyP
     deadline = time.monotonic() + 10
     while _state(guard) not in ("Z", None) and time.monotonic() < deadline:
         time.sleep(0.01)  # (dead, not reaped: the next ``gone`` would see it)
-    monkeypatch.setattr(jobs._Guard, "gone", lambda self: False)
+    monkeypatch.setattr(jobs._Worker, "gone", lambda self: False)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _build_and_run()
@@ -189,7 +189,7 @@ def test_a_fork_while_another_thread_compiles_leaves_the_child_able_to_compile()
     held, release = threading.Event(), threading.Event()
 
     def compile_holding_the_lock() -> None:
-        with jobs._GUARDS.lock:
+        with jobs._POOL.lock:
             held.set()
             release.wait(10)
 
@@ -234,8 +234,8 @@ def test_the_guard_works_past_descriptor_1023() -> None:
         while len(held) < 1100 and (not held or held[-1] < 1030):
             held.append(os.open(os.devnull, os.O_RDONLY))
         _build_and_run()  # the guard starts now, its pipes numbered past 1,023
-        guard = jobs._GUARDS.guard
-        assert guard is not None and min(guard.requests, guard.replies) > 1023
+        guard = jobs._POOL.workers[0]
+        assert min(guard.requests, guard.replies) > 1023
     finally:
         jobs.stop_guard()
         for fd in held:
@@ -269,16 +269,16 @@ def test_a_job_sent_as_the_guard_leaves_idle_goes_to_a_new_one(
     """The guard leaves idle just as a job comes (its pipe is already closed, or it exits
     before reading it): the job is sent again to a new guard, not counted as a crash."""
     monkeypatch.setattr(jobs, "GUARD_IDLE_S", 0.1)
-    ask = jobs._Guard.ask
+    ask = jobs._Worker.ask
     calls: list[int] = []
 
-    def late(self: jobs._Guard, job: object, deadline: float) -> object:
+    def late(self: jobs._Worker, job: object, deadline: float) -> object:
         calls.append(self.pid)
         if len(calls) == 1:
             time.sleep(0.5)  # the new guard's idle time runs out first
         return ask(self, job, deadline)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(jobs._Guard, "ask", late)
+    monkeypatch.setattr(jobs._Worker, "ask", late)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # not a failed compile: no reduced pipeline
         _build_and_run()

@@ -61,9 +61,10 @@ ENVIRONMENT: dict[str, str] = {
     "OMP_NUM_THREADS": "libgomp's thread count (clamped like TEX_NUM_THREADS)",
     "GOMP_SPINCOUNT": "spins of an idle libgomp thread before it sleeps (tex's default: 1000)",
     "OMP_WAIT_POLICY": "libgomp's waiting: active or passive (set: tex's default is not used)",
-    "TEX_COMPILE_JOBS": "processes compiling the parts of a large module at once (1: none)",
+    "TEX_COMPILE_JOBS": "compile workers compiling the parts of a large module at once "
+                        "(1: every module whole)",
     "TEX_COMPILE_GUARD": "0: LLVM compiles in this process, without a deadline (read at "
-                         "import; default 1: in a child process, killed and retried with a "
+                         "import; default 1: in compile workers, killed and retried with a "
                          "reduced pipeline when it crashes or runs past its deadline)",
     "TEX_JIT_CACHE": "entries of the in-process compile cache, read at import (0: none)",
     "TEX_CACHE_DIR": "the disk compile cache's directory ('' or 'none': no disk cache)",
@@ -343,7 +344,7 @@ def timings() -> Iterator[Timings]:
 
 
 def relay_timings(rows: Sequence[tuple[str, int, float]]) -> None:
-    """Add the rows of phases another process timed (the compile guard:
+    """Add the rows of phases another process timed (a compile worker:
     ``tex.codegen.jobs``) to the table being collected, nested in the phases open here."""
     record = _TIMINGS.get()
     if record is not None:

@@ -4,9 +4,9 @@
 unoptimized IR text, the optimized IR (O3, new pass manager, a target machine for the host
 CPU name and features: ``tex.codegen.host``), the assembly on request, and the object code
 to load. ``emit_llvm`` gives the unoptimized IR text alone. LLVM optimizes and compiles no
-module in this process: a module compiles in the guard (``jobs.compile_guarded``), a child
-process with a deadline, so that LLVM crashing or never finishing on some IR cannot take the
-caller with it.
+module in this process: a module compiles on a compile worker (``jobs.compile_guarded``),
+a child process with a deadline, so that LLVM crashing or never finishing on some IR cannot
+take the caller with it.
 
 ABI: one function ``void @<name>(...)``, one parameter per ``func.params`` entry in order,
 then the caller's error record (``tex.codegen.module``): a ``BufferParam`` is a pointer
@@ -21,7 +21,7 @@ nests), over ``VectorEmitter`` (``vector.py``: vectorized loops) over ``Function
 A large module (``SPLIT_MIN_CHARS`` characters of IR text or more, with several
 ``TEX_COMPILE_JOBS``) is split into ``PARTS_PER_JOB`` parts per process (``split.py``: the
 entry and its outlined functions in runs of about equal size) that are optimized and turned
-into object code by parallel processes (``jobs.py``); the ``CompiledModule`` then holds
+into object code by the compile workers at once (``jobs.py``); the ``CompiledModule`` then holds
 the parts' object files, which the JIT loads into one engine, and its optimized IR and
 assembly are the parts' texts one after the other (each part a module of its own:
 ``; ModuleID`` starts the next). The unoptimized text (``get_source("ll.raw")``) is
@@ -30,12 +30,12 @@ always the whole module as emitted.
 With several jobs, the compiling starts while the module is still being emitted
 (``_Streamer``): the functions emitted whole (outlined nests and parallel bodies, which
 finish before their callers) go in parts of ``STREAM_MIN_CHARS`` to ``STREAM_MAX_CHARS``
-to a child forked for each part whenever one is free, and the final split shares out what
-is left. ``compile_nests`` takes the function's top-level nests from a generator:
+to a compile worker whenever one is free, and the final split shares out what is
+left. ``compile_nests`` takes the function's top-level nests from a generator:
 ``tex.build`` lowers each root stage's nest only when the emitter asks for it, so the
-child compiles the first nests while Python runs the passes of the next. LLVM takes
+worker compiles the first nests while Python runs the passes of the next. LLVM takes
 about three times as long over a function as Python takes to lower, emit and print it, so
-the child works through part of the module instead of idling. (A background thread was
+the worker works through part of the module instead of idling. (A background thread was
 tried earlier and removed: llvmlite holds one lock around every call into LLVM, so it
 saved no wall time.)
 
@@ -71,14 +71,14 @@ __all__ = ["CompiledModule", "emit_llvm", "emit_module", "emit_nests", "top_nest
 # 0.230 s, 52 KB 0.276 -> 0.220 s, 174 KB 0.907 -> 0.683 s (at the old 200 KB threshold
 # that one compiled whole); the CPU time grows by 20-30% on small modules
 SPLIT_MIN_CHARS = 16_000
-# parts per compiling process: enough for the shared queue to even out parts of unequal
+# parts per compile worker: enough for the shared queue to even out parts of unequal
 # cost, few enough that each part's fixed cost (its declarations, copied helpers, a pass
 # pipeline) stays small
 PARTS_PER_JOB = 3
-# functions emitted whole go to a child compiling them while the rest is emitted
+# functions emitted whole go to a worker compiling them while the rest is emitted
 # (``_Streamer``) in parts of at least STREAM_MIN_CHARS and at most STREAM_MAX_CHARS of IR
 # text (one function larger than that goes alone): LLVM takes about three times as long
-# over a function as emitting and printing it, so the child keeps busy with small parts
+# over a function as emitting and printing it, so the worker keeps busy with small parts
 # and the functions it has no time for are left to the final split, shared by all
 STREAM_MIN_CHARS = SPLIT_MIN_CHARS
 STREAM_MAX_CHARS = 48_000
@@ -247,7 +247,7 @@ class _Streamer:
     emitted, and assembles the module text from the texts printed on the way.
 
     A part holds the finished functions not sent yet, in emission order, up to
-    ``STREAM_MAX_CHARS``; it is sent when a child is free and it has at least
+    ``STREAM_MAX_CHARS``; it is sent when a worker is free and it has at least
     ``STREAM_MIN_CHARS`` (``split.part_text``: the declarations so far, one for each
     function an earlier part placed, the helpers it calls). Callees finish before their
     callers, so a part never calls a function a later part places."""
@@ -338,7 +338,7 @@ class _Streamer:
 
 
 def _split(text: str, n_jobs: int, placed: frozenset[str]) -> Split | None:
-    """``text`` in ``n_jobs`` parts when it is large enough and children may compile
+    """``text`` in ``n_jobs`` parts when it is large enough and workers may compile
     them, or when parts of it were streamed already (``placed``: their functions); None
     otherwise."""
     if not placed and (n_jobs < 2 or len(text) < SPLIT_MIN_CHARS or not jobs.can_fork()):
@@ -410,7 +410,7 @@ def compile_nests(func: LoweredFunc, allocs: Sequence[Allocate], nests: Iterable
             stream.abandon()
             return None
     except BaseException:
-        stream.abandon()  # no child outlives a failed emission
+        stream.abandon()  # no worker goes on with a failed emission's parts
         raise
     m.on_placed = None
     with debug.timed("llvm.print"):

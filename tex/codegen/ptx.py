@@ -27,7 +27,7 @@ differs on a GPU:
 - ``sqrt`` is ``llvm.sqrt`` (``sqrt.rn``, correctly rounded), ``floor``/``ceil``/``trunc``/
   ``round`` and ``abs`` are LLVM intrinsics NVPTX lowers to single instructions.
 
-LLVM's pipeline and the NVPTX backend run in the compile guard (``tex.codegen.jobs``): a
+LLVM's pipeline and the NVPTX backend run on a compile worker (``tex.codegen.jobs``): a
 child process with a deadline, retried with a reduced pipeline when LLVM crashes or never
 finishes. ``assemble(ptx, arch)`` runs ``ptxas`` (when installed) to check a module and return the
 cubin. ``TEX_DUMP=ptx.llvm,ptx.llvm.opt,ptx`` prints the stages.
@@ -363,7 +363,7 @@ def optimized_ptx(text: str, target: CudaTarget, libdevice: str | None,
                   kernels: frozenset[str], reduced: bool = False) -> tuple[str, str]:
     """The optimized LLVM IR and the PTX of NVPTX IR ``text`` (``libdevice``'s bitcode
     linked in when it calls it; every function but ``kernels`` made internal), in this
-    process (``compile_ptx`` runs it in the compile guard, ``tex.codegen.jobs.guarded``).
+    process (``compile_ptx`` runs it on a compile worker, ``tex.codegen.jobs.guarded``).
     ``reduced``: LLVM's O1 without its unroller, for IR whose O3 crashed or never ended."""
     # a context of its own, freed with the module (the module holds it): LLVM's global one
     # would keep every module's uniqued constants and metadata for good
