@@ -60,11 +60,11 @@ def os_threads() -> int:
 
 def child_pids() -> list[int]:
     """Processes (zombies included) whose parent is this process, but for the compile
-    guard (``tex.codegen.jobs``: a child meant to live as long as this process)."""
+    workers (``tex.codegen.jobs``: children kept between compiles)."""
     me, kids = os.getpid(), []
-    guard = jobs.guard_pid()
+    workers = set(jobs.worker_pids())
     for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == guard:
+        if not entry.isdigit() or int(entry) in workers:
             continue
         try:
             stat = Path("/proc", entry, "stat").read_text()
