@@ -74,6 +74,7 @@ from .inline import Inliner
 from .pad import PadCache, existing_pads, pad_guarded_reads
 from .phase import polyphase, split_phases
 from .relayout import transpose_reused_operand, transpose_to_output_axis, transpose_vector_axis
+from .rows import fuse_rows
 from .schedule import Schedule, Stage, create_schedule
 
 __all__ = ["auto_schedule", "PARALLEL_MIN_WORK"]
@@ -325,6 +326,8 @@ class AutoScheduler:
             if st.attach_type != "root" or not isinstance(st.op, ComputeOp):
                 continue
             self.schedule_stage(st)
+        # the passes over one row in one loop (softmax, layer norm)
+        fuse_rows(self.s, self.info, self.inliner.expand, _cost, self.stage_lanes)
 
     # -- 1. inlining ---------------------------------------------------------------------
     def inline(self) -> None:
