@@ -97,6 +97,12 @@ _OUTER_PRODUCT_MIN_REUSE = 512
 # is computed over transposed copies with a long axis innermost (a 7 x 7 convolution of a
 # batch of 8: 50 -> 67 GFLOP/s; of 1 or 2 images, copying the weight every call loses)
 _SHORT_ROW_MIN_REUSE = 256
+# short contiguous rows are summed in place rather than over transposed copies unless the
+# reduction reads each copied element at least this often: a copy is a pass of its own (a
+# read and a write), which a sum reading each element once (a batch norm's per-channel
+# sums over 28 x 28 images) never earns back (its gradient at 8 x 64 x 28 x 28: 0.54 ->
+# 0.39 ms in place)
+_SHORT_ROW_COPY_REUSE = 2
 # partial results of a reduction summed in blocks (``reduction_blocks``) at most this big
 _PARTIALS_MAX_BYTES = 16 << 20
 # the times a reduce-vector tile's rows must be streamed before they are summed in blocks
@@ -406,11 +412,12 @@ class AutoScheduler:
             return
         if single and vred is not None and vred.dom.extent < 4 * lanes and \
                 last.dom.extent < lanes and _work(op) >= _RELAYOUT_MIN_WORK and \
-                self.relayout(st, lanes):
+                self.relayout(st, lanes, min_copy_reuse=_SHORT_ROW_COPY_REUSE):
             # short contiguous rows (a 14 x 14 or 28 x 28 image's: the partial sums waste
             # lanes and are added up per output point) and no long last axis: a long output
             # axis innermost, over transposed copies (measured on ResNet's weight gradients:
-            # 3x faster at 14, 1.5x at 28, even at 56)
+            # 3x faster at 14, 1.5x at 28, even at 56), when the copies are read more than
+            # once per element
             return
         if single and vred is not None and last.dom.extent >= 2 * lanes and \
                 _work(op) >= _RELAYOUT_MIN_WORK:
@@ -454,11 +461,13 @@ class AutoScheduler:
         st.vectorize(li)
         self.parallel_outer(st, [*op.axis[:-1], lo])
 
-    def relayout(self, st: Stage, lanes: int, min_reuse: int = 0) -> bool:
+    def relayout(self, st: Stage, lanes: int, min_reuse: int = 0,
+                 min_copy_reuse: int = 0) -> bool:
         """No axis to vectorize in place (a weight gradient over a small image): compute
         the reduction with a long output axis innermost, over transposed copies of the
         inputs that read it along a strided dimension (``relayout.py``)."""
-        new = transpose_vector_axis(self.s, st, self.expanded(st.op)[0], lanes, min_reuse)
+        new = transpose_vector_axis(self.s, st, self.expanded(st.op)[0], lanes, min_reuse,
+                                    min_copy_reuse)
         if new is None:
             return False
         for stage in new:

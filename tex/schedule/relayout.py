@@ -32,11 +32,13 @@ _LONG_ROW = 1024
 
 
 def transpose_vector_axis(s: Schedule, stage: Stage, body: Expr, lanes: int,
-                          min_reuse: int = 0) -> list[Stage] | None:
+                          min_reuse: int = 0, min_copy_reuse: int = 0
+                          ) -> list[Stage] | None:
     """Rewrite root ``stage`` (its reduction ``body``, inlined producers expanded) so that
     an output axis of at least ``lanes`` points that is not its last is computed innermost
     (see the module doc), when the stage visits each element of the copies at least
-    ``min_reuse`` times. Returns the new stages to schedule, producers first (the
+    ``min_reuse`` times in all, and each element of the largest copy at least
+    ``min_copy_reuse`` times. Returns the new stages to schedule, producers first (the
     transposed copies, the permuted reduction, then ``stage`` itself, now the copy back),
     or None when no axis qualifies."""
     op = stage.op
@@ -58,7 +60,8 @@ def transpose_vector_axis(s: Schedule, stage: Stage, body: Expr, lanes: int,
     if best is None:
         return None
     visits = math.prod(iv.dom.extent for iv in (*op.axis, *body.axis))
-    if visits < min_reuse * best[0]:
+    largest = max(math.prod(int(n) for n in t.shape) for t in best[3])
+    if visits < max(min_reuse * best[0], min_copy_reuse * largest):
         return None
     _, _, a, moves = best
     return _rewrite(s, stage, body, a, moves)
