@@ -72,7 +72,7 @@ from ..target import CPUInfo, CudaTarget, cpu_info, parse_cuda_target, target_ki
 from .axes import CODECS, Fuse
 from .inline import Inliner
 from .pad import PadCache, existing_pads, pad_guarded_reads
-from .phase import polyphase, split_phases
+from .phase import deinterleave, polyphase, split_phases
 from .relayout import transpose_reused_operand, transpose_to_output_axis, transpose_vector_axis
 from .rows import fuse_rows
 from .schedule import Schedule, Stage, create_schedule
@@ -328,6 +328,8 @@ class AutoScheduler:
                 # element-wise stages)
                 for target in [st] if phases is None else [self.s[t] for t in phases]:
                     pad_guarded_reads(self.s, target, self.vector_var(target), pads)
+                    # a strided read along the vector axis: read a copy by phase instead
+                    deinterleave(self.s, target, self.stage_lanes(target))
         for st in list(self.s.stages):
             if st.attach_type != "root" or not isinstance(st.op, ComputeOp):
                 continue
