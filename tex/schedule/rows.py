@@ -116,7 +116,7 @@ def _reads_row(x: Stage, t: object, m: int, expand: Callable[[Expr], Expr]) -> b
     own = [iv.var for iv in x.op.axis[:m]]
     for e in x.op.body:
         for node in post_order(expand(e)):
-            if isinstance(node, TensorRead) and node.tensor == t:
+            if isinstance(node, TensorRead) and node.tensor is t:
                 if len(node.indices) != m or \
                         any(not (isinstance(i, Var) and i is v) for i, v in zip(node.indices, own)):
                     return False
@@ -144,9 +144,7 @@ def _members(s: Schedule, stages: list[Stage], c: Stage, m: int,
                 not _reads_row(x, t, m, expand) for x in readers):
             continue
         children = [x for x in stages if x.attach_stage is r]
-        spatial = set(r.op.axis)
-        if any(x.attach_ivar is None or x.attach_ivar.kind == "reduce" or
-               not _over(r, x.attach_ivar, spatial) for x in children):
+        if any(x.attach_ivar is None or not _over(r, x.attach_ivar) for x in children):
             continue
         group.add(r)
         found.append(r)
@@ -154,7 +152,7 @@ def _members(s: Schedule, stages: list[Stage], c: Stage, m: int,
     return found
 
 
-def _over(r: Stage, iv: IterVar, spatial: set[IterVar]) -> bool:
+def _over(r: Stage, iv: IterVar) -> bool:
     """Whether leaf ``iv`` of ``r`` and every leaf outside it run over spatial axes only."""
     for leaf in r.leaf_iter_vars:
         if leaf.kind == "reduce":
