@@ -20,7 +20,10 @@ decided from the index maps of each stage's reads (no search, no timing):
      tile is packed contiguously, the output axes it does not use run inside the panel
      loop, and a reduction too long for the panel to stay in L2 is summed in blocks
      (``rfactor`` of its outer axis, then the partials added). An input whose rows the
-     tile reads a page apart per reduction step gets a transposed copy first.
+     tile reads a page apart per reduction step gets a transposed copy first. A column
+     sum with no second axis to unroll (a bias gradient) is summed in blocks of whole
+     rows in parallel, each into a partial row kept in L1 (``column_blocks``), instead of
+     column tiles that read a short run of every row.
    * *reduce-vector*: a reduction axis is the contiguous one (``A @ B.T``, row sums,
      softmax's max). It is split by the lanes and ``rfactor``-ed into vector partial sums
      (float addition is not reassociated otherwise), blocked over two output axes that
@@ -105,6 +108,12 @@ _SHORT_ROW_MIN_REUSE = 256
 _SHORT_ROW_COPY_REUSE = 2
 # partial results of a reduction summed in blocks (``reduction_blocks``) at most this big
 _PARTIALS_MAX_BYTES = 16 << 20
+# column sums summed in blocks of whole rows (``column_blocks``): at least this many rows,
+# rows of at least this many vector tiles, and a row of partial sums small enough to stay
+# in the L1 (32 KiB on every x86 core) while a block streams its rows past it
+_COLUMN_MIN_ROWS = 64
+_COLUMN_MIN_TILES = 4
+_COLUMN_ROW_MAX_BYTES = 16 << 10
 # the times a reduce-vector tile's rows must be streamed before they are summed in blocks
 _BLOCK_MIN_STREAMS = 64
 # full reductions shorter than this stay one serial (vectorized) loop
@@ -737,6 +746,8 @@ class AutoScheduler:
         work = _work(op)
         if i is not None and self.reduction_blocks(st, bj):
             return
+        if i is None and self.column_blocks(st, j, reads, lanes, work):
+            return
         if i is not None and op.reduce_axis and isinstance(op.body[0], Reduce):
             copies = transpose_reused_operand(self.s, st, self.expanded(op)[0], i.var,
                                               [r.var for r in op.reduce_axis],
@@ -862,6 +873,48 @@ class AutoScheduler:
         ko, _ = st.split(r0, nparts=blocks)
         part = self.s.rfactor(op.output(0), ko, factor_axis=0)
         self.schedule_stage(self.s[part])
+        self.schedule_stage(self.s[op.output(0)])
+        return True
+
+    def column_blocks(self, st: Stage, j: IterVar, reads: list[_Read], lanes: int,
+                      work: int) -> bool:
+        """Column sums (``dbeta = sum_i H[i, :]``, a bias gradient): a long reduction
+        whose inputs carry the vector axis ``j`` in their contiguous index and the outer
+        reduction axis in another one. Split over column tiles, each thread read one tile
+        of every row, a short run a whole row apart (4 KiB for 1,024 floats): every access
+        missed, at a quarter of the memory's bandwidth. Instead the rows are summed in
+        blocks (rfactor of the outer reduction axis, blocks in parallel): each block walks
+        its rows whole, adding each into its partial row (in L1), and the partials are
+        added at the end. Returns whether it did (and scheduled both stages)."""
+        op = st.op
+        if op.num_outputs != 1 or not isinstance(op.body[0], Reduce) or \
+                op.body[0].combiner.name != "sum" or st.relations or not op.reduce_axis:
+            return False
+        r0 = op.reduce_axis[0]
+        nbytes = max(1, op.output(0).dtype.bits // 8)
+        carriers = [r for r in reads if r.last.get(j.var) == 1]
+        if not carriers or work < PARALLEL_MIN_WORK or r0.dom.extent < _COLUMN_MIN_ROWS or \
+                j.dom.extent % lanes or j.dom.extent < _COLUMN_MIN_TILES * lanes or \
+                _size(op) * nbytes > _COLUMN_ROW_MAX_BYTES or \
+                any(r0.var not in r.uses or r0.var in r.last for r in carriers):
+            return False
+        # blocks of equal size (no guard in the sum), enough to share among the cores
+        want = max(2, 2 * self.cores)
+        blocks = next((b for b in range(want, r0.dom.extent + 1) if r0.dom.extent % b == 0),
+                      r0.dom.extent)
+        if blocks * _size(op) * nbytes > _PARTIALS_MAX_BYTES:
+            return False
+        ko, _ = st.split(r0, nparts=blocks)
+        part = self.s.rfactor(op.output(0), ko, factor_axis=0)
+        pst = self.s[part]
+        pop = pst.op
+        pj = pop.axis[1 + list(op.axis).index(j)]
+        jo, ji = pst.split(pj, factor=lanes)
+        spatial = [a for a in pop.axis[1:] if a is not pj]
+        pst.reorder(pop.axis[0], *pop.reduce_axis, *spatial, jo, ji)
+        pst.vectorize(ji)
+        if self.cores >= 2:
+            pst.parallel(pop.axis[0])
         self.schedule_stage(self.s[op.output(0)])
         return True
 
