@@ -864,17 +864,25 @@ class AutoScheduler:
         r0 = op.reduce_axis[0]
         if panel <= self.info.l2_bytes // 2 or r0.dom.extent < 2:
             return False
-        need = -(-panel // (self.info.l2_bytes // 4))
-        # the fewest blocks of equal size at least that many (no guard in the sum)
-        blocks = next((b for b in range(need, r0.dom.extent + 1) if r0.dom.extent % b == 0),
-                      r0.dom.extent)
-        if blocks * _size(op) * nbytes > _PARTIALS_MAX_BYTES:
+        part = self.block_partials(st, -(-panel // (self.info.l2_bytes // 4)))
+        if part is None:
             return False
-        ko, _ = st.split(r0, nparts=blocks)
-        part = self.s.rfactor(op.output(0), ko, factor_axis=0)
         self.schedule_stage(self.s[part])
         self.schedule_stage(self.s[op.output(0)])
         return True
+
+    def block_partials(self, st: Stage, least: int) -> Tensor | None:
+        """``rfactor`` of ``st``'s outer reduction axis into the fewest blocks of equal
+        size (no guard in the sum), at least ``least``: the partial results, or None (and
+        ``st`` untouched) when they would take more than ``_PARTIALS_MAX_BYTES``."""
+        op = st.op
+        r0 = op.reduce_axis[0]
+        n = r0.dom.extent
+        blocks = next((b for b in range(least, n + 1) if n % b == 0), n)
+        if blocks * _size(op) * max(1, op.output(0).dtype.bits // 8) > _PARTIALS_MAX_BYTES:
+            return None
+        ko, _ = st.split(r0, nparts=blocks)
+        return self.s.rfactor(op.output(0), ko, factor_axis=0)
 
     def column_blocks(self, st: Stage, j: IterVar, reads: list[_Read], lanes: int,
                       work: int) -> bool:
@@ -898,14 +906,10 @@ class AutoScheduler:
                 _size(op) * nbytes > _COLUMN_ROW_MAX_BYTES or \
                 any(r0.var not in r.uses or r0.var in r.last for r in carriers):
             return False
-        # blocks of equal size (no guard in the sum), enough to share among the cores
-        want = max(2, 2 * self.cores)
-        blocks = next((b for b in range(want, r0.dom.extent + 1) if r0.dom.extent % b == 0),
-                      r0.dom.extent)
-        if blocks * _size(op) * nbytes > _PARTIALS_MAX_BYTES:
+        # enough blocks to share among the cores
+        part = self.block_partials(st, max(2, 2 * self.cores))
+        if part is None:
             return False
-        ko, _ = st.split(r0, nparts=blocks)
-        part = self.s.rfactor(op.output(0), ko, factor_axis=0)
         pst = self.s[part]
         pop = pst.op
         pj = pop.axis[1 + list(op.axis).index(j)]
