@@ -917,8 +917,7 @@ class AutoScheduler:
         spatial = [a for a in pop.axis[1:] if a is not pj]
         pst.reorder(pop.axis[0], *pop.reduce_axis, *spatial, jo, ji)
         pst.vectorize(ji)
-        if self.cores >= 2:
-            pst.parallel(pop.axis[0])
+        self.parallel_outer(pst, [pop.axis[0]], work)
         self.schedule_stage(self.s[op.output(0)])
         return True
 
