@@ -98,3 +98,35 @@ def test_layer_norm_parameter_gradients_are_blocked(rng: np.random.Generator) ->
     f(*(feed[t] for t in inputs), *outs)
     for got, want in zip(outs, evaluate(grads, feed)):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("rows", [173, 394, 397, 1000])
+def test_row_counts_without_a_small_divisor_are_blocked_unevenly(
+        rows: int, rng: np.random.Generator) -> None:
+    """A prime row count (173, 397), or 394 = 2 x 197, has no divisor near the blocks
+    wanted: the rows go into that many blocks with a shorter last one, never one block
+    per row. (394 rows made the sum of 197 partials a long column sum of its own, blocked
+    again without end: a RecursionError from ``auto_schedule``.)"""
+    inputs, out = _column_sum(rows, 768)
+    s = auto_schedule([out], target="llvm")
+    assert _blocked(s, out)
+    rf = next(st for st in s.stages if st.name == f"{out.name}.rf")
+    assert rf.op.axis[0].dom.extent <= 4 * max(2, 2 * tex.target.cpu_info().cores)
+    got, want = _run(s, inputs, out, rng)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("cores", [64, 128])
+def test_sums_of_partials_are_never_blocked_again(cores: int,
+                                                  rng: np.random.Generator) -> None:
+    """On a machine of many cores the partials of a blocked sum are at least as many as
+    the rows that make a long sum (2 x cores >= 64): their sum must not be blocked again."""
+    host = tex.target.cpu_info()
+    machine = tex.target.CPUInfo(host.name, host.vector_bits, cores, host.l1d_bytes,
+                                 host.l2_bytes, host.l3_bytes, host.fma)
+    inputs, out = _column_sum(256, 4096)
+    s = auto_schedule([out], target=machine)
+    assert _blocked(s, out)
+    assert sum(st.name.endswith(".rf") for st in s.stages) == 1
+    got, want = _run(s, inputs, out, rng)
+    np.testing.assert_allclose(got, want, rtol=1e-5)

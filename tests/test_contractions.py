@@ -190,6 +190,21 @@ def test_long_reduction_is_summed_in_blocks_that_fit_the_l2(rng: np.random.Gener
     assert ".rf[" not in _check([dW], [H, X], AVX2, rng)
 
 
+@pytest.mark.parametrize("rows", [1031, 1042])
+def test_long_reduction_without_a_near_divisor_is_blocked_unevenly(
+        rows: int, rng: np.random.Generator) -> None:
+    """1,031 (a prime) or 1,042 (2 x 521) rows have no divisor near the 5 blocks the L2
+    asks for: 5 blocks, the last shorter (its guard in a peeled remainder loop), not one
+    block per row or two."""
+    cpu = CPUInfo("small-l2", vector_bits=256, cores=2, l2_bytes=32 * 1024, fma=True)
+    H = tex.placeholder((rows, 32), name="H")
+    X = tex.placeholder((rows, 24), name="X")
+    i = tex.reduce_axis((0, rows), name="i")
+    dW = tex.compute((32, 24), lambda p, q: tex.sum(H[i, p] * X[i, q], axis=i), name="dW")
+    text = _check([dW], [H, X], cpu, rng)
+    assert "allocate dW.rf: float32[3840]" in text, text  # 5 partials of 32 x 24
+
+
 def test_transposing_copy_of_a_kernel_is_one_of_long_rows(rng: np.random.Generator) -> None:
     """``dW[p, q, r, s] = dW.T[q, r, s, p]`` (a relayout's copy back, 3 x 3 kernel last):
     ``q, r, s`` index ``dW.T``'s first three dimensions in order, so fused they are one

@@ -242,6 +242,10 @@ class AutoScheduler:
         self.analyzer = Analyzer()
         self.regs = 32 if info.vector_bits >= 512 else 16  # x86: AVX-512 doubles them
         self.inliner = Inliner(s)
+        # the stages that add up block partials (``block_partials``; rfactor keeps the
+        # stage, with a new op): never blocked again (a sum of many partials qualifies as
+        # a long sum itself)
+        self.blocked: set[Stage] = set()
 
     def dot_tiles(self, ea: int, eb: int) -> tuple[tuple[int, int], float]:
         """The register tile ``ta x tb`` of a reduce-vector block over extents ``ea``, ``eb``:
@@ -872,17 +876,26 @@ class AutoScheduler:
         return True
 
     def block_partials(self, st: Stage, least: int) -> Tensor | None:
-        """``rfactor`` of ``st``'s outer reduction axis into the fewest blocks of equal
-        size (no guard in the sum), at least ``least``: the partial results, or None (and
-        ``st`` untouched) when they would take more than ``_PARTIALS_MAX_BYTES``."""
+        """``rfactor`` of ``st``'s outer reduction axis into at least ``least`` blocks
+        (at most the axis's extent): the fewest of equal size up to four times ``least``
+        (no guard in the sum; 7 blocks of one image each kept two cores busier than 3
+        uneven ones), else ``least`` blocks, the last shorter (its guard lands in a
+        remainder loop that ``partition_loops`` peels: 394 or a prime number of rows must
+        not turn into one block per row or two). Returns the partial results, or None (and
+        ``st`` untouched) when they would take more than ``_PARTIALS_MAX_BYTES`` or ``st``
+        adds up partials already."""
         op = st.op
+        out = op.output(0)
         r0 = op.reduce_axis[0]
         n = r0.dom.extent
-        blocks = next((b for b in range(least, n + 1) if n % b == 0), n)
-        if blocks * _size(op) * max(1, op.output(0).dtype.bits // 8) > _PARTIALS_MAX_BYTES:
+        least = min(least, n)
+        blocks = next((b for b in range(least, min(4 * least, n) + 1) if n % b == 0), least)
+        if st in self.blocked or \
+                blocks * _size(op) * max(1, out.dtype.bits // 8) > _PARTIALS_MAX_BYTES:
             return None
         ko, _ = st.split(r0, nparts=blocks)
-        return self.s.rfactor(op.output(0), ko, factor_axis=0)
+        self.blocked.add(st)
+        return self.s.rfactor(out, ko, factor_axis=0)
 
     def column_blocks(self, st: Stage, j: IterVar, reads: list[_Read], lanes: int,
                       work: int) -> bool:
