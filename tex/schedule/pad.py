@@ -71,12 +71,29 @@ def pad_guarded_reads(s: Schedule, stage: Stage, lane_var: Var | None = None,
     if not isinstance(body, Reduce) or len(body.source) != 1 or body.combiner.name != "sum":
         return []
     src = body.source[0]
-    parts = fold.conjuncts(body.condition)
-    if not parts or isinstance(body.condition, Const):
-        return []
+    parts = [] if isinstance(body.condition, Const) else fold.conjuncts(body.condition)
+    # a factor ``select(c, X[..], 0)`` (a zero pad inlined into a forward's sum of
+    # products: a depthwise convolution written over ``topi.nn.pad``) guards the sum as a
+    # ``where=c`` would, except that it multiplies by 0 where a where skips (NaN * 0):
+    # every check of ``c`` must then be dropped for a padded read (which multiplies by
+    # the same 0), or nothing changes
+    hoisted: dict[Expr, Expr] = {
+        f: f.a for f in _factors(src) if isinstance(f, Select) and
+        isinstance(f.b, Const) and f.b.value == 0 and isinstance(f.a, TensorRead)}
     dom = {iv.var: Interval(iv.dom.min, iv.dom.stop - 1) for iv in (*op.axis, *body.axis)}
     norm = Analyzer()
     ranged = Analyzer(dom)
+    must_drop = set()
+    for f in hoisted:
+        for c in fold.conjuncts(f.cond):
+            decided = ranged.rewrite(c)
+            if not (isinstance(decided, Const) and decided.value):  # (true everywhere: no guard)
+                must_drop.add(len(parts))
+                parts.append(c)
+    if hoisted:
+        src = _replace_reads(src, hoisted)
+    if not parts:
+        return []
     keys = [_range_key(norm, c) for c in parts]
 
     dropped: set[int] = set()
@@ -119,7 +136,7 @@ def pad_guarded_reads(s: Schedule, stage: Stage, lane_var: Var | None = None,
                        ranged.rewrite(fold.binary(Op.FLOORDIV, last, fold.const(m, last.dtype)))]
         replace[f] = TensorRead(padded, shifted)
         dropped |= used
-    if not replace:
+    if not replace or not must_drop <= dropped:
         return []
     new_src = _replace_reads(src, replace)
     rest = [c for i, c in enumerate(parts) if i not in dropped]
