@@ -661,10 +661,44 @@ class AutoScheduler:
         if last.dom.extent >= lanes:
             lo, li = st.split(last, factor=lanes, tail="shift")
             st.vectorize(li)
+            phased = self.phase_axes(st.op, outer)
+            splits = []
+            for a, k in phased:
+                # ``a % k`` / ``a // k`` in the body (a merge of stride phases, an
+                # upsampling): ``a = k*a2 + p`` with ``p`` unrolled decides each test on
+                # ``a``'s phase and drops the phases not taken, whose reads would overrun
+                # their buffers at ``a``'s last values (every read masked, gathered
+                # otherwise: a merge of four stride-2 phases took 6 ms)
+                a2, ap = st.split(a, factor=k)
+                st.unroll(ap)
+                splits.append(a2)
+            if phased:
+                # the loops above the first phase axis in parallel, if they are enough to
+                # share (then its guarded last value is peeled: a serial loop), else with
+                # its outer part
+                lead = outer[:outer.index(phased[0][0])]
+                if math.prod(a.dom.extent for a in lead) < 4 * self.cores:
+                    lead = [*lead, splits[0]]
+                self.parallel_outer(st, lead)
+                return
             outer = [*outer, lo]
         else:
             outer = axes
         self.parallel_outer(st, outer)
+
+    def phase_axes(self, op: ComputeOp, axes: list[IterVar]) -> list[tuple[IterVar, int]]:
+        """The ``axes`` that ``op``'s (inlined) body takes ``% k`` of (``k`` a constant
+        from 2 to 4, dividing none of the others' tests), with ``k``: the phase axes of an
+        element-wise merge."""
+        found: dict[IterVar, int] = {}
+        by_var = {a.var: a for a in axes}
+        for n in post_order(*self.expanded(op)):
+            if isinstance(n, Binary) and n.op is Op.FLOORMOD and isinstance(n.b, Const) \
+                    and n.a in by_var and 2 <= int(n.b.value) <= 4:
+                a = by_var[n.a]
+                if found.setdefault(a, int(n.b.value)) != int(n.b.value):
+                    found[a] = 0  # two moduli: no one phase split
+        return [(a, k) for a in axes if (k := found.get(a, 0)) and a.dom.extent > k]
 
     def contiguous_runs(self, op: ComputeOp, across: IterVar
                         ) -> tuple[list[IterVar], list[IterVar]]:
