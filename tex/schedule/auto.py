@@ -104,8 +104,11 @@ _SHORT_ROW_MIN_REUSE = 256
 # reduction reads each copied element at least this often: a copy is a pass of its own (a
 # read and a write), which a sum reading each element once (a batch norm's per-channel
 # sums over 28 x 28 images) never earns back (its gradient at 8 x 64 x 28 x 28: 0.54 ->
-# 0.39 ms in place)
-_SHORT_ROW_COPY_REUSE = 2
+# 0.39 ms in place); the copy is written, then read back: a reduction reading each element
+# twice or so (a stride-2 depthwise convolution's weight gradient: 9 taps over 4 points per
+# element, 2.25 reads) is still faster in place (5.0 -> 2.3 ms at 8 x 96 x 57 x 57, with
+# the input copied twice over)
+_SHORT_ROW_COPY_REUSE = 3
 # partial results of a reduction summed in blocks (``reduction_blocks``) at most this big
 _PARTIALS_MAX_BYTES = 16 << 20
 # column sums summed in blocks of whole rows (``column_blocks``): at least this many rows,
