@@ -50,10 +50,13 @@ decided from the index maps of each stage's reads (no search, no timing):
 Tiles that do not divide their extent are shifted inwards (``split(..., tail="shift")``:
 the last tile ends at the extent, its overlap computed twice), so no tile of a spatial
 axis is guarded; reduction remainders are peeled and run as narrower vectors. Strided sums
-(transposed convolutions) are split by stride phase first (``phase.py``).
+(transposed convolutions) are split by stride phase first (``phase.py``); an element-wise
+stage that takes an outer axis ``% k`` (the merge of those phases, an upsampling) splits
+that axis by ``k`` with the phase unrolled, so that each phase reads only its own input.
 
-Gradient guards that only check a factor's window bounds are replaced by reads of a
-zero-padded copy (``pad.py``: what the forward's padding computed). Other guards (strides)
+Gradient guards that only check a factor's window bounds, and zero pads inlined into a
+forward's sum of products, are replaced by reads of a zero-padded copy (``pad.py``: what the
+forward's padding computed). Other guards (strides)
 stay where lowering puts them; guards and blended updates in or around vectorized loops
 are peeled by ``partition_loops``.
 """

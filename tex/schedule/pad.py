@@ -1,4 +1,4 @@
-"""Zero-padded copies for the window-bound guards of gradient reductions.
+"""Zero-padded copies for the window-bound guards of sums: gradients' and inlined pads'.
 
 The zero elimination of ``tex.autodiff`` turns a padded convolution's gradient into a
 reduction over the points where the window lies inside the input::
@@ -14,6 +14,12 @@ guard's conjuncts that only check that read's bounds: ``P[n, c, h + r, w + s]`` 
 ``P = pad(D, 1)``. The padded points then add ``0 * H`` where the guard skipped them,
 which is what the forward's padding computed (and what PyTorch's and TVM's gradients
 compute). The other reads of the body must stay in bounds without the dropped conjuncts.
+
+A forward written over ``topi.nn.pad`` (a depthwise convolution as TVM's topi writes it)
+has the pad inlined into its sum as a factor ``select(bounds, X[..], 0)``: the same guard,
+spelled as a multiplication by 0. It is taken as one when every check that can fail is one
+of ``X``'s bounds (the padded read multiplies by the same 0: nothing changes, ``NaN * 0``
+included), so the sum's vector loop reads a copy instead of masking every load.
 """
 from __future__ import annotations
 
