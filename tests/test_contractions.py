@@ -101,6 +101,21 @@ def test_dense_with_many_rows_is_outer_products_over_a_transposed_weight(
     assert (".rf" not in text) == outer
 
 
+@pytest.mark.parametrize("k,outer", [(64, True), (384, False)])
+def test_short_dot_products_are_outer_products_from_fewer_rows(
+        k: int, outer: bool, rng: np.random.Generator) -> None:
+    """``A @ B.T`` over 64-wide rows (attention's Q @ K.T per head) adds each output's
+    lanes after 8 vector steps: with 197 rows reusing ``B``, outer products over a copy of
+    ``B`` are faster (12 x 197 x 64 x 197: 0.92 -> 0.5 ms), where long dot products (384
+    wide) still need 512 rows to pay for the copy."""
+    A = tex.placeholder((2, 197, k), name="A")
+    B = tex.placeholder((2, 48, k), name="B")
+    Y = topi.nn.batch_matmul(A, B)
+    text = _check([Y], [A, B], AVX2, rng)
+    assert ("B.T[" in text) == outer
+    assert (".rf" not in text) == outer
+
+
 def test_weight_gradient_across_long_rows_reads_a_transposed_copy(
         rng: np.random.Generator) -> None:
     """``dW[p, q] = sum(H[i, p] * X[i, q])``: the register tile's rows ``p`` share a cache
