@@ -452,7 +452,7 @@ class AutoScheduler:
             # reused enough (measured on BERT's dense layers: 50-65 -> 80 GFLOP/s per core);
             # short dot products pay sooner: each output's partial sums are added across
             # the lanes after only a few vector steps (attention's Q @ K.T over 64-wide
-            # heads at 197 tokens: 62 -> 85 GFLOP/s)
+            # heads at 197 tokens: 62 -> 90-118 GFLOP/s)
             short = vred.dom.extent <= _SHORT_DOT_STEPS * lanes
             copies = transpose_to_output_axis(
                 self.s, st, self.expanded(op)[0], last.var,
@@ -703,9 +703,9 @@ class AutoScheduler:
         self.parallel_outer(st, outer)
 
     def phase_axes(self, op: ComputeOp, axes: list[IterVar]) -> list[tuple[IterVar, int]]:
-        """The ``axes`` that ``op``'s (inlined) body takes ``% k`` of (``k`` a constant
-        from 2 to 4, dividing none of the others' tests), with ``k``: the phase axes of an
-        element-wise merge."""
+        """The ``axes`` longer than ``k`` that ``op``'s (inlined) body takes ``% k`` of
+        (``k`` a constant from 2 to 4; an axis taken modulo two different constants is
+        left out), with ``k``: the phase axes of an element-wise merge."""
         found: dict[IterVar, int] = {}
         by_var = {a.var: a for a in axes}
         for n in post_order(*self.expanded(op)):
