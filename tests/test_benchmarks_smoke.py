@@ -171,6 +171,22 @@ def test_bounds_check_quick(tmp_path: Path) -> None:
     assert checks == {"embedding": 1, "take": 0, "maxpool2d": 0, "unpool": 1}
 
 
+def test_probe_runs_and_checks_against_torch() -> None:
+    """benchmarks/probe.py builds a case, checks it against PyTorch (forward and autograd)
+    and prints its row: the layer norm over 394 rows (it once raised RecursionError) and a
+    softmax over short rows, one quick timing round."""
+    pytest = __import__("pytest")
+    pytest.importorskip("torch")
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/probe.py", "--only", "layernorm 394", "softmax 4096",
+         "--repeat", "1", "--min-time", "0.001"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    rows = [ln for ln in proc.stdout.splitlines() if ln.startswith("| layernorm 394x768 |")
+            or ln.startswith("| softmax 4096x10 |")]
+    assert len(rows) == 2 and all(len(r.split("|")) >= 7 for r in rows), proc.stdout
+
+
 def test_models_quick(tmp_path: Path) -> None:
     """benchmarks/models.py --quick builds two model layers (an LSTM step and an embedding
     bag) at tiny shapes on one thread, tex and PyTorch eager, and checks them against
