@@ -265,6 +265,34 @@ def test_forward_sum_over_an_inlined_pad_reads_a_padded_copy(width: int, stride:
     assert updates and not any("select(" in ln or "if (" in ln for ln in updates)
 
 
+def test_inlined_pad_copy_keeps_nan_times_zero() -> None:
+    """The select multiplied a NaN weight by 0 at the borders (NaN); the padded copy
+    multiplies it by the same 0: the results, NaNs included, are the interpreter's."""
+    rng = np.random.default_rng(11)
+    X, W, Y = _depthwise(55, 2)
+    w = rng.standard_normal(W.shape, "float32")
+    w[3, 0, 0] = np.nan
+    s = _run([Y], [X, W], [rng.standard_normal(X.shape, "float32"), w])
+    assert any(st.op.name == "X.pad" for st in s.stages)
+
+
+def test_window_sum_over_an_inlined_pad_reads_a_padded_copy() -> None:
+    """The same for a sum whose only factor is the pad's select (an average pool's window
+    sum written over ``topi.nn.pad``, stride 2): a copy by phase, no select left."""
+    rng = np.random.default_rng(12)
+    X = tex.placeholder((2, 8, 55, 55), "float32", name="X")
+    P = tex.topi.nn.pad(X, (0, 0, 1, 1), (0, 0, 1, 1))
+    ry = tex.reduce_axis((0, 3), name="ry")
+    rx = tex.reduce_axis((0, 3), name="rx")
+    Y = tex.compute((2, 8, 28, 28), lambda n, c, i, j: tex.sum(
+        P[n, c, i * 2 + ry, j * 2 + rx], axis=[ry, rx]), name="Y")
+    s = _run([Y], [X], [rng.standard_normal(X.shape, "float32")])
+    assert any(st.op.name == "X.pad" for st in s.stages)
+    updates = [ln for ln in str(tex.lower(s, [X, Y])).splitlines() if "X.pad[" in ln
+               and "Y" in ln.split("=")[0]]
+    assert updates and not any("select(" in ln for ln in updates)
+
+
 def test_sum_over_a_select_of_other_guards_keeps_it() -> None:
     """A select whose test is not the read's bounds multiplies by 0 where a ``where=``
     would skip: it stays (with the pad inside it), numbers as the interpreter's."""
