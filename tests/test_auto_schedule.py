@@ -68,8 +68,8 @@ def test_target_may_be_a_cpu_description(bits: int, cores: int) -> None:
     vector = [f for f in loops if f.kind is ForKind.VECTORIZED]
     assert [f.extent.value for f in vector] == [bits // 32]
     assert any(f.kind is ForKind.PARALLEL for f in loops) == (cores > 1)
-    with pytest.raises(TypeError, match="target must be a string such as 'llvm' or a "
-                                        "CPUInfo, got int 3"):
+    with pytest.raises(TypeError, match="target must be a string such as 'llvm', a "
+                                        "tex.target.Target or a CPUInfo, got int 3"):
         auto_schedule(B, 3)  # type: ignore[arg-type]
 
 

@@ -1,8 +1,24 @@
 """tex: a compiler for differentiable tensor expressions."""
-from . import autodiff, build, contrib, debug, dtype, ir, lower, schedule, te, testing, topi, viz
-from .autodiff import differentiate
+from . import (
+    autodiff,
+    build,
+    contrib,
+    debug,
+    dtype,
+    ir,
+    lower,
+    schedule,
+    te,
+    testing,
+    tir,
+    topi,
+    viz,
+)
+from .autodiff import differentiate, gradient
 from .ir import Tensor, graph, to_dot
 from .ir.expr import Expr, IterVar
+from .runtime import ndarray as nd
+from .runtime.ndarray import cpu, cuda, device, gpu
 from .schedule import create_schedule, thread_axis
 from .te import (
     abs,
@@ -43,5 +59,6 @@ from .te import (
     truncdiv,
     var,
 )
+from .tvm_names import tex_getattr as __getattr__
 
 __version__ = "0.1.0"

@@ -58,7 +58,7 @@ from .runtime.jit import (
 )
 from .runtime.module import BuiltFunction, param_signature
 from .runtime.openmp import load_openmp, parallel_allowed
-from .target import parse_cuda_target, target_kind
+from .target import parse_cuda_target, resolve_target, target_kind
 
 __all__ = ["build", "build_lowered", "build_cuda"]
 
@@ -299,9 +299,9 @@ def _default_args(outputs: Sequence[Tensor]) -> list[Tensor]:
     return [t for t in placeholders_of(outs) if t not in outs] + outs
 
 
-def build(sch: Any, args: Sequence[Tensor | Var] | None = None, target: str = "llvm",
-          name: str = "main", fastmath: bool = False, bounds_check: bool = True
-          ) -> BuiltFunction:
+def build(sch: Any, args: Sequence[Tensor | Var] | None = None, target: Any = None,
+          name: str = "main", fastmath: bool = False, bounds_check: bool = True,
+          target_host: Any = None) -> BuiltFunction:
     """Compile a schedule (or output tensors) into a callable.
 
     Parameters
@@ -311,12 +311,15 @@ def build(sch: Any, args: Sequence[Tensor | Var] | None = None, target: str = "l
     args : list of Tensor or Var, optional
         The function's arguments in call order. Default for tensors: the placeholders
         they depend on in creation order, then the outputs.
-    target : str
-        ``"llvm"`` (alias ``"cpu"``).
+    target : str or tex.target.Target, optional
+        ``"llvm"`` (alias ``"cpu"``), ``"cuda"`` (``"cuda -arch=sm_90"``), or a
+        ``Target``; default: the enclosing ``with Target(...)`` block's, else ``"llvm"``.
     name : str
         The function name (in the generated code and error messages).
     fastmath : bool
         Allow fast-math float rewrites.
+    target_host : str or Target, optional
+        TVM's host target of a CUDA build: only the CPU (``"llvm"``) is accepted.
     bounds_check : bool
         Check at run time the reads ``lower`` cannot prove in bounds (indices read from
         data or computed from scalar arguments; reads whose bounds are decided out of
@@ -346,7 +349,11 @@ def build(sch: Any, args: Sequence[Tensor | Var] | None = None, target: str = "l
     >>> f = tex.build(s, [A, B], name="double")
     >>> f(a, b)
     """
+    target = resolve_target(target, "build")
     kind = _target(target)
+    if target_host is not None and target_kind(target_host, "build: target_host") != "llvm":
+        raise ValueError(f"build: target_host must be a CPU target ('llvm'), got "
+                         f"{target_host!r}")
     _check_flag(fastmath, "build: fastmath")
     _check_flag(bounds_check, "build: bounds_check")
     from .lower import lower  # lazily: lower imports the schedule machinery

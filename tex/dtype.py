@@ -23,7 +23,6 @@ Python float next to an integer (or bool) expression makes a ``float32`` express
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -31,20 +30,47 @@ import numpy as np
 __all__ = ["DType", "DTYPES", "as_dtype", "promote", "float32", "int32", "boolean"]
 
 
-@dataclass(frozen=True, slots=True)
-class DType:
-    """One scalar type: name, kind ('float' | 'int' | 'uint' | 'bool'), bits, storage."""
+class DType(str):
+    """One scalar type: a ``str`` equal to its name (as TVM's dtypes are), with the row of
+    the table behind it: ``kind`` ('float' | 'int' | 'uint' | 'bool'), ``bits``, ``llvm``
+    (the register type), ``ctype`` (how a scalar argument is passed) and ``numpy``.
+
+    Being a ``str``, a dtype compares equal to its name (``A.dtype == "float32"``), hashes
+    as it, prints as it, and NumPy takes it wherever it takes a dtype
+    (``np.zeros(3, dtype=A.dtype)``, ``x.astype(A.dtype)``). There is one instance per name
+    (``DTYPES``, ``as_dtype``), so ``is`` also works; instances are immutable, and copying
+    or unpickling one gives the table's instance back.
+    """
 
     name: str
     kind: str
     bits: int
-    llvm: str  # LLVM scalar type used in registers
-    # how a scalar argument is passed through ctypes (bool as a byte, float16 as its bits)
-    ctype: type = field(repr=False, compare=False)
-    numpy: np.dtype = field(init=False, repr=False, compare=False)
+    llvm: str
+    ctype: type
+    numpy: np.dtype
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "numpy", np.dtype(self.name))
+    def __new__(cls, name: str, kind: str, bits: int, llvm: str, ctype: type) -> DType:
+        self = super().__new__(cls, name)
+        # (instance attributes, not properties over a table: the codegen and the simplifier
+        # read them in their inner loops)
+        self.__dict__.update(name=str.__str__(self), kind=kind, bits=bits, llvm=llvm,
+                             ctype=ctype, numpy=np.dtype(name))
+        return self
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"dtype {self.name!r} is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"dtype {self.name!r} is immutable")
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return as_dtype, (self.name,)
+
+    def __copy__(self) -> DType:
+        return self
+
+    def __deepcopy__(self, memo: Any) -> DType:
+        return self
 
     @property
     def is_float(self) -> bool:
@@ -70,9 +96,6 @@ class DType:
 
     def __str__(self) -> str:
         return self.name
-
-    def __repr__(self) -> str:
-        return f"dtype({self.name})"
 
 
 DTYPES: dict[str, DType] = {

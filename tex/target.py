@@ -7,16 +7,24 @@ the probe, ``tex.codegen.host.host_cpu_info``, when first called: the one upward
 this module, never at import time (this module sits at the bottom of the import rows;
 ``tests/test_layout.py`` sanctions exactly this import in ``LAZY_IMPORTS``). Cache sizes
 are read from Linux's sysfs when present.
+
+``Target`` is TVM's target object over the same strings: accepted wherever a target string
+is (``target_kind`` and ``resolve_target`` read its text), with ``.kind.name``, ``.host``,
+``.attrs`` and ``.keys``, and a context manager: inside ``with Target("cuda"):`` a call
+given no target (``auto_schedule``, ``build``) uses it (``Target.current()``; a context
+variable, so threads and tasks each see their own).
 """
 from __future__ import annotations
 
+import contextvars
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 __all__ = ["CPUInfo", "cpu_info", "host_cores", "with_caches", "CudaTarget",
-           "parse_cuda_target", "KNOWN_CUDA_ARCHS", "TARGET_KINDS", "target_kind"]
+           "parse_cuda_target", "KNOWN_CUDA_ARCHS", "TARGET_KINDS", "target_kind", "Target",
+           "TargetKind", "resolve_target"]
 
 # a target string's first word -> the kind of machine: the one parser of target strings
 TARGET_KINDS = {"llvm": "llvm", "cpu": "llvm", "cuda": "cuda", "nvptx": "cuda"}
@@ -27,9 +35,11 @@ def target_kind(target: Any, what: str) -> str:
     ``"cuda -arch=sm_90"``, ``"nvptx"``; a CUDA target's options are checked here).
     ``what`` (the caller) names the errors: a TypeError for a non-string, a ValueError for
     an unknown target."""
+    if isinstance(target, Target):
+        target = target.text
     if not isinstance(target, str):
-        raise TypeError(f"{what}: target must be a string such as 'llvm', got "
-                        f"{type(target).__name__} {target!r}")
+        raise TypeError(f"{what}: target must be a string such as 'llvm' or a "
+                        f"tex.target.Target, got {type(target).__name__} {target!r}")
     key = target.strip().split()[0].lower() if target.strip() else ""
     kind = TARGET_KINDS.get(key)
     if kind is None:
@@ -38,6 +48,121 @@ def target_kind(target: Any, what: str) -> str:
     if kind == "cuda":
         parse_cuda_target(target)  # options checked early
     return kind
+
+
+def resolve_target(target: Any, what: str) -> str:
+    """The target string a call uses: ``target`` itself (a string), a ``Target``'s text, or
+    for ``None`` the innermost ``with Target(...)`` block's, else ``"llvm"``; its kind
+    checked as ``target_kind`` does."""
+    if target is None:
+        current = Target.current()
+        target = current.text if current is not None else "llvm"
+    elif isinstance(target, Target):
+        target = target.text
+    target_kind(target, what)
+    return str(target)
+
+
+@dataclass(frozen=True)
+class TargetKind:
+    """A target's kind, as TVM's ``target.kind``: ``name`` is ``"llvm"``, ``"cuda"`` or
+    ``"nvptx"``."""
+
+    name: str
+
+
+# TVM's target kinds by the first word tex accepts
+_KIND_NAMES = {"llvm": "llvm", "cpu": "llvm", "cuda": "cuda", "nvptx": "nvptx"}
+_CURRENT_TARGETS: contextvars.ContextVar[tuple[Target, ...]] = contextvars.ContextVar(
+    "tex_targets", default=())
+
+
+class Target:
+    """A compilation target as TVM spells one: ``Target("llvm")``,
+    ``Target("cuda -arch=sm_90", host="llvm")``, ``Target(target="cuda", host="llvm")``,
+    or a dict ``{"kind": "cuda", "arch": "sm_90"}``.
+
+    ``str(t)`` is its target string, which every tex function taking a target accepts;
+    ``kind.name``, ``host`` (a CUDA target's host, ``llvm`` by default; None for the CPU),
+    ``attrs`` (its options: ``{"arch": "sm_80"}``) and ``keys``. ``with t:`` makes it the
+    target of calls given none (``Target.current()``)."""
+
+    def __init__(self, target: Any, host: Any = None) -> None:
+        if isinstance(target, Target):
+            host = target.host if host is None else host
+            target = target.text
+        elif isinstance(target, dict):
+            target = _from_dict(target)
+        kind = target_kind(target, "Target")
+        words = target.split()
+        self.text = " ".join(words)
+        self.kind = TargetKind(_KIND_NAMES[words[0].lower()])
+        attrs: dict[str, str] = {}
+        for w in words[1:]:
+            key, _, value = w.lstrip("-").partition("=")
+            attrs[key] = value
+        if kind == "cuda":
+            attrs = {"arch": parse_cuda_target(self.text).arch, **{
+                k: v for k, v in attrs.items() if k not in ("arch", "mcpu")}}
+            self.keys: tuple[str, ...] = ("cuda", "gpu")
+            self.host: Target | None = Target(host if host is not None else "llvm")
+            if self.host.kind.name != "llvm":
+                raise ValueError(f"Target: the host of {self.text!r} must be a CPU target "
+                                 f"('llvm'), got {self.host.text!r}")
+        else:
+            self.keys = ("cpu",)
+            self.host = None if host is None else Target(host)
+        self.attrs = attrs
+
+    @property
+    def arch(self) -> str | None:
+        """A CUDA target's architecture (``"sm_80"``); None for the CPU."""
+        return self.attrs.get("arch") if self.kind.name != "llvm" else None
+
+    @staticmethod
+    def current(allow_none: bool = True) -> Target | None:
+        """The target of the innermost ``with Target(...)`` block (None outside one, or a
+        ``ValueError`` when ``allow_none`` is False)."""
+        stack = _CURRENT_TARGETS.get()
+        if stack:
+            return stack[-1]
+        if not allow_none:
+            raise ValueError("Target.current: no target is in scope (use 'with "
+                             "tex.target.Target(...):')")
+        return None
+
+    def __enter__(self) -> Target:
+        _CURRENT_TARGETS.set((*_CURRENT_TARGETS.get(), self))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        stack = _CURRENT_TARGETS.get()
+        if stack and stack[-1] is self:
+            _CURRENT_TARGETS.set(stack[:-1])
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        host = f", host={self.host.text!r}" if self.host is not None else ""
+        return f"Target({self.text!r}{host})"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Target):
+            return self.text == other.text and self.host == other.host
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.text)
+
+
+def _from_dict(config: dict[str, Any]) -> str:
+    """A target string from TVM's dict form (``{"kind": "cuda", "arch": "sm_80"}``)."""
+    kind = config.get("kind")
+    if not isinstance(kind, str):
+        raise ValueError(f"Target: a dict target needs a 'kind' string, got {config!r}")
+    opts = [f"-{k}={v}" for k, v in config.items() if k not in ("kind", "host", "keys")]
+    return " ".join([kind, *opts])
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,11 @@ from .cost import iteration_count
 from .derivative import RULES, DifferentiationError, partials, tangent
 from .forward import jvp
 from .report import GradientReport, report
-from .reverse import DifferentiationResult, differentiate
+from .reverse import DifferentiationResult, differentiate, gradient
 
 __all__ = [
     "RULES", "DiffBuildingBlock", "DifferentiationError", "DifferentiationResult",
-    "GradientReport", "Jacobian", "differentiate", "grad_program", "identity_head",
+    "GradientReport", "Jacobian", "differentiate", "grad_program", "gradient", "identity_head",
     "iteration_count", "jvp", "partials", "report", "tangent",
 ]
 

@@ -38,7 +38,7 @@ from .report import ZeroedPath, conventional_zeros
 from .tidy import inline_reads, tidy
 from .zero_proofs import zero_adjoints
 
-__all__ = ["differentiate", "DifferentiationResult"]
+__all__ = ["differentiate", "DifferentiationResult", "gradient"]
 
 FDiff = Callable[[Tensor, Tensor, Tensor], Tensor]
 Override = Mapping[Tensor, tuple[Sequence[Tensor], Callable[..., Sequence[Tensor]]]]
@@ -198,6 +198,13 @@ def differentiate(output: Tensor, inputs: Sequence[Tensor] | Tensor | None = Non
 # how a result is kept on disk: the IR's nodes and the report's zeroed paths
 CODECS: dict[type, Codec] = {**IR_CODECS, ZeroedPath: Codec(("tensor", "what", "kind"),
                                                             ZeroedPath)}
+
+
+def gradient(output: Tensor, inputs: Sequence[Tensor] | Tensor,
+             head: Tensor | None = None) -> list[Tensor]:
+    """TVM's ``te.gradient``: the gradients of ``output`` with respect to ``inputs``, as a
+    list (``differentiate`` with the default ``fdiff``; ``head`` as there)."""
+    return list(differentiate(output, inputs, head))
 
 
 def _pack(out: DifferentiationResult) -> tuple:

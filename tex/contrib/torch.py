@@ -59,6 +59,7 @@ from ..build import build
 from ..ir.tensor import PlaceholderOp, Tensor
 from ..ir.visit import topo_sort_ops
 from ..schedule import auto_schedule
+from ..target import resolve_target, target_kind
 from ..te import compute, placeholder
 
 __all__ = ["function", "TorchFunction"]
@@ -93,8 +94,8 @@ def _ident(text: str) -> str:
     return text if text and not text[0].isdigit() else f"f_{text}"
 
 
-def _is_cuda(target: Any) -> bool:
-    return isinstance(target, str) and target.strip().lower().split()[:1] in (["cuda"], ["nvptx"])
+def _is_cuda(target: str) -> bool:
+    return target_kind(target, "function") == "cuda"
 
 
 def _check_tensors(value: Any, what: str) -> tuple[list[Tensor], bool]:
@@ -232,6 +233,7 @@ class TorchFunction:
         _check_closed(outs, ins)
         self.outputs: tuple[Tensor, ...] = tuple(outs)
         self.inputs: tuple[Tensor, ...] = tuple(ins)
+        target = resolve_target(target, "function")  # a Target's text
         self.target = target
         self.name = _ident(outs[0].name) if name is None else name
         self._single = single and not always_tuple

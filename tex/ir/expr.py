@@ -477,6 +477,17 @@ class IterVar(ExprOp):
     var: Var
     dom: Range
 
+    # TVM's iteration types (``Stage.iter_var_attrs``' ``iter_type``), by TVM's numbers
+    DataPar = 0
+    ThreadIndex = 1
+    CommReduce = 2
+    Ordered = 3
+    DimInfo = 4
+    Unrolled = 5
+    Vectorized = 6
+    Parallelized = 7
+    Tensorized = 8
+
     def __init__(self, var: Var, dom: Range) -> None:
         object.__setattr__(self, "var", var)
         object.__setattr__(self, "dom", dom)

@@ -27,7 +27,7 @@ check the arguments, give every tensor its storage, build the nests, run the pas
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,7 +61,8 @@ __all__ = ["lower", "stage", "StagedFunc"]
 
 
 def lower(sch: Schedule | Tensor | Sequence[Tensor], args: Sequence[Tensor | Var] | None = None,
-          name: str = "main") -> LoweredFunc:
+          name: str = "main", binds: Mapping[Tensor, Any] | None = None,
+          simple_mode: bool = False) -> LoweredFunc:
     """Lower a schedule to a loop nest.
 
     Parameters
@@ -74,6 +75,11 @@ def lower(sch: Schedule | Tensor | Sequence[Tensor], args: Sequence[Tensor | Var
         Default (tensors only): the placeholders they read, then the tensors.
     name : str
         The function name.
+    binds : None
+        TVM's tensor-to-buffer bindings: tex has no buffer objects, so only ``None`` or an
+        empty mapping is accepted (a ``ValueError`` otherwise).
+    simple_mode : bool
+        Accepted for TVM's spelling: the printed loop nest is always the plain form.
 
     Returns
     -------
@@ -88,6 +94,11 @@ def lower(sch: Schedule | Tensor | Sequence[Tensor], args: Sequence[Tensor | Var
         bounds at some point of its domain, unguarded; an argument computed at a parallel
         loop whose iterations would not write it exactly once.
     """
+    if binds:
+        raise ValueError("lower: binds= (TVM's tensor-to-buffer bindings) is not supported: "
+                         "tex gives every argument a dense row-major buffer of its own")
+    if not isinstance(simple_mode, bool):
+        raise TypeError(f"lower: simple_mode must be a bool, got {simple_mode!r}")
     with debug.timed("lower"):
         staged = stage(sch, args, name)
         shown = [p for p, _ in PASSES if debug.should_dump(f"lower.{p}")]

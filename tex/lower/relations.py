@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from ..ir import fold
 from ..ir.expr import Expr, IterVar, Op
-from ..schedule import Split, Stage
+from ..schedule import Fuse, Singleton, Split, Stage
 from .storage import INT32_LIMIT, int64
 
 __all__ = ["check_shifted", "leaf_extents", "root_values"]
@@ -22,14 +22,17 @@ __all__ = ["check_shifted", "leaf_extents", "root_values"]
 
 def leaf_extents(st: Stage, root_ext: Mapping[IterVar, int]) -> dict[IterVar, int]:
     """The extent of every axis of ``st`` (root, intermediate and leaf) given those of its
-    root axes: a split's outer loop runs ``ceil(n / factor)`` times, a fused loop over the
-    product of its parts."""
+    root axes: a split's outer loop runs ``ceil(n / factor)`` times (``nparts`` times when
+    the split fixed that), a fused loop over the product of its parts."""
     ext: dict[IterVar, int] = dict(root_ext)
     for rel in st.relations:
-        if isinstance(rel, Split):
+        if isinstance(rel, Singleton):
+            ext[rel.iter] = 1
+        elif isinstance(rel, Split):
             n = ext[rel.parent]
             ext[rel.inner] = rel.factor
-            ext[rel.outer] = max(1, -(-n // rel.factor))
+            ext[rel.outer] = rel.nparts if rel.nparts is not None else \
+                max(1, -(-n // rel.factor))
         else:
             ext[rel.fused] = ext[rel.outer] * ext[rel.inner]
     return ext
@@ -43,6 +46,8 @@ def root_values(st: Stage, ext: Mapping[IterVar, int], value: dict[IterVar, Expr
     computed in int64."""
     guards: list[Expr] = []
     for rel in reversed(st.relations):
+        if isinstance(rel, Singleton):
+            continue
         if isinstance(rel, Split):
             o, i = value[rel.outer], value[rel.inner]
             if ext[rel.outer] * rel.factor > INT32_LIMIT:  # the remainder overflows
@@ -92,6 +97,6 @@ def _leaves_of(st: Stage, iv: IterVar) -> list[IterVar]:
         if isinstance(rel, Split) and rel.parent in found:
             found.remove(rel.parent)
             found += [rel.outer, rel.inner]
-        elif not isinstance(rel, Split) and (rel.outer in found or rel.inner in found):
+        elif isinstance(rel, Fuse) and (rel.outer in found or rel.inner in found):
             found = [x for x in found if x not in (rel.outer, rel.inner)] + [rel.fused]
     return [x for x in found if x in st.leaf_iter_vars]

@@ -42,6 +42,7 @@ from ..lower.gpu import DeviceProgram
 from ..lower.stmt import BufferParam
 from .module import (
     ArgSpec,
+    ModuleAPI,
     arg_specs,
     check_host_array,
     check_overlap,
@@ -52,7 +53,7 @@ from .module import (
 )
 
 __all__ = ["CudaError", "Driver", "CudaPythonDriver", "open_driver", "get_driver",
-           "CudaFunction"]
+           "CudaFunction", "DeviceModule"]
 
 
 class CudaError(RuntimeError):
@@ -443,7 +444,23 @@ def _check_view(spec: ArgSpec, where: str, dtype: np.dtype, shape: tuple[int, ..
 # The built function
 # --------------------------------------------------------------------------------------
 
-class CudaFunction:
+class DeviceModule:
+    """The device code of a CUDA build, as TVM's ``imported_modules[0]``: its PTX."""
+
+    type_key = "ptx"
+
+    def __init__(self, owner: CudaFunction) -> None:
+        self._owner = owner
+
+    def get_source(self, fmt: str = "") -> str:
+        """The PTX ("", "ptx"), or another format of ``CudaFunction.get_source``."""
+        return self._owner.get_source(fmt or "ptx")
+
+    def __repr__(self) -> str:
+        return f"DeviceModule(ptx of {self._owner.name})"
+
+
+class CudaFunction(ModuleAPI):
     """A function built for ``target="cuda"``; call it with NumPy arrays or CUDA arrays.
 
     Attributes
@@ -466,6 +483,13 @@ class CudaFunction:
         self._loaded: tuple[Any, dict[str, Any]] | None = None
         self._lowered_text = str(func)
         self._specs = arg_specs(param_signature(func.params))
+
+    type_key = "cuda"
+
+    @property
+    def imported_modules(self) -> list[Any]:
+        """The device code (``[DeviceModule]``: ``.get_source()`` is the PTX)."""
+        return [DeviceModule(self)]
 
     # -- calling ---------------------------------------------------------------------------
     def _load(self) -> tuple[Any, dict[str, Any]]:
@@ -587,7 +611,7 @@ class CudaFunction:
     def get_source(self, fmt: str = "ptx") -> str:
         """The generated code: "ptx", "ll"/"llvm" (optimized NVPTX LLVM IR), "ll.raw" (as
         emitted) or "kernels" (the lowered kernels with their launch configurations)."""
-        key = {"ll": "ll", "llvm": "ll", "ll.opt": "ll", "ll.raw": "ll.raw",
+        key = {"": "ptx", "ll": "ll", "llvm": "ll", "ll.opt": "ll", "ll.raw": "ll.raw",
                "llvm.raw": "ll.raw", "ptx": "ptx", "kernels": "kernels"}.get(fmt)
         if key is None:
             raise ValueError(f"get_source: unknown format {fmt!r} for a CUDA function; "

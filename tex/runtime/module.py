@@ -36,13 +36,13 @@ from ..lower.stmt import BufferParam, ScalarParam
 from .jit import Kernel
 from .openmp import note_parallel_run, parallel_allowed
 
-__all__ = ["BuiltFunction", "SOURCE_FORMATS", "ArgSpec", "Signature", "arg_specs",
-           "conversion_hint", "data_pointer", "param_signature"]
+__all__ = ["BuiltFunction", "SOURCE_FORMATS", "ArgSpec", "BenchmarkResult", "ModuleAPI",
+           "Signature", "arg_specs", "conversion_hint", "data_pointer", "param_signature"]
 
 # a function's arguments in call order, each with whether it is an output
 Signature = tuple[tuple[Tensor | Var, bool], ...]
 
-SOURCE_FORMATS = {"ll": "opt", "llvm": "opt", "ll.opt": "opt", "ll.raw": "raw",
+SOURCE_FORMATS = {"": "opt", "ll": "opt", "llvm": "opt", "ll.opt": "opt", "ll.raw": "raw",
                   "llvm.raw": "raw", "asm": "asm", "s": "asm"}
 
 
@@ -202,7 +202,111 @@ def check_overlap(fname: str, specs: Sequence[ArgSpec], spans: list[tuple[int, i
                     "outputs must not overlap other arguments (pass a copy)")
 
 
-class BuiltFunction:
+@dataclass(frozen=True)
+class BenchmarkResult:
+    """What ``time_evaluator``'s function returns, as TVM's: seconds per call, one entry
+    per repetition (``results``), and their statistics."""
+
+    results: tuple[float, ...]
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.results)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.results)
+
+    @property
+    def min(self) -> float:
+        return min(self.results)
+
+    @property
+    def max(self) -> float:
+        return max(self.results)
+
+    @property
+    def std(self) -> float:
+        return statistics.pstdev(self.results)
+
+    def __repr__(self) -> str:
+        return (f"BenchmarkResult(min={self.min:.6g}, mean={self.mean:.6g}, "
+                f"median={self.median:.6g}, max={self.max:.6g}, std={self.std:.6g})")
+
+
+class ModuleAPI:
+    """TVM's ``runtime.Module`` spellings of a built function: ``entry_name``,
+    ``imported_modules``, ``get_function``/``m[name]``, ``time_evaluator`` (a module holds
+    one function here: the built one, under its name)."""
+
+    name: str
+    type_key = "llvm"
+
+    @property
+    def entry_name(self) -> str:
+        """The name of the function (TVM's module's default function)."""
+        return self.name
+
+    @property
+    def imported_modules(self) -> list[Any]:
+        """Device code modules (a CUDA build's PTX); none on the CPU."""
+        return []
+
+    def get_function(self, name: str, query_imports: bool = False) -> Any:
+        """The function ``name``: this one, when that is its name."""
+        if name != self.name:
+            raise AttributeError(f"module has no function {name!r}; the built function "
+                                 f"is {self.name!r}")
+        return self
+
+    def __getitem__(self, name: str) -> Any:
+        return self.get_function(name)
+
+    def time_evaluator(self, func_name: str, dev: Any = None, number: int = 10,
+                       repeat: int = 1, min_repeat_ms: int = 0, cooldown_interval_ms: int = 0,
+                       repeats_to_cooldown: int = 1, f_preproc: str = ""
+                       ) -> Callable[..., BenchmarkResult]:
+        """A function that times ``func_name`` as TVM's does: one warm-up call, then
+        ``repeat`` repetitions of ``number`` calls each (``number`` grows until a
+        repetition lasts ``min_repeat_ms``); returns a ``BenchmarkResult`` (seconds per
+        call). ``dev`` is accepted for TVM's spelling (the built function's target runs)."""
+        fn = self.get_function(func_name)
+        for what, value in (("number", number), ("repeat", repeat)):
+            _check_count(f"time_evaluator: {what}", value, 1)
+        _check_count("time_evaluator: min_repeat_ms", min_repeat_ms, 0)
+        _check_count("time_evaluator: cooldown_interval_ms", cooldown_interval_ms, 0)
+
+        def evaluate(*args: Any) -> BenchmarkResult:
+            fn(*args)
+            results = []
+            n = number
+            for k in range(repeat):
+                if k and cooldown_interval_ms and k % max(1, repeats_to_cooldown) == 0:
+                    time.sleep(cooldown_interval_ms / 1e3)
+                while True:
+                    t0 = time.perf_counter()
+                    for _ in range(n):
+                        fn(*args)
+                    dt = time.perf_counter() - t0
+                    if dt * 1e3 >= min_repeat_ms:
+                        break
+                    # as TVM: scale the count to reach the minimum, at least doubling it
+                    n = max(2 * n, int(n * min_repeat_ms / max(dt * 1e3, 1e-3)) + 1)
+                results.append(dt / n)
+            return BenchmarkResult(tuple(results))
+
+        return evaluate
+
+
+def _check_count(what: str, value: Any, least: int) -> None:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{what} must be an int >= {least}, got {type(value).__name__} "
+                        f"{value!r}")
+    if value < least:
+        raise ValueError(f"{what} must be >= {least}, got {value}")
+
+
+class BuiltFunction(ModuleAPI):
     """A compiled function; call it with NumPy arrays (outputs are written in place).
 
     Attributes
@@ -347,8 +451,8 @@ class BuiltFunction:
 
     # -- inspection -----------------------------------------------------------------------
     def get_source(self, fmt: str = "ll") -> str:
-        """The generated code: "ll"/"llvm" (optimized LLVM IR), "ll.raw" (as emitted,
-        before optimization) or "asm"/"s" (host assembly)."""
+        """The generated code: "ll"/"llvm" (optimized LLVM IR; also "", TVM's default),
+        "ll.raw" (as emitted, before optimization) or "asm"/"s" (host assembly)."""
         which = SOURCE_FORMATS.get(fmt)
         src = self._kernel.sources
         if which == "opt":

@@ -1,8 +1,12 @@
 """Schedules: records of how each operation of a DAG is computed (loop order, tiling,
-parallelism, vectorization, attach points). ``tex.lower`` interprets them."""
-from .auto import auto_schedule
-from .axes import THREAD_TAGS, Fuse, Split, ThreadAxis, thread_axis
-from .schedule import Schedule, Stage, create_schedule
+parallelism, vectorization, attach points). ``tex.lower`` interprets them.
 
-__all__ = ["THREAD_TAGS", "Fuse", "Schedule", "Split", "Stage", "ThreadAxis", "auto_schedule",
-           "create_schedule", "thread_axis"]
+``IterVar`` is re-exported for TVM's ``te.schedule.IterVar.Unrolled``-style constants."""
+from ..ir.expr import IterVar
+from .auto import auto_schedule
+from .axes import THREAD_TAGS, Fuse, Singleton, Split, ThreadAxis, thread_axis
+from .schedule import IterVarAttr, Schedule, Stage, create_schedule, split_parts
+
+__all__ = ["THREAD_TAGS", "Fuse", "IterVar", "IterVarAttr", "Schedule", "Singleton", "Split",
+           "Stage", "ThreadAxis", "auto_schedule", "create_schedule", "split_parts",
+           "thread_axis"]

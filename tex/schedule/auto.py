@@ -74,14 +74,22 @@ from ..ir.saved import SavedCall
 from ..ir.scatter import ScatterForm, scatter_form_of
 from ..ir.tensor import ComputeOp, Tensor
 from ..ir.visit import collect_vars, post_order
-from ..target import CPUInfo, CudaTarget, cpu_info, parse_cuda_target, target_kind
+from ..target import (
+    CPUInfo,
+    CudaTarget,
+    Target,
+    cpu_info,
+    parse_cuda_target,
+    resolve_target,
+    target_kind,
+)
 from .axes import CODECS, Fuse
 from .inline import Inliner
 from .pad import PadCache, existing_pads, pad_guarded_reads
 from .phase import deinterleave, polyphase, split_phases
 from .relayout import transpose_reused_operand, transpose_to_output_axis, transpose_vector_axis
 from .rows import fuse_rows
-from .schedule import Schedule, Stage, create_schedule
+from .schedule import Schedule, Stage, create_schedule, split_parts
 
 __all__ = ["auto_schedule", "PARALLEL_MIN_WORK"]
 
@@ -140,11 +148,12 @@ _INLINE_BUDGET = 24
 
 @timed("auto_schedule")
 def auto_schedule(outputs: Tensor | Sequence[Tensor],
-                  target: str | CPUInfo = "llvm") -> Schedule:
+                  target: str | Target | CPUInfo | None = None) -> Schedule:
     """A schedule computing ``outputs`` fast on ``target``: the host CPU for ``"llvm"``,
     an NVIDIA GPU for ``"cuda"`` (see ``tex.schedule.auto_gpu``), or the CPU a
     ``tex.target.CPUInfo`` describes (to schedule for another machine, or for one fixed
-    machine whatever the host).
+    machine whatever the host). ``target`` may be a ``tex.target.Target``; without one,
+    the target of the enclosing ``with Target(...)`` block, else ``"llvm"``.
 
     Works on any DAG built with ``tex.compute``/``tex.topi``, gradients from
     ``tex.differentiate`` included; the result is an ordinary ``Schedule`` that can be
@@ -165,12 +174,14 @@ def auto_schedule(outputs: Tensor | Sequence[Tensor],
                         f"{type(outputs).__name__} {outputs!r}")
     if isinstance(target, CPUInfo):
         machine: CPUInfo | CudaTarget = target
-    elif isinstance(target, str):
-        machine = parse_cuda_target(target) \
-            if target_kind(target, "auto_schedule") == "cuda" else cpu_info(target)
+    elif target is None or isinstance(target, (str, Target)):
+        text = resolve_target(target, "auto_schedule")
+        machine = parse_cuda_target(text) \
+            if target_kind(text, "auto_schedule") == "cuda" else cpu_info(text)
     else:
-        raise TypeError(f"auto_schedule: target must be a string such as 'llvm' or a "
-                        f"CPUInfo, got {type(target).__name__} {target!r}")
+        raise TypeError(f"auto_schedule: target must be a string such as 'llvm', a "
+                        f"tex.target.Target or a CPUInfo, got {type(target).__name__} "
+                        f"{target!r}")
     # a second process finds the schedule on disk (tex.ir.saved), by the DAG's structure
     # and the machine it was made for
     saved = SavedCall.open("auto_schedule", (outs, repr(machine)), CODECS)
@@ -545,14 +556,14 @@ class AutoScheduler:
         if want and rows is op.axis[0] and rows.dom.extent >= 8 * self.cores:
             # partition the rows: each thread zero-fills its rows in one contiguous pass,
             # then scans every index and adds those in its rows (in order: the same bits)
-            po, pi = st.split(rows, nparts=self.cores)
+            po, pi = split_parts(st, rows, self.cores)
             st.reorder(po, pi, *form.axes[1:], *reduce, *outer, *inner)
             st.parallel(po)
             return
         if want and free_inner and math.prod(a.dom.extent for a in outer) < 4 * self.cores \
                 and inner[0] is last and last.dom.extent >= 2:
             # too few outer points to share: columns of the last free axis in chunks
-            lo, li = st.split(last, nparts=min(last.dom.extent, 4 * self.cores))
+            lo, li = split_parts(st, last, 4 * self.cores)
             outer, inner = [*outer, lo], [li]
         take: list[IterVar] = []
         if want:
@@ -838,7 +849,7 @@ class AutoScheduler:
                 # too few panels to share: the tiles of each panel in a few chunks (each
                 # packs its panel once), not one chunk per tile (one packing per tile:
                 # a 100 x 100 matmul ran at 60% of a 128 x 128's speed)
-                ioo, io = st.split(io, nparts=min(io.dom.extent, -(-4 * self.cores // chunks)))
+                ioo, io = split_parts(st, io, -(-4 * self.cores // chunks))
                 share.append(ioo)
             self.parallel_outer(st, share, work)
             attach = io
@@ -943,7 +954,7 @@ class AutoScheduler:
         if st in self.blocked or \
                 blocks * _size(op) * max(1, out.dtype.bits // 8) > _PARTIALS_MAX_BYTES:
             return None
-        ko, _ = st.split(r0, nparts=blocks)
+        ko, _ = split_parts(st, r0, blocks)
         self.blocked.add(st)
         return self.s.rfactor(out, ko, factor_axis=0)
 
@@ -1150,7 +1161,7 @@ class AutoScheduler:
             if chunks < 2:
                 self.row_reduce(st, self.reads(op), self.info.lanes())
                 return
-            outer, _ = st.split(outer, nparts=chunks)
+            outer, _ = split_parts(st, outer, chunks)
         part = self.s.rfactor(t, outer, factor_axis=0)
         pst = self.s[part]
         self.schedule_stage(pst)

@@ -48,7 +48,7 @@ from ..ir.visit import post_order
 from ..target import CudaTarget, cpu_info
 from .auto import AutoScheduler
 from .axes import ThreadAxis
-from .schedule import Schedule, Stage
+from .schedule import Schedule, Stage, split_parts
 
 __all__ = ["schedule_cuda"]
 
@@ -118,7 +118,7 @@ class _GPUScheduler(AutoScheduler):
         red = list(op.reduce_axis)
         k = st.fuse(*red) if len(red) > 1 else red[0]
         parts = min(4 * self.cuda.sm_count, k.dom.extent // 1024)
-        ko, _ = st.split(k, nparts=parts)
+        ko, _ = split_parts(st, k, parts)
         partial = self.s.rfactor(op.output(0), ko)
         self.cross_thread(self.s[partial])
         self.cross_thread(self.s[op.output(0)])

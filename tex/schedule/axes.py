@@ -8,11 +8,15 @@ reads them to rebuild the original axes from the loops (``tex.lower.relations``)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from ..ir.codec import IR_CODECS, Codec
-from ..ir.expr import IterVar
+from ..ir.expr import IterVar, Range
 
-__all__ = ["CODECS", "THREAD_TAGS", "Fuse", "PARALLEL", "Relation", "SERIAL", "Split", "THREAD",
+__all__ = ["CODECS", "THREAD_TAGS", "Fuse", "PARALLEL", "Relation", "SERIAL", "Singleton",
+           "Split", "THREAD",
            "ThreadAxis", "UNROLL", "VECTORIZE", "thread_axis"]
 
 THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
@@ -28,13 +32,17 @@ class Split:
     TVM's behaviour); ``"shift"`` moves the last tile inwards to ``[n - factor, n)``
     (``parent = min(outer * factor, n - factor) + inner``), so every tile is whole and
     unguarded and the points where two tiles overlap are computed twice, to the same value
-    (Halide's ``ShiftInwards``; only for data-parallel axes, see ``Stage.split``)."""
+    (Halide's ``ShiftInwards``; only for data-parallel axes, see ``Stage.split``).
+
+    ``nparts`` (a ``split(nparts=)``) fixes the outer loop's extent, as TVM does: outer
+    iterations past the end are guarded off like the rest of the last tile."""
 
     parent: IterVar
     outer: IterVar
     inner: IterVar
     factor: int
     tail: str = "guard"
+    nparts: int | None = None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -46,33 +54,70 @@ class Fuse:
     fused: IterVar
 
 
-Relation = Split | Fuse
+@dataclass(frozen=True, slots=True, eq=False)
+class Singleton:
+    """A loop of extent 1 made by ``fuse()`` with no axes (TVM's ``Singleton``): it
+    derives from no axis and gives none a value."""
+
+    iter: IterVar
+
+
+Relation = Split | Fuse | Singleton
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class ThreadAxis:
-    """A GPU thread index (``blockIdx.x``, ``threadIdx.y``, ...) to bind loops to."""
+    """A GPU thread index (``blockIdx.x``, ``threadIdx.y``, ...) to bind loops to; with
+    ``extent`` (TVM's ``dom``), a loop bound to it must not run longer."""
 
     tag: str
+    extent: int | None = None
+    name: str = ""
 
     def __str__(self) -> str:
         return self.tag
 
 
-def thread_axis(tag: str) -> ThreadAxis:
-    """A GPU thread axis for ``Stage.bind``: one of ``THREAD_TAGS``.
+def thread_axis(dom: Any = None, tag: str = "", name: str = "", span: Any = None
+                ) -> ThreadAxis:
+    """A GPU thread axis for ``Stage.bind``: its tag one of ``THREAD_TAGS``. As TVM's:
+    ``thread_axis("threadIdx.x")``, ``thread_axis((0, 64), "threadIdx.x")``,
+    ``thread_axis(tag="blockIdx.x", name="bx")``.
 
     Example
     -------
     >>> s[C].bind(bx, tex.thread_axis("blockIdx.x"))
     """
+    if isinstance(dom, str):
+        if tag:
+            raise ValueError(f"thread_axis: the tag is given twice ({dom!r} and {tag!r})")
+        dom, tag = None, dom
     if not isinstance(tag, str):
         raise TypeError(f"thread_axis: the tag must be a str like 'threadIdx.x', got "
                         f"{type(tag).__name__}")
     if tag not in THREAD_TAGS:
         raise ValueError(f"thread_axis: unknown tag {tag!r}; expected one of "
                          f"{', '.join(THREAD_TAGS)}")
-    return ThreadAxis(tag)
+    if not isinstance(name, str):
+        raise TypeError(f"thread_axis: name must be a str, got {type(name).__name__}")
+    extent = None
+    if dom is not None:
+        lo, hi = _bounds(dom)
+        if lo != 0 or hi <= 0:
+            raise ValueError(f"thread_axis: dom must be (0, n) with n >= 1, got {dom!r}")
+        extent = hi
+    return ThreadAxis(tag, extent, name or tag)
+
+
+def _bounds(dom: Any) -> tuple[int, int]:
+    """``(lo, hi)`` of a ``(lo, hi)`` pair or a ``Range`` (``min``, ``extent``)."""
+    if isinstance(dom, Range):
+        lo, n = dom.min, dom.extent
+        return int(lo), int(lo) + int(n)
+    if isinstance(dom, (tuple, list)) and len(dom) == 2 and \
+            all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in dom):
+        return int(dom[0]), int(dom[1])
+    raise TypeError(f"thread_axis: dom must be a pair of ints (0, n), got {dom!r}")
 
 
 # annotation kinds of a leaf variable
@@ -82,7 +127,8 @@ SERIAL, PARALLEL, VECTORIZE, UNROLL, THREAD = "serial", "parallel", "vectorize",
 # how a schedule's objects are kept on disk (tex.ir.codec): the IR's and these
 CODECS: dict[type, Codec] = {
     **IR_CODECS,
-    Split: Codec(("parent", "outer", "inner", "factor", "tail"), Split),
+    Split: Codec(("parent", "outer", "inner", "factor", "tail", "nparts"), Split),
     Fuse: Codec(("outer", "inner", "fused"), Fuse),
-    ThreadAxis: Codec(("tag",), ThreadAxis),
+    Singleton: Codec(("iter",), Singleton),
+    ThreadAxis: Codec(("tag", "extent", "name"), ThreadAxis),
 }

@@ -49,7 +49,7 @@ from ..ir.expr import (
     Var,
 )
 from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
-from .axes import CODECS, Fuse, Split, ThreadAxis
+from .axes import CODECS, Fuse, Singleton, Split, ThreadAxis
 from .schedule import SNAPSHOT_FIELDS, Schedule, Stage
 
 __all__ = ["FIELDS", "IGNORED", "STAGE_FIELDS", "STAGE_IGNORED", "front_text",
@@ -73,9 +73,10 @@ FIELDS: dict[type, tuple[str, ...]] = {
     Tensor: ("op", "value_index"),
     PlaceholderOp: ("name", "tag", "attrs", "shape", "dtype"),
     ComputeOp: ("name", "tag", "attrs", "axis", "reduce_axis", "_body"),
-    Split: ("parent", "outer", "inner", "factor", "tail"),
+    Split: ("parent", "outer", "inner", "factor", "tail", "nparts"),
     Fuse: ("outer", "inner", "fused"),
-    ThreadAxis: ("tag",),
+    Singleton: ("iter",),
+    ThreadAxis: ("tag", "extent"),
 }
 
 # class -> {slot: why it is not part of the text}
@@ -87,6 +88,7 @@ IGNORED: dict[type, dict[str, str]] = {
         "_outputs": "the tensors of the operation, reached from their readers",
         "_inputs": "derived from the body",
         "_shape": "derived from the axes"},
+    ThreadAxis: {"name": "a label (TVM's); the tag decides the hardware index"},
 }
 
 # the attributes of a Stage left out of the text (with the reason); the text has the others
@@ -96,6 +98,7 @@ STAGE_IGNORED: dict[str, str] = {
     "_op": "read through the property op (refreshed first)",
     "_attach_stage": "read through the property attach_stage",
     "origin_op": "the operation before the schedule rewrote it; lowering reads op",
+    "pragmas": "recorded for iter_var_attrs (TVM's pragmas); lowering does not read them",
 }
 STAGE_FIELDS = tuple(f for f in SNAPSHOT_FIELDS if f not in STAGE_IGNORED)
 

@@ -31,6 +31,7 @@ import contextlib
 import heapq
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -39,9 +40,20 @@ from ..ir.expr import IterVar, Range, Reduce, TensorRead, Var
 from ..ir.saved import SavedCall
 from ..ir.tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 from ..ir.visit import rewrite, topo_sort_ops
-from .axes import PARALLEL, SERIAL, THREAD, UNROLL, VECTORIZE, Fuse, Relation, Split, ThreadAxis
+from .axes import (
+    PARALLEL,
+    SERIAL,
+    THREAD,
+    UNROLL,
+    VECTORIZE,
+    Fuse,
+    Relation,
+    Singleton,
+    Split,
+    ThreadAxis,
+)
 
-__all__ = ["Schedule", "Stage", "create_schedule"]
+__all__ = ["IterVarAttr", "Schedule", "Stage", "create_schedule", "split_parts"]
 
 SCOPES = ("global", "shared", "local")
 
@@ -73,6 +85,22 @@ def _position(loops: Sequence[IterVar], iv: IterVar) -> int:
     raise ValueError(f"axis '{iv.name}' is not among the loops")
 
 
+@dataclass(frozen=True)
+class IterVarAttr:
+    """A loop's annotations as TVM's ``IterVarAttr``: ``iter_type`` (an ``IterVar``
+    constant), ``bind_thread`` (its ``ThreadAxis`` or None) and its pragmas."""
+
+    iter_type: int
+    bind_thread: ThreadAxis | None
+    pragma_keys: tuple[str, ...]
+    pragma_values: tuple[Any, ...]
+
+
+# annotation kind -> TVM's iter_type
+_ITER_TYPES = {UNROLL: IterVar.Unrolled, VECTORIZE: IterVar.Vectorized,
+               PARALLEL: IterVar.Parallelized, THREAD: IterVar.ThreadIndex}
+
+
 class Stage:
     """How one operation is computed: loop structure, annotations and attach point."""
 
@@ -91,6 +119,7 @@ class Stage:
         self.attach_ivar: IterVar | None = None
         self.scope = "global"
         self.is_output = False
+        self.pragmas: dict[IterVar, list[tuple[str, Any]]] = {}
 
     @property
     def op(self) -> ComputeOp:
@@ -173,7 +202,9 @@ class Stage:
     def split(self, parent: IterVar, factor: int | None = None,
               nparts: int | None = None, *, tail: str = "guard") -> tuple[IterVar, IterVar]:
         """Split ``parent`` into ``(outer, inner)`` with ``inner`` of extent ``factor``
-        (or ``outer`` of extent ``nparts``).
+        (or ``outer`` of extent exactly ``nparts``, as in TVM: ``inner`` then has extent
+        ``ceil(extent / nparts)``, and outer iterations past the end do nothing;
+        ``tex.schedule.split_parts`` makes only as many outer iterations as cover the extent).
 
         When the factor does not divide the extent, ``tail="guard"`` (the default, as TVM)
         guards the points of the last tile past the end; ``tail="shift"`` shifts the last
@@ -206,13 +237,15 @@ class Stage:
         extent = parent.dom.extent
         if factor is not None:
             inner_ext = min(factor, extent)
+            outer_ext = math.ceil(extent / inner_ext)
         else:
-            inner_ext = math.ceil(extent / min(value, extent))
-        outer_ext = math.ceil(extent / inner_ext)
+            inner_ext = math.ceil(extent / value)
+            outer_ext = value
         kind = parent.kind
         outer = _new_iter_var(f"{parent.name}.outer", outer_ext, kind)
         inner = _new_iter_var(f"{parent.name}.inner", inner_ext, kind)
-        self.relations.append(Split(parent, outer, inner, inner_ext, tail))
+        self.relations.append(Split(parent, outer, inner, inner_ext, tail,
+                                    None if factor is not None else outer_ext))
         self._replace_leaf([parent], [outer, inner])
         return outer, inner
 
@@ -239,11 +272,16 @@ class Stage:
         self.leaf_iter_vars = leaves
 
     def fuse(self, *ivs: IterVar) -> IterVar:
-        """Fuse adjacent loops (outer first) into one; returns the fused axis."""
+        """Fuse adjacent loops (outer first) into one; returns the fused axis. With no
+        axes (TVM's ``fuse()``), a new outermost loop of extent 1 (a ``Singleton``)."""
         if len(ivs) == 1 and isinstance(ivs[0], (list, tuple)):
             ivs = tuple(ivs[0])
         if not ivs:
-            raise ValueError(f"fuse on stage '{self.name}': give at least one axis")
+            single = _new_iter_var("singleton", 1, "axis")
+            self.relations.append(Singleton(single))
+            self.leaf_iter_vars = [single, *self.leaf_iter_vars]
+            self.all_iter_vars.append(single)
+            return single
         checked = [self.check_leaf(iv, "fuse") for iv in ivs]
         if len(checked) == 1:
             return checked[0]
@@ -301,12 +339,45 @@ class Stage:
         if not isinstance(thread, ThreadAxis):
             raise TypeError(f"bind on stage '{self.name}': expected tex.thread_axis(...), got "
                             f"{type(thread).__name__}")
+        if thread.extent is not None and iv.dom.extent > thread.extent:
+            raise ValueError(f"bind on stage '{self.name}': loop '{iv.name}' runs "
+                             f"{iv.dom.extent} times, more than the {thread.extent} of "
+                             f"thread axis {thread.tag} (its dom)")
         for other, t in self.bindings.items():
             if t.tag == thread.tag and other is not iv and thread.tag != "vthread":
                 raise ValueError(f"bind on stage '{self.name}': {thread.tag} is already bound to "
                                  f"'{other.name}'")
         self._annotate(iv, THREAD, "bind")
         self.bindings[iv] = thread
+
+    def pragma(self, iv: IterVar, pragma_type: str, pragma_value: Any = None) -> None:
+        """TVM's loop pragma, recorded (``pragmas``; shown by ``iter_var_attrs``) and not
+        acted on: tex decides unrolling and how parallel loops launch by itself."""
+        iv = self.check_leaf(iv, "pragma")
+        if not isinstance(pragma_type, str) or not pragma_type:
+            raise TypeError(f"pragma on stage '{self.name}': the pragma type must be a "
+                            f"non-empty str, got {pragma_type!r}")
+        if pragma_type in ("import_c", "import_llvm"):
+            raise ValueError(f"pragma on stage '{self.name}': '{pragma_type}' links "
+                             "external code into a loop, which tex does not do")
+        self.pragmas.setdefault(iv, []).append((pragma_type, pragma_value))
+
+    @property
+    def iter_var_attrs(self) -> dict[IterVar, IterVarAttr]:
+        """TVM's view of the loop annotations: per annotated or pragma'd leaf, its
+        ``iter_type`` (``tex.schedule.IterVar.Unrolled``, ...), ``bind_thread`` and pragmas."""
+        out: dict[IterVar, IterVarAttr] = {}
+        for iv in self.leaf_iter_vars:
+            kind = self.annotations.get(iv)
+            pragmas = self.pragmas.get(iv, [])
+            if kind is None and not pragmas:
+                continue
+            thread = self.bindings.get(iv)
+            out[iv] = IterVarAttr(_ITER_TYPES.get(kind, IterVar.CommReduce
+                                                  if _is_reduce(iv) else IterVar.DataPar),
+                                  thread, tuple(k for k, _ in pragmas),
+                                  tuple(v for _, v in pragmas))
+        return out
 
     # -- attach points ----------------------------------------------------------------------
     def compute_inline(self) -> None:
@@ -430,6 +501,11 @@ class Schedule:
             if isinstance(op, ComputeOp):
                 self.stage_map[op].is_output = True
 
+    def normalize(self) -> Schedule:
+        """TVM's loop normalization: every loop of a tex schedule already starts at 0, so
+        the schedule is returned as it is."""
+        return self
+
     def __getitem__(self, key: Tensor | Operation) -> Stage:
         op = key.op if isinstance(key, Tensor) else key
         if not isinstance(op, Operation):
@@ -486,6 +562,7 @@ class Schedule:
             st.attach_ivar = state["attach_ivar"]
             st.scope = state["scope"]
             st.is_output = state["is_output"]
+            st.pragmas = {iv: list(p) for iv, p in state["pragmas"].items()}
             sch.stages.append(st)
             made.append(st)
         for st, row in zip(made, stages):
@@ -712,7 +789,7 @@ class Schedule:
 # the attributes of a Stage in Schedule.snapshot, in order
 SNAPSHOT_FIELDS = ("op", "origin_op", "all_iter_vars", "leaf_iter_vars", "relations",
                    "annotations", "bindings", "attach_type", "attach_stage", "attach_ivar",
-                   "scope", "is_output")
+                   "scope", "is_output", "pragmas")
 
 
 def _replace_tensors(e: Any, mapping: Mapping[Tensor, Tensor]) -> Any:
@@ -721,6 +798,16 @@ def _replace_tensors(e: Any, mapping: Mapping[Tensor, Tensor]) -> Any:
             return TensorRead(mapping[node.tensor], node.indices)
         return None
     return rewrite(e, fn)
+
+
+def split_parts(stage: Stage, parent: IterVar, parts: int, tail: str = "guard"
+                ) -> tuple[IterVar, IterVar]:
+    """Split ``parent`` into about ``parts`` equal outer iterations, no more than cover it:
+    ``ceil(extent / p)`` each, with ``p = min(parts, extent)``, and as many as that takes
+    (``split(nparts=)`` keeps exactly ``nparts``, as TVM's, even when some do nothing)."""
+    extent = parent.dom.extent
+    return stage.split(parent, factor=math.ceil(extent / max(1, min(parts, extent))),
+                       tail=tail)
 
 
 def create_schedule(ops: Operation | Tensor | Sequence[Operation | Tensor]) -> Schedule:

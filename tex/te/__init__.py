@@ -1,4 +1,11 @@
-"""User-facing builders: placeholder, compute, reduce_axis, reducers, intrinsics."""
+"""User-facing builders: placeholder, compute, reduce_axis, reducers, intrinsics.
+
+As TVM's ``te`` module, it also offers ``create_schedule``, ``thread_axis`` (from
+``tex.schedule``) and ``gradient`` (from ``tex.autodiff``), so that ``from tex import te``
+ports TVM code; those live in lower layers and are imported at first use (module
+``__getattr__``, PEP 562), never when this module loads.
+"""
+from ..tvm_names import missing
 from .intrin import (
     abs,
     ceil,
@@ -38,3 +45,21 @@ __all__ = [
     "placeholder", "reduce_axis", "var", "Reducer", "all", "any", "comm_reducer", "max",
     "min", "prod", "sum",
 ]
+
+# TVM's te names that live in lower layers
+_LAZY = ("create_schedule", "thread_axis", "gradient")
+
+
+def __getattr__(name: str) -> object:
+    """The names of ``_LAZY``, imported at first use."""
+    if name in ("create_schedule", "thread_axis"):
+        from .. import schedule
+        return getattr(schedule, name)
+    if name == "gradient":
+        from .. import autodiff
+        return autodiff.gradient
+    raise missing("tex.te", name, [*globals(), *_LAZY])
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

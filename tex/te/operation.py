@@ -24,9 +24,13 @@ _INT32_MAX = 2**31 - 1  # index variables and loop counters are int32
 
 
 def _int_value(value: Any) -> int | None:
+    """An extent or bound as an int: ints, integer constants, and floats that hold an
+    integer (TVM's tutorials write ``(N / bn, K, bn)``, a float in Python 3)."""
     if isinstance(value, (bool, np.bool_)):
         return None
     if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
         return int(value)
     if isinstance(value, Const) and value.dtype.is_int:
         return int(value.value)
