@@ -129,8 +129,9 @@ BUILDERS: list[Case] = [
      TypeError, r"placeholder 'P': shape must be a tuple of ints, got str"),
     ("placeholder-shape-negative", lambda: tex.placeholder((2, -1), name="P"),
      ValueError, r"placeholder 'P': dimension 1 of shape \(2, -1\) is -1"),
-    ("placeholder-shape-float", lambda: tex.placeholder((2.0,), name="P"),
-     TypeError, r"placeholder 'P': dimension 0 .* is float 2\.0; expected an int"),
+    # (an integral float such as 2.0 is an int extent, as TVM's tutorials write N / bn)
+    ("placeholder-shape-float", lambda: tex.placeholder((2.5,), name="P"),
+     TypeError, r"placeholder 'P': dimension 0 .* is float 2\.5; expected an int"),
     ("placeholder-shape-beyond-int32", lambda: tex.placeholder((2**31,), name="P"),
      ValueError, r"placeholder 'P': dimension 0 .* 2147483648; extents must fit in int32"),
     ("placeholder-dtype-unknown", lambda: tex.placeholder((2,), dtype="float13", name="P"),
@@ -304,10 +305,12 @@ TOPI: list[Case] = [
      ValueError, r"topi\.nn\.conv2d: padding must be non-negative, got -1"),
     ("conv2d-padding-3-tuple", lambda: nn.conv2d(D, K1, 1, (1, 1, 1)),
      ValueError, r"topi\.nn\.conv2d: padding must be an int, a pair or a 4-tuple"),
-    ("conv2d-padding-str", lambda: nn.conv2d(D, K1, 1, "SAME"),
-     TypeError, r"topi\.nn\.conv2d: padding must be ints, got 'SAME'"),
-    ("conv2d-layout", lambda: nn.conv2d(D, K1, 1, 0, layout="NHWC"),
-     ValueError, r"topi\.nn\.conv2d: layout 'NHWC' is not supported"),
+    ("conv2d-padding-str", lambda: nn.conv2d(D, K1, 1, "same"),
+     ValueError, r"topi\.nn\.conv2d: padding 'same' is not a padding string; use 'SAME'"),
+    ("conv2d-padding-float", lambda: nn.conv2d(D, K1, 1, 0.5),
+     TypeError, r"topi\.nn\.conv2d: padding must be ints or one of 'SAME', 'VALID', got 0\.5"),
+    ("conv2d-layout", lambda: nn.conv2d(D, K1, 1, 0, layout="NCHW8c"),
+     ValueError, r"topi\.nn\.conv2d: layout 'NCHW8c' is not supported"),
     ("conv2d-data-rank", lambda: nn.conv2d(A, K1, 1, 0),
      ValueError, r"topi\.nn\.conv2d: data must be 4-D \(N, C, H, W\), got 'A'"),
     ("pool-kernel-zero", lambda: nn.pool(D, (0, 0), (1, 1), (0, 0), "max"),
@@ -615,7 +618,8 @@ LOWER_BUILD: list[Case] = [
     ("build-unknown-target", lambda: tex.build(sched(), [X, Y, R], target="tpu"),
      ValueError, r"build: unknown target 'tpu'"),
     ("build-target-int", lambda: tex.build(sched(), [X, Y, R], target=3),
-     TypeError, r"build: target must be a string such as 'llvm', got int 3"),
+     TypeError, r"build: target must be a string such as 'llvm' or a tex.target.Target, "
+                r"got int 3"),
     ("build-cuda-arch", lambda: tex.build(sched(), [X, Y, R], target="cuda -arch=sm_xx"),
      ValueError, r"-arch must be sm_50 or newer .* got 'sm_xx'"),
     ("build-missing-placeholder", lambda: tex.build(sched(), [Y, R]),
@@ -972,6 +976,6 @@ def test_one_target_parser_for_every_caller() -> None:
     assert [target_kind(t, "t") for t in ("llvm", " CPU ", "cuda -arch=sm_80", "nvptx")] == \
         ["llvm", "llvm", "cuda", "cuda"]
     assert legalize(func, "cpu").name == func.name and cpu_info("cpu") == cpu_info("llvm")
-    with pytest.raises(TypeError, match="^t: target must be a string such as 'llvm', got "
-                                        "int 3"):
+    with pytest.raises(TypeError, match="^t: target must be a string such as 'llvm' or a "
+                                        "tex.target.Target, got int 3"):
         target_kind(3, "t")

@@ -90,6 +90,9 @@ case("clip-1", topi.clip, F((1,)), F(()), 0.5)
 case("where-broadcast", topi.where, Data((5, 1), "bool"), F((1, 7)), F((7,)))
 case("where-scalar-branch", topi.where, Data((13,), "bool"), F((13,)), 0.0)
 case("where-0d", topi.where, Data((), "bool"), F((5, 7)), F(()))
+case("elemwise_sum-3", topi.elemwise_sum, [F((5, 7)), F((5, 7)), F((5, 7))])
+case("elemwise_sum-1", topi.elemwise_sum, [F((13,))])
+case("elemwise_sum-data", topi.elemwise_sum, [F((5, 1, 7)), Data((5, 1, 7), "int32")])
 case("broadcast_to-new-axes", topi.broadcast_to, F((5, 1)), (3, 5, 7))
 case("broadcast_to-0d", topi.broadcast_to, F(()), (13,))
 case("broadcast_to-same", topi.broadcast_to, F((7,)), (7,))
@@ -210,6 +213,26 @@ POOL = [  # id, data, kernel, stride, dilation, padding, type, keywords
 for _id, _d, _k, _s, _dl, _p, _t, _kw in POOL:
     case(f"pool2d-{_id}", nn.pool2d, F(_d), _k, _s, _dl, _p, _t, **_kw)
 case("pool-avg-k2-s2", nn.pool, F((1, 1, 4, 4)), 2, 2, 0, "avg")
+# the layouts TVM names: the same windows over other dimension orders
+case("conv2d-nhwc-same-s2", nn.conv2d, F((2, 7, 5, 3)), F((3, 3, 3, 4)), 2, "SAME",
+     layout="NHWC")
+case("conv2d-hwcn-ohwi", nn.conv2d, F((7, 7, 3, 2)), F((4, 3, 3, 3)), 1, 1, 1, "HWCN", "OHWI")
+CONV_TVM = [  # id, data (NCHW), kernel (OIHW), stride, padding, dilation
+    ("k3-s1-same", (2, 3, 7, 5), (4, 3, 3, 3), 1, "SAME", 1),
+    ("k2-s2-valid", (1, 2, 7, 7), (3, 2, 2, 2), 2, "VALID", 1),
+    ("k3-s2-d2-p1", (1, 2, 13, 7), (2, 2, 3, 3), 2, (1, 0, 2, 1), 2),
+]
+for _id, (_n, _c, _h, _w), (_o, _i, _kh, _kw), _s, _p, _dl in CONV_TVM:
+    case(f"conv2d_nchw-{_id}", nn.conv2d_nchw, F((_n, _c, _h, _w)), F((_o, _i, _kh, _kw)), _s,
+         _p, _dl)
+    case(f"conv2d_nhwc-{_id}", nn.conv2d_nhwc, F((_n, _h, _w, _c)), F((_kh, _kw, _i, _o)), _s,
+         _p, _dl, "float64")
+    case(f"conv2d_hwcn-{_id}", nn.conv2d_hwcn, F((_h, _w, _c, _n)), F((_kh, _kw, _i, _o)), _s,
+         _p, _dl)
+case("pool2d-nhwc-max-same-s2", nn.pool2d, F((2, 7, 5, 3)), 3, 2, 1, "SAME", "max",
+     layout="NHWC")
+case("pool2d-nhwc-avg-k3-s1-p1", nn.pool2d, F((1, 7, 7, 2)), 3, 1, 1, 1, "avg",
+     layout="NHWC", count_include_pad=False)
 case("pool-max-k3-s1-p1", nn.pool, F((1, 2, 5, 7)), 3, 1, 1, "max")
 case("pool-max-k1", nn.pool, F((2, 1, 13, 1)), 1, 1, 0, "max")
 

@@ -428,7 +428,7 @@ def test_out_dtype_accumulates_wider(rng: np.random.Generator) -> None:
 
 def test_nn_builds_only_on_te() -> None:
     # topi.nn stays independent of the core topi modules: inside tex.topi it may import
-    # only tex.topi.utils and its own modules
+    # only tex.topi.utils, the tag names of tex.topi.tag and its own modules
     folder = Path(nn.__file__).parent
     for path in sorted(folder.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -439,7 +439,8 @@ def test_nn_builds_only_on_te() -> None:
             names = [target] if node.module else [f"{target}.{a.name}" for a in node.names]
             for name in names:
                 inside_topi = name.startswith("tex.topi")
-                assert not inside_topi or name.startswith(("tex.topi.utils", "tex.topi.nn")), \
+                assert not inside_topi or name.startswith(("tex.topi.utils", "tex.topi.tag",
+                                                             "tex.topi.nn")), \
                     f"{path.name} imports {name}"
 
 
@@ -484,16 +485,18 @@ ERRORS: list[tuple[str, Callable[[], Any], type[Exception], tuple[str, ...]]] = 
     ("conv2d-channels", lambda: nn.conv2d(_p(1, 3, 8, 8), _p(2, 4, 3, 3), 1, 0), ValueError,
      ("topi.nn.conv2d: data has 3 channels but kernel expects 4", "(1, 3, 8, 8)",
       "(2, 4, 3, 3)")),
-    ("conv2d-layout", lambda: nn.conv2d(_p(1, 8, 8, 3), _p(2, 3, 3, 3), 1, 0, layout="NHWC"),
-     ValueError, ("topi.nn.conv2d", "layout 'NHWC' is not supported, use 'NCHW'")),
+    ("conv2d-layout", lambda: nn.conv2d(_p(1, 8, 8, 3), _p(2, 3, 3, 3), 1, 0, layout="NCHWc"),
+     ValueError, ("topi.nn.conv2d", "layout 'NCHWc' is not supported", "N, C, H, W")),
     ("conv2d-empty", lambda: nn.conv2d(_p(1, 3, 4, 4), _p(2, 3, 5, 5), 1, 0), ValueError,
      ("topi.nn.conv2d", "empty", "height", "(1, 3, 4, 4)", "(2, 3, 5, 5)")),
     ("conv2d-rank", lambda: nn.conv2d(_p(3, 8, 8), _p(2, 3, 3, 3), 1, 0), ValueError,
      ("topi.nn.conv2d", "data", "4-D")),
     ("conv2d-stride", lambda: nn.conv2d(_p(1, 3, 8, 8), _p(2, 3, 3, 3), 0, 0), ValueError,
      ("topi.nn.conv2d", "stride", "positive")),
-    ("conv2d-padding-type", lambda: nn.conv2d(_p(1, 3, 8, 8), _p(2, 3, 3, 3), 1, "same"),
+    ("conv2d-padding-type", lambda: nn.conv2d(_p(1, 3, 8, 8), _p(2, 3, 3, 3), 1, 1.5),
      TypeError, ("topi.nn.conv2d", "padding")),
+    ("conv2d-padding-string", lambda: nn.conv2d(_p(1, 3, 8, 8), _p(2, 3, 3, 3), 1, "same"),
+     ValueError, ("topi.nn.conv2d", "padding 'same'", "'SAME' or 'VALID'")),
     ("conv2d-padding-negative", lambda: nn.conv2d(_p(1, 3, 8, 8), _p(2, 3, 3, 3), 1, -1),
      ValueError, ("topi.nn.conv2d", "padding")),
     ("conv2d-padding-3", lambda: nn.conv2d(_p(1, 3, 8, 8), _p(2, 3, 3, 3), 1, (1, 1, 1)),
@@ -502,8 +505,8 @@ ERRORS: list[tuple[str, Callable[[], Any], type[Exception], tuple[str, ...]]] = 
      TypeError, ("topi.nn.conv2d", "dilation")),
     ("pool2d-type", lambda: nn.pool2d(_p(1, 1, 4, 4), 2, 2, 1, 0, "min"), ValueError,
      ("topi.nn.pool2d", "pool_type", "'min'")),
-    ("pool2d-layout", lambda: nn.pool2d(_p(1, 4, 4, 1), 2, 2, 1, 0, "max", layout="NHWC"),
-     ValueError, ("topi.nn.pool2d", "layout 'NHWC' is not supported, use 'NCHW'")),
+    ("pool2d-layout", lambda: nn.pool2d(_p(1, 4, 4, 1), 2, 2, 1, 0, "max", layout="NCHW4h"),
+     ValueError, ("topi.nn.pool2d", "layout 'NCHW4h' is not supported")),
     ("pool2d-all-padding", lambda: nn.pool2d(_p(1, 1, 4, 4), 2, 1, 1, 2, "max"), ValueError,
      ("topi.nn.pool2d", "padding", "row 0")),
     ("pool2d-empty", lambda: nn.pool2d(_p(1, 1, 2, 2), 3, 1, 1, 0, "avg"), ValueError,

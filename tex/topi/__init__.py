@@ -4,13 +4,16 @@ and returns ordinary tensors; names and signatures follow TVM's topi (API.md §2
 
 Importing this package also installs the Python operators on tensors (``A + B``, ``-A``,
 ``A @ B``, ``A.astype``). ``gradient_cost`` holds the hand-written gradient cost of every
-differentiable op, the reference tex's gradients are held to.
+differentiable op, the reference tex's gradients are held to. As in TVM, ``topi.tag`` holds
+the op tags, ``topi.utils`` ``get_const_tuple``/``get_const_int``, and ``topi.testing`` NumPy
+references under TVM's names; a TVM topi name tex lacks raises an ``AttributeError`` that
+says what to use (``tex.tvm_names``).
 """
-from . import gradient_cost, nn
+from typing import Any
+
+from ..tvm_names import missing
+from . import gradient_cost, nn, tag, testing, utils
 from .broadcast import (
-    BROADCAST,
-    ELEMWISE,
-    INJECTIVE,
     abs,
     add,
     astype,
@@ -20,6 +23,7 @@ from .broadcast import (
     clip,
     cos,
     divide,
+    elemwise_sum,
     equal,
     erf,
     exp,
@@ -57,12 +61,10 @@ from .broadcast import (
     where,
     zeros_like,
 )
-from .contract import MATMUL, einsum, matmul, tensordot
+from .contract import einsum, matmul, tensordot
 from .gather import take
 from .join import concatenate, split, stack
 from .reduce import (
-    COMM_REDUCE,
-    COMM_REDUCE_IDX,
     all,
     any,
     argmax,
@@ -74,6 +76,7 @@ from .reduce import (
     prod,
     sum,
 )
+from .tag import BROADCAST, COMM_REDUCE, COMM_REDUCE_IDX, ELEMWISE, INJECTIVE, MATMUL
 from .transform import expand_dims, flip, reshape, squeeze, transpose
 
 __all__ = [
@@ -98,6 +101,7 @@ __all__ = [
     "cos",
     "divide",
     "einsum",
+    "elemwise_sum",
     "equal",
     "erf",
     "exp",
@@ -144,12 +148,20 @@ __all__ = [
     "stack",
     "subtract",
     "sum",
+    "tag",
     "take",
     "tan",
     "tanh",
     "tensordot",
+    "testing",
     "transpose",
     "trunc",
+    "utils",
     "where",
     "zeros_like",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """A TVM topi name tex lacks: an AttributeError saying what to use instead."""
+    raise missing("tex.topi", name, __all__)

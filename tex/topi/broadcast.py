@@ -1,5 +1,5 @@
 """Elementwise operators with NumPy broadcasting: arithmetic, comparisons, logic, unary
-intrinsics, casts, selection and constant fills.
+intrinsics, casts, selection, constant fills and ``elemwise_sum``.
 
 Each op is one compute whose body applies a scalar builder to broadcast reads of its
 operands (``T_add[i, j] = A[i, 0] + B[j]`` for shapes (3, 1) and (4,)). Operands are
@@ -23,12 +23,10 @@ from ..dtype import DType, as_dtype
 from ..ir import fold
 from ..ir.expr import Expr, ExprOp, Op, as_expr
 from ..ir.tensor import Tensor, register_tensor_operators
+from .tag import BROADCAST, ELEMWISE
 from .utils import broadcast_indices, broadcast_shape, check_tensor, compute_nd, is_scalar
 
 __all__ = [
-    "BROADCAST",
-    "ELEMWISE",
-    "INJECTIVE",
     "abs",
     "add",
     "astype",
@@ -38,6 +36,7 @@ __all__ = [
     "clip",
     "cos",
     "divide",
+    "elemwise_sum",
     "equal",
     "erf",
     "exp",
@@ -75,11 +74,6 @@ __all__ = [
     "where",
     "zeros_like",
 ]
-
-# op tags, as in TVM's topi (schedules use them to recognise cheap, inlinable ops)
-ELEMWISE = "elemwise"
-BROADCAST = "broadcast"
-INJECTIVE = "injective"
 
 Scalar = Any  # a Python number or a scalar tex expression
 Operand = Any  # a Tensor or a Scalar
@@ -132,7 +126,9 @@ def _binary(op: str, build: Callable[[Any, Any], Expr], doc: str,
         operands = (("a", a), ("b", b))
         if logical:
             _check_bool(op, operands)
-        return _broadcast(op, operands, build, name)
+        # as TVM's topi: two tensors broadcast; a tensor with a scalar is elementwise
+        tensors = isinstance(a, Tensor) + isinstance(b, Tensor)
+        return _broadcast(op, operands, build, name, BROADCAST if tensors == 2 else ELEMWISE)
 
     fn.__name__ = fn.__qualname__ = op
     fn.__doc__ = f"""{doc}, elementwise with NumPy broadcasting.
@@ -147,7 +143,8 @@ def _binary(op: str, build: Callable[[Any, Any], Expr], doc: str,
     Returns
     -------
     Tensor
-        Over the broadcast shape (a scalar expression if neither operand is a tensor).
+        Over the broadcast shape (a scalar expression if neither operand is a tensor),
+        tagged ``"broadcast"`` for two tensors, ``"elemwise"`` for a tensor and a scalar.
 
     Raises
     ------
@@ -328,6 +325,58 @@ def clip(x: Tensor, a_min: Operand, a_max: Operand, name: str | None = None) -> 
 
     return _broadcast("clip", (("x", x), ("a_min", a_min), ("a_max", a_max)),
                       body, name, ELEMWISE)
+
+
+def elemwise_sum(xs: Sequence[Tensor], name: str = "T_elemwise_sum") -> Tensor:
+    """The sum of tensors of one shape, elementwise (TVM's ``topi.elemwise_sum``).
+
+    ``out[idx] = xs[0][idx] + xs[1][idx] + ...`` in one compute (no intermediate tensors),
+    tagged ``"elemwise"``; dtypes promote as for ``add``.
+
+    Parameters
+    ----------
+    xs : list or tuple of Tensor
+        At least one tensor; all of the same shape (no broadcasting, as in TVM).
+    name : str
+        Output name.
+
+    Returns
+    -------
+    Tensor
+
+    Raises
+    ------
+    TypeError
+        ``xs`` is not a list or tuple of tensors.
+    ValueError
+        ``xs`` is empty or the shapes differ.
+
+    Example
+    -------
+    >>> A, B = tex.placeholder((2, 3), name="A"), tex.placeholder((2, 3), name="B")
+    >>> print(topi.elemwise_sum([A, B, A]))
+    T_elemwise_sum[i, j] = A[i, j] + B[i, j] + A[i, j]
+    """
+    op = "topi.elemwise_sum"
+    if not isinstance(xs, (list, tuple)):
+        raise TypeError(f"{op}: xs must be a list or tuple of Tensors, got "
+                        f"{type(xs).__name__} {xs!r}")
+    if not xs:
+        raise ValueError(f"{op}: xs is empty; give at least one tensor")
+    for i, x in enumerate(xs):
+        check_tensor(x, op, f"xs[{i}]")
+        if x.shape != xs[0].shape:
+            raise ValueError(f"{op}: xs[{i}] '{x.name}' has shape {x.shape} but xs[0] "
+                             f"'{xs[0].name}' has {xs[0].shape}; elemwise_sum does not "
+                             "broadcast (use topi.add)")
+
+    def body(idx: tuple[Expr, ...]) -> Expr:
+        total: Expr = xs[0][idx]
+        for x in xs[1:]:
+            total = fold.binary(Op.ADD, total, x[idx])
+        return total
+
+    return compute_nd(xs[0].shape, body, name, ELEMWISE)
 
 
 def _fill_value(value: Scalar, dtype: DType, op: str) -> Expr:

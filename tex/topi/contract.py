@@ -16,6 +16,7 @@ from .. import te
 from ..dtype import int32
 from ..ir.expr import Const, Expr
 from ..ir.tensor import Tensor, register_tensor_operators
+from .tag import MATMUL
 from .utils import (
     Index,
     broadcast_indices,
@@ -28,9 +29,7 @@ from .utils import (
     reduce_axes,
 )
 
-__all__ = ["MATMUL", "einsum", "einsum_labels", "matmul", "tensordot"]
-
-MATMUL = "matmul"  # tag of the contractions
+__all__ = ["einsum", "einsum_labels", "matmul", "tensordot"]
 
 
 def _contract(shape: Sequence[int], reduce_extents: Sequence[int],

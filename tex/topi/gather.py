@@ -14,7 +14,7 @@ from ..dtype import DTYPES, int32
 from ..ir import fold
 from ..ir.expr import Expr, as_expr
 from ..ir.tensor import Tensor
-from .broadcast import INJECTIVE
+from .tag import INJECTIVE
 from .utils import Index, check_tensor, compute_nd, is_scalar, normalize_axis_one, unravel
 
 __all__ = ["take"]

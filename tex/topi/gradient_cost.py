@@ -38,7 +38,8 @@ from typing import Any
 from ..ir.tensor import Tensor
 from . import broadcast, contract, gather, join, nn, reduce, transform
 from .contract import einsum_labels
-from .utils import broadcast_shape, normalize_axis, padding4, pair
+from .nn.utils import window_padding
+from .utils import broadcast_shape, normalize_axis, pair
 from .utils import prod as product
 
 __all__ = ["GRADIENT_COST", "Formula", "handwritten_gradient_iterations"]
@@ -194,25 +195,47 @@ def _window_gather(rows: list[tuple[int, int]], cols: list[tuple[int, int]],
     return total
 
 
-def _geometry(a: Args, kernel: tuple[int, int], out: Tensor, op: str
-              ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """The phases of the rows and of the columns of a window op's input."""
-    data = a["data"]
+def _geometry(data: Tensor, layout: str, a: Args, kernel: tuple[int, int], out: Tensor,
+              op: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """The phases of the rows and of the columns of a window op's input (``data`` in
+    ``layout``: the positions of H and W)."""
+    hd, wd = layout.index("H"), layout.index("W")
     sh, sw = pair(a["stride"], op, "stride")
     dh, dw = pair(a.get("dilation", 1), op, "dilation")
-    top, left, _, _ = padding4(a["padding"], op)
-    return (_phases(data.shape[2], kernel[0], sh, dh, top, out.shape[2]),
-            _phases(data.shape[3], kernel[1], sw, dw, left, out.shape[3]))
+    top, left, _, _ = window_padding(a["padding"], (dh * (kernel[0] - 1) + 1,
+                                                    dw * (kernel[1] - 1) + 1), op)
+    return (_phases(data.shape[hd], kernel[0], sh, dh, top, out.shape[hd]),
+            _phases(data.shape[wd], kernel[1], sw, dw, left, out.shape[wd]))
+
+
+def _conv(data: Tensor, kernel: Tensor, layout: str, kernel_layout: str) -> Formula:
+    """The gradient cost of a convolution of ``data`` in ``layout`` with ``kernel`` in
+    ``kernel_layout``:
+
+    dkernel[o,c,ky,kx] = sum over n, h, w of head * data: the forward's count,
+    |out| * C*KH*KW; ddata: a polyphase gather over the output channels and taps,
+    N*C * sum over phase pairs of points * O*taps."""
+    def formula(a: Args, out: Any) -> int:
+        k = dict(zip(kernel_layout, kernel.shape))
+        o, c, kh, kw = k["O"], k["I"], k["H"], k["W"]
+        rows, cols = _geometry(data, layout, a, (kh, kw), out, "reference conv2d")
+        batch = data.shape[layout.index("N")]
+        return _size(out) * c * kh * kw + batch * c * _window_gather(rows, cols, o)
+    return formula
 
 
 def _conv2d(a: Args, out: Any) -> int:
-    # dkernel[o,c,ky,kx] = sum over n, h, w of head * data: the forward's count,
-    # |out| * C*KH*KW; ddata: a polyphase gather over the output channels and taps,
-    # N*C * sum over phase pairs of points * O*taps
-    data, kernel = a["data"], a["kernel"]
-    o, c, kh, kw = kernel.shape
-    rows, cols = _geometry(a, (kh, kw), out, "reference conv2d")
-    return _size(out) * c * kh * kw + data.shape[0] * c * _window_gather(rows, cols, o)
+    layout = a["data_layout"] or a["layout"]
+    kernel_layout = a["kernel_layout"] or (
+        "OIHW" if layout.index("C") < min(layout.index("H"), layout.index("W")) else "HWIO")
+    return _conv(a["data"], a["kernel"], layout, kernel_layout)(a, out)
+
+
+def _conv_in(layout: str, kernel_layout: str) -> Formula:
+    """``_conv`` for TVM's fixed-layout convolutions (arguments ``Input``, ``Filter``)."""
+    def formula(a: Args, out: Any) -> int:
+        return _conv(a["Input"], a["Filter"], layout, kernel_layout)(a, out)
+    return formula
 
 
 def _pool2d(a: Args, out: Any) -> int:
@@ -222,9 +245,11 @@ def _pool2d(a: Args, out: Any) -> int:
     # update) or to every point (avg: KH*KW updates); max first finds each window's argmax
     # again (the forward's count, |out| * KH*KW; none for a single-point window)
     data = a["data"]
+    layout = "".join(c for c in a["layout"] if c.isalpha())  # "NCHW16c": N, C, H, W, c
     kh, kw = pair(a["kernel"], "reference pool2d", "kernel")
-    rows, cols = _geometry(a, (kh, kw), out, "reference pool2d")
-    gather_ = data.shape[0] * data.shape[1] * _window_gather(rows, cols, 1)
+    rows, cols = _geometry(data, layout, a, (kh, kw), out, "reference pool2d")
+    planes = _size(data) // (data.shape[layout.index("H")] * data.shape[layout.index("W")])
+    gather_ = planes * _window_gather(rows, cols, 1)
     single = kh * kw == 1
     is_max = a["pool_type"] == "max"
     scatter = _size(data) + _size(out) * (1 if is_max else kh * kw)
@@ -249,6 +274,8 @@ GRADIENT_COST: dict[Callable[..., Any], Formula] = {
         "floor_mod")},
     broadcast.floor_divide: _zero_operands("a", "b"),
     broadcast.clip: _per_operand("x", "a_min", "a_max"),
+    # each float operand's gradient is head itself: one pass over the output per operand
+    broadcast.elemwise_sum: lambda a, out: len(_float_tensors(a["xs"])) * _size(out),
     broadcast.where: _per_operand("x", "y"),  # the condition is data
     broadcast.broadcast_to: lambda a, out: _size(out),  # head summed over the new axes
     **{getattr(broadcast, name): _x for name in ("full_like", "zeros_like", "ones_like")},
@@ -276,6 +303,9 @@ GRADIENT_COST: dict[Callable[..., Any], Formula] = {
     nn.dense: _dense,
     nn.batch_matmul: _batch_matmul,
     nn.conv2d: _conv2d,
+    nn.conv2d_nchw: _conv_in("NCHW", "OIHW"),
+    nn.conv2d_nhwc: _conv_in("NHWC", "HWIO"),
+    nn.conv2d_hwcn: _conv_in("HWCN", "HWIO"),
     nn.pool2d: _pool2d,
     nn.pool: _pool2d,  # pool2d with dilation 1
     # activations: one pass

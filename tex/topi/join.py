@@ -18,7 +18,7 @@ from typing import Any
 from .. import te
 from ..ir.expr import Expr
 from ..ir.tensor import Tensor
-from .broadcast import INJECTIVE
+from .tag import INJECTIVE
 from .utils import (
     Index,
     check_tensor,

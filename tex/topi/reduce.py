@@ -27,13 +27,11 @@ from ..dtype import DType, float32, int32
 from ..ir import fold
 from ..ir.expr import Const, Expr, IterVar, Op
 from ..ir.tensor import Tensor
-from .broadcast import ELEMWISE
+from .tag import COMM_REDUCE, COMM_REDUCE_IDX, ELEMWISE
 from .utils import check_tensor, compute_nd, normalize_axis, reduce_axes
 from .utils import prod as product  # `prod` is the reduction op defined below
 
 __all__ = [
-    "COMM_REDUCE",
-    "COMM_REDUCE_IDX",
     "all",
     "any",
     "argmax",
@@ -46,9 +44,6 @@ __all__ = [
     "prod",
     "sum",
 ]
-
-COMM_REDUCE = "comm_reduce"
-COMM_REDUCE_IDX = "comm_reduce_idx"
 
 Index = tuple[Expr, ...]
 

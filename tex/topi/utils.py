@@ -1,7 +1,8 @@
 """Shared argument handling for the operator library: tensor checks, broadcasting,
-axis normalization and padding specs, and the index arithmetic several ops share
-(row-major ravel/unravel). Every topi op validates through these, so errors read the same
-everywhere: ``topi.add: shapes (2, 3) and (4,) do not broadcast``.
+axis normalization, the index arithmetic several ops share
+(row-major ravel/unravel), and TVM's ``topi.utils`` helpers for constant shapes
+(``get_const_tuple``, ``get_const_int``). Every topi op validates through these, so errors
+read the same everywhere: ``topi.add: shapes (2, 3) and (4,) do not broadcast``.
 """
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from typing import Any
 import numpy as np
 
 from .. import te
+from ..arith.simplifier import simplify
 from ..dtype import DTYPES, int32
 from ..ir import fold
-from ..ir.expr import Const, Expr, ExprOp, IterVar
+from ..ir.expr import Const, Expr, ExprOp, IterVar, Var
 from ..ir.tensor import Tensor
 
 __all__ = [
@@ -23,6 +25,11 @@ __all__ = [
     "broadcast_shape",
     "check_tensor",
     "compute_nd",
+    "equal_const_int",
+    "get_const_float",
+    "get_const_int",
+    "get_const_tuple",
+    "get_float_tuple",
     "index_names",
     "int_list",
     "is_int",
@@ -30,7 +37,6 @@ __all__ = [
     "new_axis",
     "normalize_axis",
     "normalize_axis_one",
-    "padding4",
     "pair",
     "prod",
     "ravel",
@@ -154,24 +160,6 @@ def pair(value: Any, op: str, arg: str) -> tuple[int, int]:
     return out[0], out[1]
 
 
-def padding4(value: Any, op: str) -> tuple[int, int, int, int]:
-    """Padding as (top, left, bottom, right) from an int, a pair (h, w) or a 4-tuple."""
-    vals = list(value) if isinstance(value, (list, tuple)) else [value]
-    for v in vals:
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
-            raise TypeError(f"{op}: padding must be ints, got {value!r}")
-        if v < 0:
-            raise ValueError(f"{op}: padding must be non-negative, got {value!r}")
-    if len(vals) == 1:
-        return (int(vals[0]),) * 4  # type: ignore[return-value]
-    if len(vals) == 2:
-        return int(vals[0]), int(vals[1]), int(vals[0]), int(vals[1])
-    if len(vals) == 4:
-        return tuple(int(v) for v in vals)  # type: ignore[return-value]
-    raise ValueError(f"{op}: padding must be an int, a pair or a 4-tuple "
-                     f"(top, left, bottom, right), got {value!r}")
-
-
 # index variables of generated computes: i, j, l, m, ... ("k" is left to reduce axes, "o"
 # reads like 0); beyond these, i0, i1, ...
 _INDEX_LETTERS = "ijlmnpqrstuvw"
@@ -245,3 +233,122 @@ def unravel(flat: Expr, shape: Sequence[int]) -> Index:
         out.append(fold.cast(int32, ix) if ix.dtype is not int32 and shape[d] <= _INT32_MAX
                    else ix)  # q < shape[0] already
     return tuple(out)
+
+
+# -- TVM's topi.utils: constants out of shapes and attributes ------------------------------
+
+def _folded(value: Any) -> Any:
+    """``value`` with an expression simplified (a constant one becomes a Const)."""
+    if isinstance(value, IterVar):
+        value = value.var
+    return simplify(value) if isinstance(value, Expr) and not isinstance(value, Const) \
+        else value
+
+
+def get_const_int(expr: Any) -> int:
+    """The int value of ``expr``: a Python/NumPy int, or an integer expression that
+    simplifies to a constant (TVM's ``topi.utils.get_const_int``).
+
+    Raises
+    ------
+    TypeError
+        ``expr`` is neither an int nor an integer expression (a bool, a float, a string).
+    ValueError
+        ``expr`` is an integer expression that is not constant (it holds a variable).
+
+    Example
+    -------
+    >>> topi.utils.get_const_int(tex.const(3) * 4)
+    12
+    """
+    op = "topi.utils.get_const_int"
+    if is_int(expr):
+        return int(expr)
+    value = _folded(expr)
+    if not isinstance(value, Expr) or not value.dtype.is_int:
+        raise TypeError(f"{op}: expr must be an int or an integer expression, got "
+                        f"{type(expr).__name__} {expr!r}")
+    if not isinstance(value, Const):
+        raise ValueError(f"{op}: expr {expr} is not a constant (it simplifies to {value})")
+    return int(value.value)
+
+
+def get_const_float(expr: Any) -> float:
+    """The float value of ``expr``: a Python number or an expression that simplifies to a
+    constant (TVM's ``topi.utils.get_const_float``); TypeError/ValueError as
+    :func:`get_const_int`."""
+    op = "topi.utils.get_const_float"
+    if isinstance(expr, (int, float, np.integer, np.floating)) and \
+            not isinstance(expr, (bool, np.bool_)):
+        return float(expr)
+    value = _folded(expr)
+    if not isinstance(value, Expr) or value.dtype.is_bool:
+        raise TypeError(f"{op}: expr must be a number or a numeric expression, got "
+                        f"{type(expr).__name__} {expr!r}")
+    if not isinstance(value, Const):
+        raise ValueError(f"{op}: expr {expr} is not a constant (it simplifies to {value})")
+    return float(value.value)
+
+
+def equal_const_int(expr: Any, value: int) -> bool:
+    """Whether ``expr`` is a constant integer equal to ``value`` (False for anything that
+    is not constant), as TVM's ``topi.utils.equal_const_int``."""
+    folded = _folded(expr)
+    if is_int(folded):
+        return int(folded) == value
+    return isinstance(folded, Const) and folded.dtype.is_int and folded.value == value
+
+
+def get_const_tuple(in_tuple: Any) -> tuple[Any, ...]:
+    """A shape as a tuple of ints, as TVM's ``topi.utils.get_const_tuple``: each int or
+    constant expression becomes an int; a shape variable stays itself, and any other
+    integer expression its simplified form (symbolic shapes, API.md §7).
+
+    Parameters
+    ----------
+    in_tuple : tuple or list
+        Ints, ``tex.const`` integers, shape variables or integer expressions (a tensor's
+        ``shape``).
+
+    Returns
+    -------
+    tuple
+
+    Raises
+    ------
+    TypeError
+        ``in_tuple`` is not a sequence, or an element is not an integer.
+
+    Example
+    -------
+    >>> A = tex.placeholder((2, 3), name="A")
+    >>> topi.utils.get_const_tuple(A.shape)
+    (2, 3)
+    >>> topi.utils.get_const_tuple((tex.const(4), 2 * tex.const(5)))
+    (4, 10)
+    """
+    op = "topi.utils.get_const_tuple"
+    if not isinstance(in_tuple, (tuple, list)):
+        raise TypeError(f"{op}: in_tuple must be a tuple or list (a shape), got "
+                        f"{type(in_tuple).__name__} {in_tuple!r}")
+    out: list[Any] = []
+    for d, elem in enumerate(in_tuple):
+        if is_int(elem):
+            out.append(int(elem))
+            continue
+        value = _folded(elem)
+        if not isinstance(value, Expr) or not value.dtype.is_int:
+            raise TypeError(f"{op}: element {d} of {in_tuple!r} must be an int or an integer "
+                            f"expression, got {type(elem).__name__} {elem!r}")
+        out.append(int(value.value) if isinstance(value, Const) else
+                   elem if isinstance(elem, Var) else value)
+    return tuple(out)
+
+
+def get_float_tuple(in_tuple: Any) -> tuple[float, ...]:
+    """A tuple of floats from numbers or constant expressions (TVM's
+    ``topi.utils.get_float_tuple``)."""
+    if not isinstance(in_tuple, (tuple, list)):
+        raise TypeError("topi.utils.get_float_tuple: in_tuple must be a tuple or list, got "
+                        f"{type(in_tuple).__name__} {in_tuple!r}")
+    return tuple(get_const_float(e) for e in in_tuple)

@@ -23,6 +23,7 @@ from ... import te
 from ...dtype import as_dtype
 from ...ir.expr import Const, Expr, IterVar
 from ...ir.tensor import Tensor
+from ..tag import INJECTIVE
 from ..utils import check_tensor, compute_nd, prod, reduce_axes
 
 __all__ = ["flatten", "pad"]
@@ -58,12 +59,16 @@ def check_same_dtype(op: str, **tensors: Tensor) -> None:
         raise ValueError(f"{op}: arguments must have one dtype, but {listed}")
 
 
-def check_layout(layout: Any, op: str) -> None:
-    """Only NCHW is implemented; anything else is a ValueError saying so."""
+def check_layout(layout: Any, op: str, letters: str = "NCHW", arg: str = "layout") -> str:
+    """``layout`` when it orders the dimension ``letters`` ("NHWC" and "HWCN" order NCHW;
+    "HWIO" orders OIHW), else a TypeError (not a string) or ValueError naming ``arg``."""
     if not isinstance(layout, str):
-        raise TypeError(f"{op}: layout must be a string such as 'NCHW', got {layout!r}")
-    if layout != "NCHW":
-        raise ValueError(f"{op}: layout {layout!r} is not supported, use 'NCHW'")
+        raise TypeError(f"{op}: {arg} must be a string such as {letters!r}, got "
+                        f"{type(layout).__name__} {layout!r}")
+    if sorted(layout) != sorted(letters):
+        raise ValueError(f"{op}: {arg} {layout!r} is not supported; use an order of the "
+                         f"letters {', '.join(letters)} (such as {letters!r})")
+    return layout
 
 
 def check_bool(value: Any, op: str, arg: str) -> bool:
@@ -300,7 +305,7 @@ def pad_tensor(data: Tensor, before: Sequence[int], after: Sequence[int], pad_va
                           for s, e, b, a in zip(src, data.shape, before, after)])
         return data[src] if cond is None else te.if_then_else(cond, data[src], fill)
 
-    return compute_nd(shape, fbody, name, tag="pad", names=names)
+    return compute_nd(shape, fbody, name, tag=f"{INJECTIVE},pad", names=names)  # as TVM
 
 
 def flatten(data: Tensor) -> Tensor:
@@ -345,4 +350,4 @@ def flatten(data: Tensor) -> Tensor:
             idx.append(ix if d == 0 else te.floormod(ix, extent))
         return data[(n, *idx)]
 
-    return te.compute((data.shape[0], prod(rest)), fcompute, name="T_flatten", tag="injective")
+    return te.compute((data.shape[0], prod(rest)), fcompute, name="T_flatten", tag=INJECTIVE)

@@ -1,0 +1,49 @@
+"""NumPy reference implementations under TVM's ``topi.testing`` names, to check compiled ops.
+
+Every function here is pure NumPy (no tex expression is built or evaluated), written for
+tex, and keeps TVM's signature, so ``tvm.topi.testing.conv2d_nchw_python(...)`` ports as
+``tex.topi.testing.conv2d_nchw_python(...)``:
+
+- ``conv2d_nchw_python``, ``conv2d_nhwc_python``, ``conv2d_hwcn_python``,
+  ``depthwise_conv2d_python_nchw``, ``depthwise_conv2d_python_nhwc``, ``dilate_python``
+  (``conv.py``);
+- ``poolnd_python`` (``pool.py``);
+- ``softmax_python``, ``log_softmax_python`` (``softmax.py``);
+- ``dense``, ``batch_matmul`` (``matmul.py``).
+
+TVM's schedule helpers (``get_injective_schedule``, ...) have no counterpart: a TVM name
+this module lacks raises an ``AttributeError`` saying what to use (``tex.tvm_names``).
+"""
+from typing import Any
+
+from ...tvm_names import missing
+from .conv import (
+    conv2d_hwcn_python,
+    conv2d_nchw_python,
+    conv2d_nhwc_python,
+    depthwise_conv2d_python_nchw,
+    depthwise_conv2d_python_nhwc,
+    dilate_python,
+)
+from .matmul import batch_matmul, dense
+from .pool import poolnd_python
+from .softmax import log_softmax_python, softmax_python
+
+__all__ = [
+    "batch_matmul",
+    "conv2d_hwcn_python",
+    "conv2d_nchw_python",
+    "conv2d_nhwc_python",
+    "dense",
+    "depthwise_conv2d_python_nchw",
+    "depthwise_conv2d_python_nhwc",
+    "dilate_python",
+    "log_softmax_python",
+    "poolnd_python",
+    "softmax_python",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """A TVM ``topi.testing`` name tex lacks: an AttributeError saying what to use."""
+    raise missing("tex.topi.testing", name, __all__)
