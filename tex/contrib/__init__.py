@@ -1,10 +1,12 @@
-"""Bridges between tex and other frameworks.
+"""Bridges between tex and other frameworks, and TVM's contrib tools.
 
 Each bridge is a module of its own that imports its framework when it is imported, never
 before: ``import tex`` and ``import tex.contrib`` import no third-party framework.
 
 - ``tex.contrib.torch``: ``function(outputs, inputs)`` turns tex tensors into a callable on
   PyTorch tensors, differentiable by ``torch.autograd`` (needs ``pip install torch``).
+- ``tex.contrib.tedd``: TVM's tensor-expression debug display, a schedule's dataflow graph,
+  schedule tree and iteration-variable relations as Graphviz DOT text (no dependency).
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-__all__: list[str] = []
+from . import tedd
+
+__all__ = ["tedd"]
 _BRIDGES = ("torch",)
 
 
