@@ -379,3 +379,101 @@ def test_integral_float_extents_as_in_tvm_tutorials():
     assert k.dom.extent == 32
     with pytest.raises(TypeError, match="expected an int"):
         te.placeholder((N / 3,), name="A")
+
+
+# -- 10. shared libraries ----------------------------------------------------------------
+def _dense_grad(name="dense_grad"):
+    X = te.placeholder((24, 16), name="X")
+    W = te.placeholder((8, 16), name="W")
+    L = topi.sum(topi.nn.dense(X, W) ** 2)
+    dX, dW = tex.differentiate(L, [X, W])
+    return [X, W, L, dX, dW], tex.build([L, dX, dW], name=name)
+
+
+def _outputs(f):
+    return [np.zeros(s.shape, s.dtype) for s in f.specs if s.is_output]
+
+
+def test_export_library_and_load_module(tmp_path):
+    (X, W, *_), f = _dense_grad()
+    path = tmp_path / "dense_grad.so"
+    f.export_library(path)
+    g = tex.runtime.load_module(path)
+    assert g.name == "dense_grad" and [a.name for a in g.args] == [a.name for a in f.args]
+    assert [a.shape for a in g.args] == [a.shape for a in f.args]
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((24, 16)).astype("float32")
+    w = rng.standard_normal((8, 16)).astype("float32")
+    want, got = _outputs(f), _outputs(g)
+    f(x, w, *want)
+    g(x, w, *got)
+    for a, b in zip(want, got):
+        np.testing.assert_array_equal(a, b)
+    assert "define" in g.get_source("ll") and "define" in g.get_source("ll.raw")
+    with pytest.raises(ValueError, match="must have shape"):  # the same argument checks
+        g(x[:4], w, *got)
+    # and in a process that never built it
+    import subprocess
+    import sys
+    code = ("import numpy as np, tex\n"
+            f"g = tex.runtime.load_module({str(path)!r})\n"
+            "x = np.ones((24, 16), 'float32'); w = np.ones((8, 16), 'float32')\n"
+            "outs = [np.zeros(s.shape, s.dtype) for s in g.specs if s.is_output]\n"
+            "g(x, w, *outs); print(float(outs[0]))\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert run.returncode == 0, run.stderr
+    assert float(run.stdout.strip()) == 24 * 8 * 16.0 ** 2
+
+
+def test_loaded_library_keeps_scalars_bounds_checks_and_half_precision(tmp_path):
+    T = te.placeholder((6,), name="T", dtype="float16")
+    I = te.placeholder((4,), name="I", dtype="int32")
+    s = te.var("s", "float32")
+    G = te.compute((4,), lambda i: (T[I[i]].astype("float32") * s).astype("float16"),
+                   name="G")
+    f = tex.build(te.create_schedule(G.op), [T, I, s, G], name="gather_half")
+    f.export_library(tmp_path / "g.so")
+    g = tex.runtime.load_module(tmp_path / "g.so")
+    t = np.arange(6, dtype="float16") / 3
+    out_f, out_g = np.zeros(4, "float16"), np.zeros(4, "float16")
+    f(t, np.array([0, 5, 2, 1], "int32"), 1.5, out_f)
+    g(t, np.array([0, 5, 2, 1], "int32"), 1.5, out_g)
+    np.testing.assert_array_equal(out_f, out_g)
+    with pytest.raises(tex.testing.OutOfBoundsError, match="T"):
+        g(t, np.array([0, 6, 2, 1], "int32"), 1.5, out_g)
+    with pytest.raises(TypeError, match="scalar"):
+        g(t, np.array([0, 1, 2, 1], "int32"), "x", out_g)
+
+
+def test_load_module_refuses_what_it_cannot_run(tmp_path, monkeypatch):
+    import ctypes.util
+    libm = ctypes.util.find_library("m")
+    if libm:
+        with pytest.raises(ValueError, match="not a library written by tex"):
+            tex.runtime.load_module(libm)
+    _, f = _dense_grad("features")
+    f.export_library(tmp_path / "f.so")
+    from tex.runtime import library
+    host = library.host_target()
+    poorer = type(host)(host.triple, "generic", "-avx,-avx2,-fma", host.data_layout, 128)
+    monkeypatch.setattr(library, "host_target", lambda: poorer)
+    if "+avx" in host.features.split(","):
+        with pytest.raises(RuntimeError, match="features this host lacks"):
+            tex.runtime.load_module(tmp_path / "f.so")
+    monkeypatch.undo()
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    with pytest.raises(RuntimeError, match="linking with .*no-such-cc failed"):
+        f.export_library(tmp_path / "g.so")
+
+
+def test_save_writes_each_format(tmp_path):
+    _, f = _dense_grad("saved")
+    f.save(tmp_path / "f.ll")
+    assert (tmp_path / "f.ll").read_text() == f.get_source("ll")
+    f.save(tmp_path / "f.s")
+    assert "saved" in (tmp_path / "f.s").read_text()
+    f.save(tmp_path / "f.o")
+    assert (tmp_path / "f.o").read_bytes()[:4] == b"\x7fELF"
+    with pytest.raises(ValueError, match="unknown format 'txt'"):
+        f.save(tmp_path / "f.txt")

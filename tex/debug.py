@@ -82,6 +82,7 @@ ENVIRONMENT: dict[str, str] = {
     "CUDA_HOME": "a CUDA toolkit root searched for libdevice",
     "CUDA_PATH": "a CUDA toolkit root searched for libdevice",
     "TEX_DOT": "path of Graphviz's dot ('none': no pictures)",
+    "CC": "the C compiler export_library links shared libraries with (default cc)",
 }
 
 

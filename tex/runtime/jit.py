@@ -53,6 +53,7 @@ declares must resolve, or ``jit_compile`` raises instead of crashing later.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
 import json
@@ -78,7 +79,7 @@ from .workspace import release as release_workspace
 
 __all__ = ["Kernel", "jit_compile", "load_cached", "cache_key", "CompileCache", "CACHE",
            "CACHE_SIZE", "DEFAULT_CACHE_SIZE", "FRONT", "FrontCache", "FrontEntry",
-           "clear_cache", "front_key"]
+           "clear_cache", "front_key", "SUPPORT_SYMBOLS", "support_ir"]
 
 DEFAULT_CACHE_SIZE = 64
 
@@ -181,6 +182,13 @@ done:
 declare double @llvm.fabs.f64(double)
 '''
 _SUPPORT_SYMBOLS = ("__truncsfhf2", "__truncdfhf2", "__extendhfsf2")
+SUPPORT_SYMBOLS = _SUPPORT_SYMBOLS
+
+
+def support_ir() -> str:
+    """The support module's IR (the half conversions ``SUPPORT_SYMBOLS``), for a shared
+    library whose code calls them (``tex.runtime.library``)."""
+    return _SUPPORT_IR
 _support_engines: list[llvm.ExecutionEngine] = []  # kept alive: registered code lives here
 
 
@@ -212,12 +220,13 @@ def _check_symbols(externals: list[str], name: str) -> None:
 
 @dataclass(eq=False)
 class Kernel:
-    """Machine code for one function: the engine that owns it and its entry address."""
+    """Machine code for one function: what owns it (its MCJIT engine, or the shared library
+    ``tex.runtime.library`` loaded) and its entry address."""
 
     name: str
     address: int  # the entry: the parameters, then the call's error record (tex.codegen.module)
     sources: CompiledModule
-    engine: llvm.ExecutionEngine = field(repr=False)
+    engine: llvm.ExecutionEngine | ctypes.CDLL = field(repr=False)
 
 
 def jit_compile(compiled: CompiledModule, key: str | None = None) -> Kernel:

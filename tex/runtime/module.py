@@ -20,6 +20,7 @@ faster than ``.ctypes.data``); the checks are a handful of attribute reads per a
 from __future__ import annotations
 
 import ctypes
+import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -28,6 +29,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..codegen.llvm import CompiledModule
 from ..debug import OutOfBoundsError
 from ..dtype import DType
 from ..ir.expr import Var
@@ -297,6 +299,12 @@ class ModuleAPI:
 
         return evaluate
 
+    def save(self, path: str | os.PathLike[str], fmt: str = "") -> None:
+        """Write the code at ``path`` in ``fmt`` (default: the suffix's): ``"o"`` (object
+        code), ``"ll"``, ``"s"``, or a CUDA function's ``"ptx"`` (``tex.runtime.library``)."""
+        from .library import save
+        save(self, path, fmt)
+
 
 def _check_count(what: str, value: Any, least: int) -> None:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
@@ -468,6 +476,22 @@ class BuiltFunction(ModuleAPI):
         """Median seconds per call over ``repeat`` timings of ``number`` calls each
         (after one warm-up call)."""
         return time_calls(self, args, number, repeat)
+
+    @property
+    def compiled(self) -> CompiledModule:
+        """The compiled module behind this function (texts, bounds checks, flags)."""
+        return self._kernel.sources
+
+    @property
+    def specs(self) -> tuple[ArgSpec, ...]:
+        """What each argument must be, in call order."""
+        return self._specs
+
+    def export_library(self, path: str | os.PathLike[str]) -> None:
+        """Write this function as a shared library (``tex.runtime.library``); load it
+        back, in any process, with ``tex.runtime.load_module(path)``."""
+        from .library import export_library
+        export_library(self, path)
 
     @property
     def lowered(self) -> str:

@@ -31,8 +31,8 @@ from ..codegen.module import WORKSPACE_FREE as FREE_SYMBOL
 from ..debug import env
 from .diskcache import support_engine
 
-__all__ = ["ALLOC_SYMBOL", "FREE_SYMBOL", "DEFAULT_LIMIT_MB", "SLOTS", "ensure_workspace",
-           "limit_bytes", "release", "set_limit", "stats"]
+__all__ = ["ALLOC_SYMBOL", "FREE_SYMBOL", "DEFAULT_LIMIT_MB", "LIBRARY_LIMIT", "SLOTS",
+           "ensure_workspace", "library_ir", "limit_bytes", "release", "set_limit", "stats"]
 
 SLOTS = 64  # kept blocks at most (a kernel has a few dozen large temporaries)
 DEFAULT_LIMIT_MB = 1024
@@ -161,6 +161,18 @@ done:
 }
 '''.replace("SLOTS", str(SLOTS)).replace("@ALLOC", "@" + ALLOC_SYMBOL) \
    .replace("@FREE", "@" + FREE_SYMBOL)
+
+# a shared library's own copy of the allocator (``tex.runtime.library``) names its counters
+# so that they cannot clash with another library's symbols
+LIBRARY_LIMIT = "tex_workspace_limit"
+
+
+def library_ir() -> str:
+    """The allocator's IR for a shared library: the same two functions, its counters named
+    ``tex_workspace_kept`` and ``LIBRARY_LIMIT`` (set it after loading: it starts at 0,
+    which keeps no block)."""
+    return _IR.replace("@kept", "@tex_workspace_kept").replace("@limit", "@" + LIBRARY_LIMIT)
+
 
 # the engine that owns the compiled allocator (per process: it holds the kept blocks)
 _engine: list[llvm.ExecutionEngine] = []
