@@ -54,9 +54,13 @@ FORBIDDEN_PAIRS: dict[str, set[str]] = {
 # - TVM's ``te`` module has ``create_schedule``, ``thread_axis`` and ``gradient``, so ported
 #   code calls them as ``te.X``; ``tex/te/__init__.py`` reaches ``tex.schedule`` and
 #   ``tex.autodiff`` for them only inside its module ``__getattr__``.
+# - TVM's ``topi.generic``/``topi.x86``/``topi.cuda`` schedules return
+#   ``tex.schedule.auto_schedule``; ``tex/topi/__init__.py`` reaches them
+#   (``tex.schedule.topi_schedules``) only inside its module ``__getattr__``.
 LAZY_IMPORTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("tex.autodiff", "__getattr__"): ("tex.program",),
     ("tex.te", "__getattr__"): ("tex.schedule", "tex.autodiff"),
+    ("tex.topi", "__getattr__"): ("tex.schedule.topi_schedules",),
     ("tex.target", "_host_cpu_info"): ("tex.codegen.host",),
 }
 ALLOWED: dict[str, set[str]] = {

@@ -18,6 +18,46 @@ __all__ = ["INSTEAD", "missing", "tex_getattr"]
 
 _NO_BITS = "nothing: tex has no bitwise integer operators"
 
+_AUTO = "tex.schedule.auto_schedule(outs, target) on the DAG tex builds instead"
+# TVM's per-target schedules tex.topi.generic/x86/cuda lack: the operators, layouts and
+# libraries tex does not have (the names they have: tex.schedule.topi_schedules)
+_MISSING_SCHEDULES: dict[str, str] = {
+    **{f"schedule_{op}": f"{_AUTO} (tex has no blocked layouts: topi.nn.conv2d in 'NCHW' "
+                         "or 'NHWC')"
+       for op in ("conv2d_NCHWc", "conv2d_NCHWc_int8", "depthwise_conv2d_NCHWc",
+                  "conv2d_nhwc_pack")},
+    **{f"schedule_{op}": f"{_AUTO} (tex has no Winograd convolution: topi.nn.conv2d)"
+       for op in ("conv2d_winograd_weight_transform",
+                  "conv2d_winograd_without_weight_transform",
+                  "conv2d_winograd_nnpack_weight_transform", "conv2d_nchw_winograd",
+                  "conv2d_nchw_winograd_without_weight_transform",
+                  "conv2d_nhwc_winograd_direct", "conv2d_nhwc_winograd_tensorcore",
+                  "conv3d_winograd_weight_transform", "conv2d_gemm_weight_transform")},
+    **{f"schedule_{op}": f"{_AUTO} (tex calls no vendor library: cuBLAS, cuDNN, BLAS, "
+                         "MKL, oneDNN)"
+       for op in ("dense_cublas", "matmul_cublas", "batch_matmul_cublas", "conv2d_cudnn",
+                  "softmax_cudnn", "log_softmax_cudnn", "dense_cblas", "dense_mkl",
+                  "dense_mkldnn", "dense_dnnl", "matmul_cblas", "matmul_mkl",
+                  "matmul_mkldnn", "batch_matmul_cblas", "batch_matmul_mkl")},
+    **{f"schedule_{op}": f"{_AUTO} (tex has no tensor-core or dp4a int8 kernels)"
+       for op in ("dense_int8", "batch_matmul_int8", "conv2d_nchw_int8",
+                  "conv2d_nhwc_tensorcore", "conv2d_hwnc_tensorcore", "dense_tensorcore",
+                  "batch_matmul_tensorcore", "conv3d_ndhwc_tensorcore")},
+    **{f"schedule_{op}": f"{_AUTO} (tex has no {op} operator)"
+       for op in ("group_conv2d_nchw", "group_conv2d_nhwc", "conv1d_ncw", "conv1d_nwc",
+                  "conv3d_ncdhw", "conv3d_ndhwc", "conv2d_transpose_nchw",
+                  "conv1d_transpose_ncw", "conv3d_transpose_ncdhw", "deformable_conv2d_nchw",
+                  "bitserial_conv2d_nchw", "bitserial_conv2d_nhwc", "bitserial_dense",
+                  "binarize_pack", "binary_dense", "bitpack", "lrn", "sparse_dense",
+                  "sparse_transpose", "correlation_nchw", "nms", "sort", "topk", "argsort",
+                  "scatter", "multibox_detection", "roi_align", "roi_pool")},
+    **{f"schedule_dense_{size}_batch": "schedule_dense(outs) (TVM's topi.gpu names)"
+       for size in ("small", "large")},
+    "schedule_injective_from_existing": "tex.schedule.auto_schedule(outs, target) for the "
+                                        "whole DAG, then edit the stages of the Schedule it "
+                                        "returns",
+}
+
 # tex module -> TVM name -> what to use instead (a phrase after "use "), or "nothing: " and
 # why there is no equivalent
 INSTEAD: dict[str, dict[str, str]] = {
@@ -84,13 +124,14 @@ INSTEAD: dict[str, dict[str, str]] = {
                                     "supported (call_pure_extern maps the C math names)",
     },
     "tex.topi": {
-        # per-target schedule libraries
-        **{target: f"tex.schedule.auto_schedule(outputs, {kind!r}) (tex has no per-target "
-                   "topi schedules)"
-           for target, kind in (("cuda", "cuda"), ("x86", "llvm"), ("arm_cpu", "llvm"),
-                                ("generic", "llvm"), ("rocm", "llvm"), ("mali", "llvm"),
-                                ("bifrost", "llvm"), ("intel_graphics", "llvm"),
-                                ("adreno", "llvm"), ("hexagon", "llvm"), ("hls", "llvm"))},
+        # per-target schedule libraries (topi.generic, topi.x86 and topi.cuda exist:
+        # tex.schedule.topi_schedules)
+        **{target: f"tex.schedule.auto_schedule(outputs, {kind!r}) (tex has per-target "
+                   "topi schedules for generic, x86 and cuda only)"
+           for target, kind in (("gpu", "cuda"), ("arm_cpu", "llvm"), ("rocm", "llvm"),
+                                ("mali", "llvm"), ("bifrost", "llvm"),
+                                ("intel_graphics", "llvm"), ("adreno", "llvm"),
+                                ("hexagon", "llvm"), ("hls", "llvm"))},
         "cpp": "nothing: tex's topi is Python over tex.te, with no C++ library",
         "util": "tex.topi.utils (TVM's later name)",
         "image": "nothing: tex has no image operators (resize, crop, grid_sample)",
@@ -167,6 +208,8 @@ INSTEAD: dict[str, dict[str, str]] = {
         **{name: "nothing: tex has no sparse tensors"
            for name in ("sparse_dense", "sparse_transpose", "sparse_add")},
     },
+    **{module: _MISSING_SCHEDULES
+       for module in ("tex.topi.generic", "tex.topi.x86", "tex.topi.cuda")},
     "tex.topi.testing": {
         **{name: "tex.schedule.auto_schedule(outputs, target), or tex.build(outputs) with "
                  "no schedule"

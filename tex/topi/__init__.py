@@ -163,5 +163,11 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """A TVM topi name tex lacks: an AttributeError saying what to use instead."""
+    """TVM's per-target schedules (``topi.generic``, ``topi.x86``, ``topi.cuda``), imported
+    at first use; any other TVM topi name tex lacks: an AttributeError saying what to use."""
+    if name in ("generic", "x86", "cuda"):
+        # they return tex.schedule.auto_schedule, a row below tex.topi (tests/test_layout.py)
+        from ..schedule.topi_schedules import NAMESPACES
+        globals()[name] = NAMESPACES[name]
+        return NAMESPACES[name]
     raise missing("tex.topi", name, __all__)
