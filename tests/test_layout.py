@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "tex"
 
 ROWS: list[tuple[str, ...]] = [
-    ("tex.dtype", "tex.debug", "tex.target", "tex.diskstore", "tex.tvm_names"),
+    ("tex.dtype", "tex.debug", "tex.error", "tex.target", "tex.diskstore", "tex.tvm_names"),
     ("tex.ir", "tex.viz"),
     ("tex.arith",),
     ("tex.te", "tex.tir"),
@@ -53,15 +53,24 @@ FORBIDDEN_PAIRS: dict[str, set[str]] = {
 #   the answer never depends on what was imported before.
 # - TVM's ``te`` module has ``create_schedule``, ``thread_axis`` and ``gradient``, so ported
 #   code calls them as ``te.X``; ``tex/te/__init__.py`` reaches ``tex.schedule`` and
-#   ``tex.autodiff`` for them only inside its module ``__getattr__``.
+#   ``tex.autodiff`` for them only inside its module ``__getattr__``; likewise ``tex.tir``
+#   reaches ``tex.lower.stmt`` for TVM's ``tir.stmt.For``-style isinstance checks, and
+#   ``tex.topi.testing`` reaches the per-target schedules for TVM's ``get_*_schedule``.
 # - TVM's ``topi.generic``/``topi.x86``/``topi.cuda`` schedules return
 #   ``tex.schedule.auto_schedule``; ``tex/topi/__init__.py`` reaches them
 #   (``tex.schedule.topi_schedules``) only inside its module ``__getattr__``.
+# - TVM's ``tvm.testing.device_enabled("cuda")`` asks whether a CUDA device is usable, which
+#   only the runtime's driver can say; ``tex/testing/tvm.py`` imports ``tex.runtime.ndarray``
+#   inside ``device_enabled``, at its first probe (``enabled_targets`` reuses the devices it
+#   probed), so nothing in ``tex.testing`` imports the runtime at import time.
 LAZY_IMPORTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("tex.autodiff", "__getattr__"): ("tex.program",),
     ("tex.te", "__getattr__"): ("tex.schedule", "tex.autodiff"),
+    ("tex.tir", "__getattr__"): ("tex.lower",),
+    ("tex.topi.testing", "__getattr__"): ("tex.schedule.topi_schedules",),
     ("tex.topi", "__getattr__"): ("tex.schedule.topi_schedules",),
     ("tex.target", "_host_cpu_info"): ("tex.codegen.host",),
+    ("tex.testing.tvm", "device_enabled"): ("tex.runtime.ndarray",),
 }
 ALLOWED: dict[str, set[str]] = {
     owner: {o for o, r in ROW_OF.items() if r <= ROW_OF[owner]} - FORBIDDEN_PAIRS.get(owner, set())

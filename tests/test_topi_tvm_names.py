@@ -533,7 +533,6 @@ def test_tags_are_tvms() -> None:
     (nn, "depthwise_conv2d_nchw", r"topi\.nn\.conv2d per group"),
     (nn, "get_pad_tuple", r"use tex\.topi\.nn\.utils\.get_pad_tuple"),
     (nn, "conv2d_nchww", r"did you mean conv2d_nchw"),
-    (tt, "get_injective_schedule", r"use tex\.schedule\.auto_schedule"),
     (tt, "pool3d_ncdhw_python", r"use poolnd_python"),
 ])
 def test_missing_names_say_what_to_use(module: Any, name: str, match: str) -> None:

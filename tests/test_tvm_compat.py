@@ -253,8 +253,11 @@ def test_nd_array_helpers():
         e.copyfrom(np.zeros(4))
     assert tex.nd.array([1, 2], tex.cuda(0)).device == tex.cuda(0) == tex.gpu(0)
     assert tex.device("cuda", 1) == tex.cuda(1) and tex.device("llvm") == tex.cpu()
-    with pytest.raises(ValueError, match="unknown device 'opencl'"):
-        tex.device("opencl")
+    assert not tex.device("opencl").exist and not tex.device("vulkan", 1).exist
+    with pytest.raises(ValueError, match=r"no array can live on opencl\(0\)"):
+        tex.nd.array([1.0], tex.device("opencl"))
+    with pytest.raises(ValueError, match="unknown device 'tpu'"):
+        tex.device("tpu")
 
 
 def test_cuda_build_has_the_device_module():
@@ -428,11 +431,11 @@ def test_export_library_and_load_module(tmp_path):
 
 def test_loaded_library_keeps_scalars_bounds_checks_and_half_precision(tmp_path):
     T = te.placeholder((6,), name="T", dtype="float16")
-    I = te.placeholder((4,), name="I", dtype="int32")
+    Ix = te.placeholder((4,), name="I", dtype="int32")
     s = te.var("s", "float32")
-    G = te.compute((4,), lambda i: (T[I[i]].astype("float32") * s).astype("float16"),
+    G = te.compute((4,), lambda i: (T[Ix[i]].astype("float32") * s).astype("float16"),
                    name="G")
-    f = tex.build(te.create_schedule(G.op), [T, I, s, G], name="gather_half")
+    f = tex.build(te.create_schedule(G.op), [T, Ix, s, G], name="gather_half")
     f.export_library(tmp_path / "g.so")
     g = tex.runtime.load_module(tmp_path / "g.so")
     t = np.arange(6, dtype="float16") / 3
@@ -477,3 +480,27 @@ def test_save_writes_each_format(tmp_path):
     assert (tmp_path / "f.o").read_bytes()[:4] == b"\x7fELF"
     with pytest.raises(ValueError, match="unknown format 'txt'"):
         f.save(tmp_path / "f.txt")
+
+
+def test_lower_refuses_a_stage_attached_into_a_cycle():
+    """A stage computed at its own loop (attach fields set without compute_at, which refuses
+    it) would be computed nowhere: its output never written. lower refuses it."""
+    A = te.compute((16, 16), lambda i, j: 1.0, name="A")
+    C = te.compute((16, 16), lambda i, j: A[i, j] + 2.0, name="C")
+    s = te.create_schedule(C.op)
+    with pytest.raises(tex.error.ScheduleError, match="cannot be attached to itself"):
+        s[C].compute_at(s[C], C.op.axis[0])
+    s[A].compute_at(s[C], C.op.axis[0])
+    s[C].attach_type, s[C].attach_stage, s[C].attach_ivar = "scope", s[A], A.op.axis[0]
+    with pytest.raises(RuntimeError, match=r"computed at a loop of a stage computed inside "
+                                           r"it \(A -> C -> A\)"):
+        tex.lower(s, [C])
+
+
+def test_schedule_errors_are_value_and_runtime_errors():
+    A, B, C = _vector_add(16)
+    s = te.create_schedule(C.op)
+    with pytest.raises(tex.error.ScheduleError) as info:
+        s[C].reorder(C.op.axis[0], C.op.axis[0])
+    assert isinstance(info.value, ValueError) and isinstance(info.value, RuntimeError)
+    assert isinstance(info.value, tex.TVMError)

@@ -5,6 +5,7 @@ from . import (
     contrib,
     debug,
     dtype,
+    error,
     ir,
     lower,
     schedule,
@@ -15,6 +16,7 @@ from . import (
     viz,
 )
 from .autodiff import differentiate, gradient
+from .error import TVMError
 from .ir import Tensor, graph, to_dot
 from .ir.expr import Expr, IterVar
 from .runtime import ndarray as nd

@@ -34,6 +34,7 @@ __all__ = [
     "PrimExpr", "Var", "SizeVar", "IntImm", "FloatImm", "Cast", "Select", "Add", "Sub",
     "Mul", "Div", "Mod", "FloorDiv", "FloorMod", "Min", "Max", "EQ", "NE", "LT", "LE", "GT",
     "GE", "And", "Or", "Not", "Call", "ProducerLoad", "Reduce", "IterVar", "CommReducer",
+    "StringImm",
     "const", "indexdiv", "indexmod", "floordiv", "floormod", "truncdiv", "truncmod", "div",
     "all", "any", "if_then_else", "max_value", "min_value", "exp", "exp2", "exp10", "log",
     "log2", "log10", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid", "erf", "abs",
@@ -163,6 +164,14 @@ IterVar = _view("IterVar", lambda x: isinstance(x, _e.IterVar), _no_make("IterVa
                 "An iteration variable (a compute's axis or a reduce_axis).")
 CommReducer = _view("CommReducer", lambda x: isinstance(x, (_e.CommReducer, te.Reducer)),
                     _no_make("CommReducer"), "A commutative reducer (tex.comm_reducer).")
+
+
+class StringImm(str):
+    """TVM's string constant: a ``str`` with TVM's ``.value`` (pragma keys and values)."""
+
+    @property
+    def value(self) -> str:
+        return str.__str__(self)
 
 
 def const(value: Any, dtype: Any = None, span: Any = None) -> _e.Const:
@@ -307,5 +316,15 @@ def call_intrin(dtype: Any, func_name: Any, *args: Any, span: Any = None) -> _e.
     return call_pure_extern(dtype, str(name), *args)
 
 
+# TVM's statement classes, for isinstance on what tex.lower returns: tex.lower's own
+# (a lower layer, imported at first use)
+_STMTS = {"For": "For", "IfThenElse": "IfThenElse", "Allocate": "Allocate",
+          "LetStmt": "LetStmt", "SeqStmt": "Seq", "BufferStore": "Store", "Stmt": "Stmt"}
+
+
 def __getattr__(name: str) -> Any:
-    raise missing("tex.tir", name, __all__)
+    """``tir.stmt`` (tex.lower.stmt) and TVM's statement class names; the rest missing."""
+    if name == "stmt" or name in _STMTS:
+        from .lower import stmt
+        return stmt if name == "stmt" else getattr(stmt, _STMTS[name])
+    raise missing("tex.tir", name, [*__all__, "stmt", *_STMTS])

@@ -79,7 +79,6 @@ INSTEAD: dict[str, dict[str, str]] = {
         "register_func": "a Python function between compiled calls",
         "get_global_func": "a Python function between compiled calls",
         "convert": "tex.const(value) for a scalar; Python lists stay lists",
-        "error": "Python's exceptions (TypeError and ValueError name the culprit)",
         "size_var": "tex.var (a dimension must be an int for now)",
         "hybrid": "tex.compute",
         "parser": "tex.compute (tex has no TVMScript)",
@@ -96,13 +95,11 @@ INSTEAD: dict[str, dict[str, str]] = {
     },
     "tex.tir": {
         "Mod": "tex.tir.truncmod (tex has no truncated-modulo node)",
-        "StringImm": "a Python str (tex has no string expressions)",
         "Let": "a Python variable holding the expression (expressions are values)",
         "Broadcast": "a scalar expression (the code generator vectorizes)",
         "Ramp": "a vectorized loop: s[T].vectorize(axis)",
         "Shuffle": "a vectorized loop: s[T].vectorize(axis)",
         "BufferLoad": "tensor indexing, A[i, j]",
-        "BufferStore": "tex.compute",
         "decl_buffer": "tex.placeholder",
         "PrimFunc": "tex.lower(s, args) (a LoweredFunc)",
         "isnan": "x != x",
@@ -116,7 +113,6 @@ INSTEAD: dict[str, dict[str, str]] = {
         "shift_left": "x * 2**k",
         "shift_right": "tex.floordiv(x, 2**k)",
         "Evaluate": "tex.compute",
-        "For": "a schedule (tex.create_schedule) and tex.lower",
         "ir_builder": "tex.compute",
         "stmt_functor": "tex.ir.rewrite / tex.ir.post_order over tex's nodes",
         "transform": "tex.lower's passes (not a public pass API)",
@@ -211,11 +207,6 @@ INSTEAD: dict[str, dict[str, str]] = {
     **{module: _MISSING_SCHEDULES
        for module in ("tex.topi.generic", "tex.topi.x86", "tex.topi.cuda")},
     "tex.topi.testing": {
-        **{name: "tex.schedule.auto_schedule(outputs, target), or tex.build(outputs) with "
-                 "no schedule"
-           for name in ("get_injective_schedule", "get_reduce_schedule",
-                        "get_broadcast_schedule", "get_elemwise_schedule",
-                        "get_conv2d_nchw_implement", "dispatch")},
         "compare_numpy_tvm": "numpy.testing.assert_allclose on the arrays the built "
                              "function writes",
         "pool1d_ncw_python": "poolnd_python (any number of spatial dimensions)",

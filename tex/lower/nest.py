@@ -20,6 +20,7 @@ from collections.abc import Set as AbstractSet
 from .. import debug
 from ..arith import dom_of
 from ..dtype import int32
+from ..error import ScheduleError
 from ..ir import fold
 from ..ir.expr import Const, Expr, IterVar, Var
 from ..ir.tensor import Tensor
@@ -65,6 +66,7 @@ class NestBuilder:
         self.gpu = any(st.bindings for st in sch.stages)
         self.bound = BoundInference(sch, self.body_of, self.gpu)
         self.attached: dict[tuple[int, IterVar], list[Stage]] = {}
+        _check_attach_chains(sch.stages)
         for st in sch.stages:
             if st.attach_type == "scope":
                 parent, iv = st.attach_stage, st.attach_ivar
@@ -222,6 +224,27 @@ class NestBuilder:
             env[t] = Storage(buf, box.exts, box.los)
         return ((yield self.nest(child, root_min, root_ext, clip, env, enclosing)), buffers,
                 self.bound.scope_of(child, enclosing))
+
+
+def _check_attach_chains(stages: Sequence[Stage]) -> None:
+    """Every stage reaches a root stage through its attach points: a stage computed at its
+    own loop, or in a cycle, would be computed nowhere (its output never written). Each
+    stage is walked once (a chain of n compute_at stages costs n, not n**2)."""
+    reaches_root: set[Stage] = set()
+    for st in stages:
+        path: list[Stage] = []
+        on_path: set[Stage] = set()
+        at: Stage | None = st
+        while at is not None and at.attach_type == "scope" and at not in reaches_root:
+            if at in on_path:
+                chain = " -> ".join(v.name for v in [*path, at])
+                raise ScheduleError(f"lower: stage '{st.name}' is computed at a loop of a "
+                                    f"stage computed inside it ({chain}); its output would "
+                                    "never be written")
+            on_path.add(at)
+            path.append(at)
+            at = at.attach_stage
+        reaches_root.update(path)
 
 
 def _leaf_levels(st: Stage, ext: Mapping[IterVar, int]

@@ -201,6 +201,13 @@ class LoweredFunc:
     body: Stmt
     attrs: dict = field(default_factory=dict)
 
+    def __getitem__(self, name: str) -> LoweredFunc:
+        """The function by name, as in TVM's ``tvm.lower(...)["main"]`` (a lowered module
+        holds one function here: this one, under ``"main"`` or its own name)."""
+        if name in ("main", self.name):
+            return self
+        raise KeyError(f"lowered module has no function {name!r}; it holds {self.name!r}")
+
     def __str__(self) -> str:
         # printed once: ``build`` keys the kernel by it and keeps it for ``get_source``
         text: str | None = self.__dict__.get("_text")

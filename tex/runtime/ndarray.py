@@ -17,7 +17,12 @@ import numpy as np
 from ..dtype import as_dtype
 from ..target import target_kind
 
-__all__ = ["Device", "NDArray", "array", "cpu", "cuda", "device", "empty", "gpu"]
+__all__ = ["Device", "FOREIGN_DEVICES", "NDArray", "array", "cpu", "cuda", "device", "empty",
+           "gpu"]
+
+# TVM's other device types: tex makes no code for them, so such a device never exists
+FOREIGN_DEVICES = ("opencl", "cl", "vulkan", "metal", "rocm", "ext_dev", "hexagon", "webgpu",
+                   "aocl", "sdaccel", "vpi")
 
 
 @dataclass(frozen=True)
@@ -32,6 +37,8 @@ class Device:
         """Whether the device is present (a CUDA device: the driver finds it)."""
         if self.device_type == "cpu":
             return self.device_id == 0
+        if self.device_type != "cuda":
+            return False
         from .cuda import CudaError, open_driver  # the driver only when asked
         try:
             open_driver(self.device_id)
@@ -74,6 +81,9 @@ def device(dev_type: Any, dev_id: int = 0) -> Device:
     name = kind_attr if isinstance(kind_attr, str) else dev_type
     if isinstance(name, str) and name.strip().lower() in ("cpu", "gpu"):
         return cpu(dev_id) if name.strip().lower() == "cpu" else cuda(dev_id)
+    if isinstance(name, str) and name.strip().lower() in FOREIGN_DEVICES:
+        # as TVM on a machine without the device: one that does not exist
+        return Device(name.strip().lower(), _ordinal(dev_id))
     if not isinstance(name, str):
         raise TypeError(f"device: expected a device or target name such as 'cpu' or "
                         f"'cuda', got {type(dev_type).__name__} {dev_type!r}")
@@ -130,6 +140,9 @@ def _on(a: np.ndarray, dev: Device | None) -> NDArray:
     if dev is not None and not isinstance(dev, Device):
         raise TypeError(f"expected a device such as tex.cpu(0), got {type(dev).__name__} "
                         f"{dev!r}")
+    if dev is not None and dev.device_type not in ("cpu", "cuda"):
+        raise ValueError(f"no array can live on {dev!r}: tex runs on the host CPU and NVIDIA "
+                         "GPUs only")
     out = a.view(NDArray)
     out._device = dev or cpu(0)
     return out

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ..error import ScheduleError
 from ..ir.codec import IR_CODECS, Codec
 from ..ir.expr import IterVar, Range
 
@@ -90,21 +91,21 @@ def thread_axis(dom: Any = None, tag: str = "", name: str = "", span: Any = None
     """
     if isinstance(dom, str):
         if tag:
-            raise ValueError(f"thread_axis: the tag is given twice ({dom!r} and {tag!r})")
+            raise ScheduleError(f"thread_axis: the tag is given twice ({dom!r} and {tag!r})")
         dom, tag = None, dom
     if not isinstance(tag, str):
         raise TypeError(f"thread_axis: the tag must be a str like 'threadIdx.x', got "
                         f"{type(tag).__name__}")
     if tag not in THREAD_TAGS:
-        raise ValueError(f"thread_axis: unknown tag {tag!r}; expected one of "
-                         f"{', '.join(THREAD_TAGS)}")
+        raise ScheduleError(f"thread_axis: unknown tag {tag!r}; expected one of "
+                            f"{', '.join(THREAD_TAGS)}")
     if not isinstance(name, str):
         raise TypeError(f"thread_axis: name must be a str, got {type(name).__name__}")
     extent = None
     if dom is not None:
         lo, hi = _bounds(dom)
         if lo != 0 or hi <= 0:
-            raise ValueError(f"thread_axis: dom must be (0, n) with n >= 1, got {dom!r}")
+            raise ScheduleError(f"thread_axis: dom must be (0, n) with n >= 1, got {dom!r}")
         extent = hi
     return ThreadAxis(tag, extent, name or tag)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..error import ScheduleError
 from ..ir.expr import IterVar, Range, Var
 from ..ir.tensor import ComputeOp, Operation, Tensor
 from ..ir.visit import substitute
@@ -33,7 +34,7 @@ def cache_read(sch: Schedule, tensor: Tensor, scope: str,
     reader_stages = [sch[r] for r in readers]
     for st in reader_stages:
         if tensor not in st.op.input_tensors:
-            raise ValueError(f"cache_read: '{st.name}' does not read '{tensor.name}'")
+            raise ScheduleError(f"cache_read: '{st.name}' does not read '{tensor.name}'")
     axis = [IterVar(Var(f"ax{d}", kind="axis"), Range(0, n))
             for d, n in enumerate(tensor.shape)]
     cache_op = ComputeOp(f"{tensor.name}.{scope}", axis, [tensor[tuple(axis)]],
@@ -51,12 +52,12 @@ def cache_write(sch: Schedule, tensor: Tensor, scope: str) -> Tensor:
     stage = sch[tensor]
     check_scope(scope, f"cache_write of '{stage.name}'")
     if stage.relations or stage.attach_type == "inline":
-        raise ValueError(f"cache_write: stage '{stage.name}' is already split, fused or "
-                         "inlined; call cache_write before other primitives")
+        raise ScheduleError(f"cache_write: stage '{stage.name}' is already split, fused or "
+                            "inlined; call cache_write before other primitives")
     op = stage.op
     if op.num_outputs != 1:
-        raise ValueError(f"cache_write: '{op.name}' has {op.num_outputs} outputs; only "
-                         "single-output computations are supported")
+        raise ScheduleError(f"cache_write: '{op.name}' has {op.num_outputs} outputs; only "
+                            "single-output computations are supported")
     axis = [IterVar(Var(iv.name, kind="axis"), iv.dom) for iv in op.axis]
     mapping = {old.var: new.var for old, new in zip(op.axis, axis)}
     body = [substitute(e, mapping) for e in op.body]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..error import ScheduleError
 from ..ir import fold
 from ..ir.expr import IterVar, Range, Reduce, Var
 from ..ir.tensor import ComputeOp, Tensor
@@ -33,27 +34,32 @@ def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0) 
     name = op.name
     body = op.body
     if not isinstance(body[0], Reduce):
-        raise ValueError(f"rfactor: '{name}' is not a reduction")
+        raise ScheduleError(f"rfactor: '{name}' is not a reduction")
     if len(body) != 1:
-        raise ValueError(f"rfactor: '{name}' has {len(body)} outputs; only single-output "
-                         "reductions can be factored")
+        raise ScheduleError(f"rfactor: '{name}' has {len(body)} outputs; only single-output "
+                            "reductions can be factored")
     if stage.attach_type == "inline":
-        raise ValueError(f"rfactor: '{name}' is inlined")
+        raise ScheduleError(f"rfactor: '{name}' is inlined")
     axis = stage.check_leaf(axis, "rfactor")
     if axis.kind != "reduce":
-        raise ValueError(f"rfactor on '{name}': '{axis.name}' is not a reduction axis")
+        raise ScheduleError(f"rfactor on '{name}': '{axis.name}' is not a reduction axis")
     if isinstance(factor_axis, bool) or not isinstance(factor_axis, int) or \
             not 0 <= factor_axis <= len(op.axis):
-        raise ValueError(f"rfactor on '{name}': factor_axis must be an int in "
-                         f"[0, {len(op.axis)}], got {factor_axis!r}")
+        raise ScheduleError(f"rfactor on '{name}': factor_axis must be an int in "
+                            f"[0, {len(op.axis)}], got {factor_axis!r}")
     red = body[0]
 
     # the reduce leaves, and each root reduce axis as an expression of them
     reduce_leaves = [iv for iv in stage.leaf_iter_vars if iv.kind == "reduce"]
-    rest = [iv for iv in reduce_leaves if iv is not axis]
+    # as TVM: the root reduction axes no split or fuse touched stay themselves, first; the
+    # other leaves become axes of their own over the same variables
+    untouched = [iv for iv in red.axis if iv is not axis and
+                 any(iv is leaf for leaf in reduce_leaves)]
+    rest = untouched + [iv for iv in reduce_leaves if iv is not axis and
+                        not any(iv is u for u in untouched)]
     factor_iv = IterVar(Var(f"{axis.name}.v", kind="axis"), Range(0, axis.dom.extent))
-    new_reduce = {iv: IterVar(Var(iv.name, kind="reduce"), Range(0, iv.dom.extent))
-                  for iv in rest}
+    new_reduce = {iv: iv if any(iv is u for u in untouched) else
+                  IterVar(iv.var, Range(0, iv.dom.extent)) for iv in rest}
     value: dict[IterVar, object] = {axis: factor_iv.var}
     value.update({iv: new.var for iv, new in new_reduce.items()})
     guards = []
@@ -101,7 +107,9 @@ def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0) 
     sch.move_attached(stage, rf_stage, loops)
     keep = [iv for iv in stage.leaf_iter_vars if iv.kind != "reduce"]
     stage.leaf_iter_vars = [*keep, r]
-    stage.all_iter_vars.append(r)
+    # the old reduction axes are the partial results' now (TVM's all_iter_vars: no stale
+    # entries)
+    stage.all_iter_vars = [iv for iv in stage.all_iter_vars if iv.kind != "reduce"] + [r]
     stage.relations = [rel for rel in stage.relations
                        if not (isinstance(rel, Split) and rel.parent.kind == "reduce")
                        and not (isinstance(rel, Fuse) and rel.fused.kind == "reduce")]

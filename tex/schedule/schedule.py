@@ -36,10 +36,12 @@ from typing import Any
 
 import numpy as np
 
+from ..error import ScheduleError
 from ..ir.expr import IterVar, Range, Reduce, TensorRead, Var
 from ..ir.saved import SavedCall
 from ..ir.tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 from ..ir.visit import rewrite, topo_sort_ops
+from ..tir import StringImm
 from .axes import (
     PARALLEL,
     SERIAL,
@@ -64,7 +66,7 @@ def check_scope(scope: Any, what: str) -> str:
         raise TypeError(f"{what}: scope must be a string ({', '.join(SCOPES)}), got "
                         f"{type(scope).__name__} {scope!r}")
     if scope not in SCOPES:
-        raise ValueError(f"{what}: unknown scope {scope!r}; expected one of {', '.join(SCOPES)}")
+        raise ScheduleError(f"{what}: unknown scope {scope!r}; expected one of {', '.join(SCOPES)}")
     return scope
 
 
@@ -82,7 +84,7 @@ def _position(loops: Sequence[IterVar], iv: IterVar) -> int:
     for k, v in enumerate(loops):
         if v is iv:
             return k
-    raise ValueError(f"axis '{iv.name}' is not among the loops")
+    raise ScheduleError(f"axis '{iv.name}' is not among the loops")
 
 
 @dataclass(frozen=True)
@@ -178,11 +180,11 @@ class Stage:
         if any(iv is v for v in self.leaf_iter_vars):
             return iv
         if any(iv is v for v in self.all_iter_vars):
-            raise ValueError(f"{primitive} on stage '{self.name}': axis '{iv.name}' has already "
-                             "been split or fused; use the axes that split/fuse returned")
-        raise ValueError(f"{primitive} on stage '{self.name}': axis '{iv.name}' is not an axis "
-                         f"of this stage (its axes are "
-                         f"{', '.join(v.name for v in self.leaf_iter_vars)})")
+            raise ScheduleError(f"{primitive} on stage '{self.name}': axis '{iv.name}' has already "
+                                "been split or fused; use the axes that split/fuse returned")
+        raise ScheduleError(f"{primitive} on stage '{self.name}': axis '{iv.name}' is not an axis "
+                            f"of this stage (its axes are "
+                            f"{', '.join(v.name for v in self.leaf_iter_vars)})")
 
     def _replace_leaf(self, old: Sequence[IterVar], new: Sequence[IterVar]) -> None:
         """Replace the loops ``old`` by ``new`` (outer first). Stages computed at one of
@@ -214,15 +216,15 @@ class Stage:
         the stage encloses the outer loop (a point would be accumulated twice)."""
         parent = self.check_leaf(parent, "split")
         if tail not in ("guard", "shift"):
-            raise ValueError(f"split of '{parent.name}' in stage '{self.name}': tail must be "
-                             f"'guard' or 'shift', got {tail!r}")
+            raise ScheduleError(f"split of '{parent.name}' in stage '{self.name}': tail must be "
+                                f"'guard' or 'shift', got {tail!r}")
         if tail == "shift" and parent.kind == "reduce":
-            raise ValueError(f"split of '{parent.name}' in stage '{self.name}': "
-                             "tail='shift' computes the overlap of the last two tiles twice, "
-                             "which a reduction axis would sum twice; use tail='guard'")
+            raise ScheduleError(f"split of '{parent.name}' in stage '{self.name}': "
+                                "tail='shift' computes the overlap of the last two tiles twice, "
+                                "which a reduction axis would sum twice; use tail='guard'")
         if (factor is None) == (nparts is None):
-            raise ValueError(f"split of '{parent.name}' in stage '{self.name}': give exactly "
-                             "one of factor= and nparts=")
+            raise ScheduleError(f"split of '{parent.name}' in stage '{self.name}': give exactly "
+                                "one of factor= and nparts=")
         value = factor if factor is not None else nparts
         what = "factor" if factor is not None else "nparts"
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
@@ -232,8 +234,8 @@ class Stage:
         if factor is not None:
             factor = value
         if value <= 0:
-            raise ValueError(f"split of '{parent.name}' in stage '{self.name}': {what} must be "
-                             f"positive, got {value}")
+            raise ScheduleError(f"split of '{parent.name}' in stage '{self.name}': {what} must be "
+                                f"positive, got {value}")
         extent = parent.dom.extent
         if factor is not None:
             inner_ext = min(factor, extent)
@@ -263,8 +265,8 @@ class Stage:
             order = tuple(order[0])
         ivs = [self.check_leaf(iv, "reorder") for iv in order]
         if len(set(ivs)) != len(ivs):
-            raise ValueError(f"reorder on stage '{self.name}': an axis appears twice in "
-                             f"({', '.join(v.name for v in ivs)})")
+            raise ScheduleError(f"reorder on stage '{self.name}': an axis appears twice in "
+                                f"({', '.join(v.name for v in ivs)})")
         positions = sorted(_position(self.leaf_iter_vars, v) for v in ivs)
         leaves = list(self.leaf_iter_vars)
         for pos, iv in zip(positions, ivs):
@@ -287,13 +289,13 @@ class Stage:
             return checked[0]
         pos = [_position(self.leaf_iter_vars, v) for v in checked]
         if any(b != a + 1 for a, b in zip(pos, pos[1:])):
-            raise ValueError(f"fuse on stage '{self.name}': axes "
-                             f"{', '.join(v.name for v in checked)} must be adjacent loops, "
-                             "outer first (reorder them first)")
+            raise ScheduleError(f"fuse on stage '{self.name}': axes "
+                                f"{', '.join(v.name for v in checked)} must be adjacent loops, "
+                                "outer first (reorder them first)")
         kinds = {_is_reduce(v) for v in checked}
         if len(kinds) > 1:
-            raise ValueError(f"fuse on stage '{self.name}': cannot fuse a reduction axis with "
-                             "a data-parallel axis")
+            raise ScheduleError(f"fuse on stage '{self.name}': cannot fuse a reduction axis with "
+                                "a data-parallel axis")
         acc = checked[0]
         for inner in checked[1:]:
             fused = _new_iter_var(f"{acc.name}.{inner.name}.fused",
@@ -308,25 +310,25 @@ class Stage:
         iv = self.check_leaf(iv, primitive)
         previous = self.annotations.get(iv, SERIAL)
         if previous not in (SERIAL, kind):
-            raise ValueError(f"{primitive} on stage '{self.name}': axis '{iv.name}' is already "
-                             f"marked {previous}")
+            raise ScheduleError(f"{primitive} on stage '{self.name}': axis '{iv.name}' is already "
+                                f"marked {previous}")
         self.annotations[iv] = kind
 
     def parallel(self, iv: IterVar) -> None:
         """Run the iterations of this loop on all cores."""
         iv = self.check_leaf(iv, "parallel")
         if _is_reduce(iv):
-            raise ValueError(f"parallel on stage '{self.name}': '{iv.name}' is a reduction "
-                             "axis; its iterations accumulate into the same element (use "
-                             "rfactor to parallelize a reduction)")
+            raise ScheduleError(f"parallel on stage '{self.name}': '{iv.name}' is a reduction "
+                                "axis; its iterations accumulate into the same element (use "
+                                "rfactor to parallelize a reduction)")
         self._annotate(iv, PARALLEL, "parallel")
 
     def vectorize(self, iv: IterVar) -> None:
         """Run this loop's iterations as SIMD lanes (the innermost loop, usually)."""
         iv = self.check_leaf(iv, "vectorize")
         if _is_reduce(iv):
-            raise ValueError(f"vectorize on stage '{self.name}': '{iv.name}' is a reduction "
-                             "axis; vectorize a data-parallel axis (reorder it innermost)")
+            raise ScheduleError(f"vectorize on stage '{self.name}': '{iv.name}' is a reduction "
+                                "axis; vectorize a data-parallel axis (reorder it innermost)")
         self._annotate(iv, VECTORIZE, "vectorize")
 
     def unroll(self, iv: IterVar) -> None:
@@ -340,26 +342,33 @@ class Stage:
             raise TypeError(f"bind on stage '{self.name}': expected tex.thread_axis(...), got "
                             f"{type(thread).__name__}")
         if thread.extent is not None and iv.dom.extent > thread.extent:
-            raise ValueError(f"bind on stage '{self.name}': loop '{iv.name}' runs "
-                             f"{iv.dom.extent} times, more than the {thread.extent} of "
-                             f"thread axis {thread.tag} (its dom)")
+            raise ScheduleError(f"bind on stage '{self.name}': loop '{iv.name}' runs "
+                                f"{iv.dom.extent} times, more than the {thread.extent} of "
+                                f"thread axis {thread.tag} (its dom)")
         for other, t in self.bindings.items():
             if t.tag == thread.tag and other is not iv and thread.tag != "vthread":
-                raise ValueError(f"bind on stage '{self.name}': {thread.tag} is already bound to "
-                                 f"'{other.name}'")
+                raise ScheduleError(f"bind on stage '{self.name}': {thread.tag} is already "
+                                    f"bound to '{other.name}'")
         self._annotate(iv, THREAD, "bind")
         self.bindings[iv] = thread
 
     def pragma(self, iv: IterVar, pragma_type: str, pragma_value: Any = None) -> None:
-        """TVM's loop pragma, recorded (``pragmas``; shown by ``iter_var_attrs``) and not
-        acted on: tex decides unrolling and how parallel loops launch by itself."""
+        """TVM's loop pragma. ``"unroll"`` and ``"vectorize"`` are ``unroll``/``vectorize``
+        (as in TVM); any other is recorded (``pragmas``, shown by ``iter_var_attrs``) and not
+        acted on: tex decides how parallel loops launch and how far to unroll by itself."""
         iv = self.check_leaf(iv, "pragma")
         if not isinstance(pragma_type, str) or not pragma_type:
             raise TypeError(f"pragma on stage '{self.name}': the pragma type must be a "
                             f"non-empty str, got {pragma_type!r}")
+        if pragma_type == "unroll":
+            self.unroll(iv)
+            return
+        if pragma_type == "vectorize":
+            self.vectorize(iv)
+            return
         if pragma_type in ("import_c", "import_llvm"):
-            raise ValueError(f"pragma on stage '{self.name}': '{pragma_type}' links "
-                             "external code into a loop, which tex does not do")
+            raise ScheduleError(f"pragma on stage '{self.name}': '{pragma_type}' links "
+                                "external code into a loop, which tex does not do")
         self.pragmas.setdefault(iv, []).append((pragma_type, pragma_value))
 
     @property
@@ -375,23 +384,24 @@ class Stage:
             thread = self.bindings.get(iv)
             out[iv] = IterVarAttr(_ITER_TYPES.get(kind, IterVar.CommReduce
                                                   if _is_reduce(iv) else IterVar.DataPar),
-                                  thread, tuple(k for k, _ in pragmas),
-                                  tuple(v for _, v in pragmas))
+                                  thread, tuple(StringImm(k) for k, _ in pragmas),
+                                  tuple(StringImm(v) if isinstance(v, str) else v
+                                        for _, v in pragmas))
         return out
 
     # -- attach points ----------------------------------------------------------------------
     def compute_inline(self) -> None:
         """Substitute this operation's body into its consumers (no buffer)."""
         if self.is_output:
-            raise ValueError(f"compute_inline: '{self.name}' is an output of the schedule; "
-                             "outputs must be stored")
+            raise ScheduleError(f"compute_inline: '{self.name}' is an output of the schedule; "
+                                "outputs must be stored")
         body = self.op.body
         if isinstance(body[0], Reduce):
-            raise ValueError(f"compute_inline: '{self.name}' is a reduction; only element-wise "
-                             "computations can be inlined (use compute_at instead)")
+            raise ScheduleError(f"compute_inline: '{self.name}' is a reduction; only element-wise "
+                                "computations can be inlined (use compute_at instead)")
         if len(body) > 1:
-            raise ValueError(f"compute_inline: '{self.name}' has {len(body)} outputs; only "
-                             "single-output computations can be inlined")
+            raise ScheduleError(f"compute_inline: '{self.name}' has {len(body)} outputs; only "
+                                "single-output computations can be inlined")
         self._detach()
         self.attach_type = "inline"
 
@@ -411,23 +421,23 @@ class Stage:
             raise TypeError(f"compute_at on stage '{self.name}': expected a Stage (s[T]), got "
                             f"{type(parent).__name__}")
         if parent.schedule is not self.schedule:
-            raise ValueError(f"compute_at on stage '{self.name}': stage '{parent.name}' belongs "
-                             "to another schedule")
+            raise ScheduleError(f"compute_at on stage '{self.name}': stage '{parent.name}' belongs "
+                                "to another schedule")
         if parent is self:
-            raise ValueError(f"compute_at: stage '{self.name}' cannot be attached to itself")
+            raise ScheduleError(f"compute_at: stage '{self.name}' cannot be attached to itself")
         parent.check_leaf(iv, f"compute_at of '{self.name}'")
         if parent.attach_type == "inline":
-            raise ValueError(f"compute_at on stage '{self.name}': stage '{parent.name}' is "
-                             "inlined and has no loops")
+            raise ScheduleError(f"compute_at on stage '{self.name}': stage '{parent.name}' is "
+                                "inlined and has no loops")
         if self._computes_inside(parent):
-            raise ValueError(f"compute_at: attaching '{self.name}' to '{parent.name}' makes "
-                             "a cycle (that stage is already computed inside "
-                             f"'{self.name}')")
+            raise ScheduleError(f"compute_at: attaching '{self.name}' to '{parent.name}' makes "
+                                "a cycle (that stage is already computed inside "
+                                f"'{self.name}')")
         inside = [parent, *self.schedule._attached_within(parent)]
         if not any(self.schedule.reads(c, self) for c in inside):
-            raise ValueError(f"compute_at: stage '{parent.name}' does not read '{self.name}' "
-                             "(directly, through inlined stages, or through stages computed at "
-                             f"its loops); attach '{self.name}' to a stage that consumes it")
+            raise ScheduleError(f"compute_at: stage '{parent.name}' does not read '{self.name}' "
+                                "(directly, through inlined stages, or through stages computed at "
+                                f"its loops); attach '{self.name}' to a stage that consumes it")
         self.attach_type = "scope"
         self.attach_stage = parent
         self.attach_ivar = iv
@@ -454,8 +464,8 @@ class Stage:
 
     def _detach(self) -> None:
         for other in self.schedule._attached.get(self, ()):
-            raise ValueError(f"stage '{other.name}' is computed at a loop of '{self.name}'; "
-                             f"call compute_root on '{other.name}' first")
+            raise ScheduleError(f"stage '{other.name}' is computed at a loop of '{self.name}'; "
+                                f"call compute_root on '{other.name}' first")
         self.attach_stage = None
         self.attach_ivar = None
 
@@ -515,10 +525,10 @@ class Schedule:
         if stage is not None:
             return stage
         if isinstance(op, PlaceholderOp):
-            raise ValueError(f"schedule: '{op.name}' is a placeholder (an input); it has no "
-                             "stage to schedule")
-        raise ValueError(f"schedule: '{op.name}' is not part of this schedule (its outputs are "
-                         f"{', '.join(o.name for o in self.outputs)})")
+            raise ScheduleError(f"schedule: '{op.name}' is a placeholder (an input); it has no "
+                                "stage to schedule")
+        raise ScheduleError(f"schedule: '{op.name}' is not part of this schedule (its outputs are "
+                            f"{', '.join(o.name for o in self.outputs)})")
 
     def __repr__(self) -> str:
         return f"Schedule({', '.join(s.name for s in self.stages)})"
@@ -825,7 +835,7 @@ def create_schedule(ops: Operation | Tensor | Sequence[Operation | Tensor]) -> S
     """
     items = ops if isinstance(ops, (list, tuple)) else [ops]
     if not items:
-        raise ValueError("create_schedule: give at least one output operation")
+        raise ScheduleError("create_schedule: give at least one output operation")
     out: list[Operation] = []
     for item in items:
         op = item.op if isinstance(item, Tensor) else item

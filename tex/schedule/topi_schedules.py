@@ -24,11 +24,14 @@ from typing import Any
 
 from ..ir.tensor import Tensor
 from ..target import Target, resolve_target, target_kind
+from ..topi.nn import conv2d_nchw
 from ..tvm_names import INSTEAD, missing
 from .auto import auto_schedule
 from .schedule import Schedule
 
-__all__ = ["NAMESPACES", "TopiTargetModule", "generic", "x86", "cuda"]
+__all__ = ["NAMESPACES", "TESTING", "TopiTargetModule", "cuda", "dispatch", "generic",
+           "get_broadcast_schedule", "get_conv2d_nchw_implement", "get_elemwise_schedule",
+           "get_injective_schedule", "get_reduce_schedule", "x86"]
 
 # schedule name -> what it schedules (its docstring), for every namespace
 COMMON: dict[str, str] = {
@@ -212,3 +215,57 @@ generic = _namespace("generic")
 x86 = _namespace("x86")
 cuda = _namespace("cuda")
 NAMESPACES: dict[str, TopiTargetModule] = {"generic": generic, "x86": x86, "cuda": cuda}
+
+
+# TVM's topi.testing dispatch: a target's keys ("cpu"; "cuda", "gpu") pick a namespace
+_BY_KEY = {"cpu": "x86", "gpu": "cuda", "cuda": "cuda"}
+
+
+def dispatch(target: Any, dispatch_map: dict[str, Any]) -> Any:
+    """The entry of ``dispatch_map`` for ``target``'s first key it has, else its
+    ``"generic"`` entry (TVM's ``topi.testing.dispatch``)."""
+    keys = Target(target).keys if not isinstance(target, Target) else target.keys
+    for key in keys:
+        if key in dispatch_map:
+            return dispatch_map[key]
+    return dispatch_map["generic"]
+
+
+def _per_key(schedule: str) -> dict[str, Any]:
+    """``{"generic": generic.<schedule>, "cpu": x86.<schedule>, "gpu": cuda.<schedule>}``."""
+    table = {"generic": getattr(generic, schedule)}
+    table.update((key, getattr(NAMESPACES[ns], schedule)) for key, ns in _BY_KEY.items())
+    return table
+
+
+def get_injective_schedule(target: Any) -> Callable[..., Schedule]:
+    """The injective schedule for ``target`` (TVM's ``topi.testing`` helper)."""
+    return dispatch(target, _per_key("schedule_injective"))
+
+
+def get_broadcast_schedule(target: Any) -> Callable[..., Schedule]:
+    """The broadcast schedule for ``target`` (TVM's ``topi.testing`` helper)."""
+    return dispatch(target, _per_key("schedule_broadcast"))
+
+
+def get_elemwise_schedule(target: Any) -> Callable[..., Schedule]:
+    """The elementwise schedule for ``target`` (TVM's ``topi.testing`` helper)."""
+    return dispatch(target, _per_key("schedule_elemwise"))
+
+
+def get_reduce_schedule(target: Any) -> Callable[..., Schedule]:
+    """The reduction schedule for ``target`` (TVM's ``topi.testing`` helper)."""
+    return dispatch(target, _per_key("schedule_reduce"))
+
+
+def get_conv2d_nchw_implement(target: Any) -> tuple[Callable[..., Tensor],
+                                                    Callable[..., Schedule]]:
+    """``(topi.nn.conv2d_nchw, its schedule for target)`` (TVM's ``topi.testing`` helper)."""
+    return dispatch(target, {key: (conv2d_nchw, fn)
+                             for key, fn in _per_key("schedule_conv2d_nchw").items()})
+
+
+# the topi.testing names tex.topi.testing reaches here at first use
+TESTING = {f.__name__: f for f in (dispatch, get_injective_schedule, get_broadcast_schedule,
+                                   get_elemwise_schedule, get_reduce_schedule,
+                                   get_conv2d_nchw_implement)}

@@ -5,6 +5,8 @@ As TVM's ``te`` module, it also offers ``create_schedule``, ``thread_axis`` (fro
 ports TVM code; those live in lower layers and are imported at first use (module
 ``__getattr__``, PEP 562), never when this module loads.
 """
+from ..ir import tensor
+from ..ir.tensor import Tensor
 from ..tvm_names import missing
 from .intrin import (
     abs,
@@ -43,7 +45,7 @@ __all__ = [
     "log2", "log10", "max_value", "min_value", "power", "round", "rsqrt", "select", "sigmoid",
     "sin", "sqrt", "tan", "tanh", "trunc", "truncdiv", "check_shape", "compute", "const",
     "placeholder", "reduce_axis", "var", "Reducer", "all", "any", "comm_reducer", "max",
-    "min", "prod", "sum",
+    "min", "prod", "sum", "Tensor", "tensor",
 ]
 
 # TVM's te names that live in lower layers

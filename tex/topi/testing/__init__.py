@@ -11,8 +11,12 @@ tex, and keeps TVM's signature, so ``tvm.topi.testing.conv2d_nchw_python(...)`` 
 - ``softmax_python``, ``log_softmax_python`` (``softmax.py``);
 - ``dense``, ``batch_matmul`` (``matmul.py``).
 
-TVM's schedule helpers (``get_injective_schedule``, ...) have no counterpart: a TVM name
-this module lacks raises an ``AttributeError`` saying what to use (``tex.tvm_names``).
+TVM's schedule helpers (``dispatch``, ``get_injective_schedule``, ``get_broadcast_schedule``,
+``get_elemwise_schedule``, ``get_reduce_schedule``, ``get_conv2d_nchw_implement``) pick
+``topi.generic``/``x86``/``cuda`` schedules by the target's keys; they live with those
+(``tex.schedule.topi_schedules``, a lower layer) and are imported at first use. Any other
+TVM name this module lacks raises an ``AttributeError`` saying what to use
+(``tex.tvm_names``).
 """
 from typing import Any
 
@@ -45,5 +49,15 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """A TVM ``topi.testing`` name tex lacks: an AttributeError saying what to use."""
-    raise missing("tex.topi.testing", name, __all__)
+    """TVM's schedule helpers (imported at first use); any other TVM ``topi.testing`` name
+    tex lacks: an AttributeError saying what to use."""
+    if name in _SCHEDULE_HELPERS:
+        # they return tex.schedule's schedules, a row below tex.topi (tests/test_layout.py)
+        from ...schedule.topi_schedules import TESTING
+        return TESTING[name]
+    raise missing("tex.topi.testing", name, [*__all__, *_SCHEDULE_HELPERS])
+
+
+_SCHEDULE_HELPERS = ("dispatch", "get_injective_schedule", "get_broadcast_schedule",
+                     "get_elemwise_schedule", "get_reduce_schedule",
+                     "get_conv2d_nchw_implement")
