@@ -121,9 +121,37 @@ def root_output_and_intermediate() -> Program:
     return s, [A, B, C]
 
 
+def at_fused_loop() -> Program:  # TVM's test_legalize_invalid_attach, case 2
+    A = tex.placeholder((10, 10), name="A")
+    B = tex.compute((10, 10), lambda i, j: A[i, j] * 2.0, name="B")
+    C = tex.compute((10, 10), lambda i, j: B[i, j] + 1.0, name="C")
+    s = tex.create_schedule(C.op)
+    s[B].compute_at(s[C], C.op.axis[1])
+    s[C].fuse(C.op.axis[0], C.op.axis[1])
+    return s, [A, B, C]
+
+
+def at_parallel_fused_loop() -> Program:
+    s, args = at_fused_loop()
+    C = args[-1]
+    s[C].parallel(s[C].leaf_iter_vars[0])
+    return s, args
+
+
 WRITTEN = [at_loop, at_inner_split, at_outer_split, partial_reader, overlapping_reader,
            parallel_tiles, reduction_at, tiles_2d, cache_write_output, cache_read_input,
-           rfactor_output, root_output_and_intermediate]
+           rfactor_output, root_output_and_intermediate, at_fused_loop,
+           at_parallel_fused_loop]
+
+
+@pytest.mark.parametrize("program", [at_fused_loop, at_parallel_fused_loop])
+def test_argument_at_a_fused_loop_is_computed_once(program: Callable[[], Program]) -> None:
+    """A fused loop's iterations reach each element once (``f // n``, ``f % n``): the
+    argument is computed per element, not whole at every iteration (100x the work)."""
+    s, args = program()
+    text = str(tex.lower(s, args))
+    assert text.count("for (") == 1, text
+    assert "B[i.j.fused] = A[i.j.fused] * 2.0" in text, text
 
 
 @pytest.mark.parametrize("program", WRITTEN, ids=[p.__name__ for p in WRITTEN])

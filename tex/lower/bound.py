@@ -21,10 +21,13 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..arith import Analyzer, Interval
 from ..dtype import int32
-from ..ir.expr import Const, Expr, TensorRead, Var
-from ..ir.visit import post_order, substitute
+from ..ir.expr import Binary, Cast, Const, Expr, TensorRead, Unary, Var
+from ..ir.semantics import NUMPY_BINARY, NUMPY_UNARY, numpy_cast
+from ..ir.visit import evaluate_bottom_up, post_order, substitute
 from ..schedule import Schedule, Stage
 from .loops import Level, loops
 from .stmt import ForKind
@@ -166,8 +169,85 @@ class BoundInference:
 def _tiling(box: Region, shape: Sequence[int], enclosing: Sequence[Level]) -> str | None:
     """How the boxes ``box.los + [0, box.exts)`` of all iterations of the enclosing loops
     cover a tensor of ``shape``: "disjoint" (each element once), "overlapping", or None
-    when they may leave elements out (or that cannot be shown: each low must be affine in
-    loop variables no other dimension uses, over at most 2**16 values)."""
+    when they may leave elements out (or that cannot be shown). Lows affine in loop
+    variables no other dimension uses (over at most 2**16 values) are decided per
+    dimension; others (a fused loop's ``f // n`` and ``f % n``) by counting what every
+    iteration covers (``_counted_tiling``)."""
+    affine = _affine_tiling(box, shape, enclosing)
+    return affine if affine != "unknown" else _counted_tiling(box, shape, enclosing)
+
+
+# the most loop iterations and tensor elements _counted_tiling enumerates
+_COUNT_ITERATIONS = 1 << 14
+_COUNT_ELEMENTS = 1 << 22
+
+
+def _counted_tiling(box: Region, shape: Sequence[int], enclosing: Sequence[Level]
+                    ) -> str | None:
+    """``_tiling`` by enumeration: the lows evaluated at every iteration of the enclosing
+    loops (NumPy, all at once), each box's elements counted; None when the loops or the
+    tensor are too large to count, or a low reads memory."""
+    loops = [lv for lv in enclosing if lv.extent > 1]
+    iterations = math.prod(lv.extent for lv in loops)
+    if iterations > _COUNT_ITERATIONS or math.prod(shape) > _COUNT_ELEMENTS:
+        return None
+    grids = np.meshgrid(*[np.arange(lv.extent, dtype=np.int64) for lv in loops],
+                        indexing="ij") if loops else []
+    env: dict[Var, np.ndarray] = {lv.var: g.ravel() for lv, g in zip(loops, grids)}
+    env.update((lv.var, np.zeros(1, np.int64)) for lv in enclosing if lv.extent <= 1)
+    counts = np.zeros(tuple(shape), np.int32)
+    lows = []
+    for lo in box.los:
+        values = _values(lo, env)
+        if values is None:
+            return None
+        lows.append(np.broadcast_to(values, (max(iterations, 1),)))
+    for k in range(max(iterations, 1)):
+        index = []
+        for d, (low, ext) in enumerate(zip(lows, box.exts)):
+            a = int(low[k])
+            if a < 0 or a + ext > shape[d]:
+                return None
+            index.append(slice(a, a + ext))
+        counts[tuple(index)] += 1
+    if counts.min() == 0:
+        return None
+    return "disjoint" if counts.max() == 1 else "overlapping"
+
+
+def _values(e: Expr, env: Mapping[Var, np.ndarray]) -> np.ndarray | None:
+    """``e`` (integer arithmetic of the variables in ``env``) at every point of ``env``'s
+    arrays; None when it reads anything else."""
+    def inputs(n: Expr) -> tuple[Expr, ...]:
+        return n.children()
+
+    def compute(n: Expr) -> np.ndarray | None:
+        kids = [memo[k] for k in n.children()]
+        if any(k is None for k in kids):
+            return None
+        with np.errstate(all="ignore"):
+            if isinstance(n, Const):
+                return np.asarray(n.value, dtype=n.dtype.numpy)
+            if isinstance(n, Var):
+                got = env.get(n)
+                return None if got is None else got.astype(n.dtype.numpy)
+            if isinstance(n, Binary) and n.op in NUMPY_BINARY:
+                return NUMPY_BINARY[n.op](*kids)  # type: ignore[arg-type]
+            if isinstance(n, Unary) and n.op in NUMPY_UNARY:
+                return NUMPY_UNARY[n.op](kids[0])  # type: ignore[arg-type]
+            if isinstance(n, Cast):
+                return numpy_cast(kids[0], n.dtype.numpy)  # type: ignore[arg-type]
+        return None
+
+    memo: dict[Expr, np.ndarray | None] = {}
+    out = evaluate_bottom_up(e, memo, inputs, compute)
+    return None if out is None else out.astype(np.int64)
+
+
+def _affine_tiling(box: Region, shape: Sequence[int], enclosing: Sequence[Level]
+                   ) -> str | None:
+    """``_tiling`` for lows affine in loop variables no other dimension uses (over at most
+    2**16 values); "unknown" when a low is not such."""
     extent = {lv.var: lv.extent for lv in enclosing}
     an = Analyzer()
     used: set[Var] = set()
@@ -175,12 +255,12 @@ def _tiling(box: Region, shape: Sequence[int], enclosing: Sequence[Level]) -> st
     for lo, ext, n in zip(box.los, box.exts, shape):
         lf = an.linear(lo)
         if any(not (isinstance(v, Var) and v in extent) or v in used for v in lf.terms):
-            return None
+            return "unknown"
         used.update(lf.terms)  # type: ignore[arg-type]
         values = [lf.const]
         for v, c in lf.terms.items():
             if math.prod(extent[w] for w in lf.terms) > 1 << 16:
-                return None
+                return "unknown"
             values = [x + c * k for x in values for k in range(extent[v])]  # type: ignore[index]
         values.sort()
         if values[0] > 0 or values[-1] + ext < n:
