@@ -36,6 +36,7 @@ from ..ir.expr import Var
 from ..ir.tensor import Tensor
 from ..lower.stmt import BufferParam, ScalarParam
 from .jit import Kernel
+from .ndarray import NDArray
 from .openmp import note_parallel_run, parallel_allowed
 
 __all__ = ["BuiltFunction", "SOURCE_FORMATS", "ArgSpec", "BenchmarkResult", "ModuleAPI",
@@ -378,7 +379,8 @@ class BuiltFunction(ModuleAPI):
             return None
         cargs: list[Any] = []
         for (dtype, shape, strides, out), a in zip(fast, arrays):
-            if a.__class__ is not np.ndarray or a.dtype is not dtype or a.shape != shape or \
+            if (a.__class__ is not np.ndarray and a.__class__ is not NDArray) or \
+                    a.dtype is not dtype or a.shape != shape or \
                     a.strides != strides or (out and not a.flags.writeable):
                 return None
             cargs.append(data_pointer(a))
