@@ -298,7 +298,7 @@ def test_conv_dtypes() -> None:
     assert nn.conv2d(A, W, 1, 1, layout="NHWC").dtype == "float64"
     with pytest.raises(ValueError, match=r"kernel_layout 'float32' is a dtype; .* out_dtype="):
         nn.conv2d(A, W, 1, 1, 1, "NHWC", "float32")
-    with pytest.raises(NotImplementedError, match="auto_scheduler_rewritten_layout"):
+    with pytest.raises(ValueError, match="auto_scheduler_rewritten_layout"):
         nn.conv2d_nhwc(A, W, 1, 1, 1, auto_scheduler_rewritten_layout="NHWC")
 
 

@@ -24,8 +24,9 @@ import tex
 from tex import te
 
 # the reasons of the strict xfails (tex gaps)
-_SIZE_VAR = ("tex gap: symbolic shapes: tex.te has no size_var (AttributeError), and a "
-             "tex.var dimension is a TypeError")
+# strict: when symbolic shapes land (issue 25) these pass, and the marks must go
+_SIZE_VAR = ("needs symbolic shapes, issue 25 (open): tex.te has no size_var yet "
+             "(AttributeError), and a tex.var dimension is a TypeError")
 
 @pytest.mark.xfail(reason=_SIZE_VAR, strict=True, raises=AttributeError)
 def test_schedule_create():
@@ -276,9 +277,10 @@ def test_legalize_invalid_attach():
     assert isinstance(stmt, tex.tir.stmt.For)
 
 
-@pytest.mark.xfail(reason="tex gap: compute_at refuses a stage attached to itself or a cycle "
-                          "at once (ValueError), where TVM accepts it and tex.lower raises "
-                          "a TVMError (a RuntimeError)", strict=True, raises=ValueError)
+# a deliberate difference (README, "Coming from TVM"), not unfinished work
+@pytest.mark.xfail(reason="tex refuses on purpose, earlier: compute_at refuses a stage attached "
+                          "to itself or a cycle at once (a ScheduleError), where TVM accepts "
+                          "it and tex.lower raises", strict=True, raises=ValueError)
 def test_compute_at():
     def add():
         shape = (16, 16)

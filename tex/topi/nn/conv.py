@@ -138,9 +138,9 @@ def conv2d_nhwc(Input: Tensor, Filter: Tensor, stride: Any, padding: Any, dilati
     """
     op = "topi.nn.conv2d_nhwc"
     if auto_scheduler_rewritten_layout or meta_schedule_original_shape is not None:
-        raise NotImplementedError(f"{op}: auto_scheduler_rewritten_layout and "
-                                  "meta_schedule_original_shape are not supported; tex "
-                                  "schedules with tex.schedule.auto_schedule(outputs, target)")
+        raise ValueError(f"{op}: auto_scheduler_rewritten_layout and "
+                         "meta_schedule_original_shape are not supported; tex schedules "
+                         "with tex.schedule.auto_schedule(outputs, target)")
     return _conv(op, Input, Filter, stride, padding, dilation, "NHWC", "HWIO", out_dtype,
                  ("Input", "Filter"))
 
