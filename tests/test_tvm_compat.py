@@ -504,3 +504,30 @@ def test_schedule_errors_are_value_and_runtime_errors():
         s[C].reorder(C.op.axis[0], C.op.axis[0])
     assert isinstance(info.value, ValueError) and isinstance(info.value, RuntimeError)
     assert isinstance(info.value, tex.TVMError)
+
+
+@pytest.mark.parametrize("n", [50, 37])
+def test_rfactor_names_and_orders_axes_as_tvm(n):
+    """TVM's test_rfactor at concrete sizes: untouched root reduction axes stay the same
+    objects, first; split leaves keep their variables; all_iter_vars has no stale axes."""
+    k1 = te.reduce_axis((0, n), name="k1")
+    k2 = te.reduce_axis((0, n), name="k2")
+    A = te.placeholder((n, n, n), name="A")
+    B = te.compute((n,), lambda i: te.sum(A[i, k1, k2], axis=[k1, k2]), name="B")
+    s = te.create_schedule(B.op)
+    BF = s.rfactor(B, k1)
+    assert tuple(BF.shape) == (n, n) and set(BF.op.body[0].axis) == {k2}
+    assert s[B].op.body[0].axis[0].dom.extent == n and len(s[B].all_iter_vars) == 2
+    s = te.create_schedule(B.op)
+    ko, ki = s[B].split(k1, factor=4)
+    s[B].split(B.op.axis[0], factor=8)
+    BF = s.rfactor(B, ki)
+    assert BF.shape == (4, n) and BF.op.body[0].axis[0] is k2
+    assert BF.op.body[0].axis[1].var is ko.var and s[B].op.body[0].axis[0].dom.extent == 4
+    a = np.random.default_rng(n).standard_normal((n, n, n)).astype("float32")
+    b = np.zeros(n, "float32")
+    tex.build(s, [A, B])(a, b)
+    np.testing.assert_allclose(b, a.sum(axis=(1, 2)), rtol=2e-5, atol=2e-4)
+    s = te.create_schedule(B.op)
+    BF = s.rfactor(B, k1, 1)
+    assert BF.shape == (n, n) and len(s[B].all_iter_vars) == 2

@@ -15,8 +15,9 @@
 # specific language governing permissions and limitations
 # under the License.
 # Ported to tex from TVM v0.14: tvm, tvm.te -> tex; tvm.X -> tex.X; assert_allclose: numpy's
+# Left out: test_tensor_scalar_bop (and its verify_tensor_scalar_bop), which declares te.var
+# dimensions: it comes with symbolic shapes (issue 25).
 import numpy as np
-import pytest
 
 import tex
 import tex.testing
@@ -87,54 +88,6 @@ def test_combination():
     d = tex.nd.array(np.zeros((n, m), dtype=D.dtype), dev)
     foo(x, a, b, c, d)
     np.testing.assert_allclose(d.numpy(), k + a.numpy() - b.numpy() * c.numpy() + x)
-
-
-def verify_tensor_scalar_bop(shape, typ="add"):
-    """Verify non-constant Tensor and scalar binary operations."""
-    sh = [te.size_var("n%d" % i) for i in range(0, len(shape))]
-    k = te.var("k")
-    A = te.placeholder(sh, name="A")
-    if typ == "add":
-        B = A + k
-    elif typ == "sub":
-        B = A - k
-    elif typ == "mul":
-        B = A * k
-    elif typ == "div":
-        B = A / k
-    else:
-        raise NotImplementedError()
-
-    def check_device(device):
-        if not tex.testing.device_enabled(device):
-            print("Skip because %s is not enabled" % device)
-            return
-        dev = tex.device(device, 0)
-        print("Running on target: %s" % device)
-        with tex.target.Target(device):
-            s = tex.topi.testing.get_elemwise_schedule(device)(B)
-
-        k_ = 2
-        foo = tex.build(s, [A, B, k] + sh, device, name="tensor_scalar_" + typ)
-        a_npy = np.random.uniform(size=shape).astype(A.dtype)
-        if typ == "add":
-            b_npy = a_npy + k_
-        elif typ == "sub":
-            b_npy = a_npy - k_
-        elif typ == "mul":
-            b_npy = a_npy * k_
-        elif typ == "div":
-            b_npy = a_npy / k_
-        else:
-            raise NotImplementedError()
-
-        a_nd = tex.nd.array(a_npy, dev)
-        b_nd = tex.nd.array(np.empty(b_npy.shape).astype(B.dtype), dev)
-        foo(a_nd, b_nd, k_, *shape)
-        np.testing.assert_allclose(b_nd.numpy(), b_npy, rtol=1e-5)
-
-    for device in ["llvm", "cuda", "opencl", "metal", "rocm", "vulkan"]:
-        check_device(device)
 
 
 def verify_broadcast_bop(lhs_shape, rhs_shape, typ="add"):
@@ -245,21 +198,6 @@ def verify_conv2d_scalar_bop(
         check_device(device)
 
 
-@pytest.mark.xfail(
-    # strict: when symbolic shapes land (issue 25) this passes, and the mark must go
-    reason="needs symbolic shapes, issue 25 (open): tex.te has no size_var yet, and "
-    "placeholders take integer shapes only",
-    raises=AttributeError,
-    strict=True,
-)
-@tex.testing.uses_gpu
-def test_tensor_scalar_bop():
-    verify_tensor_scalar_bop((1,), typ="add")
-    verify_tensor_scalar_bop((3, 5), typ="sub")
-    verify_tensor_scalar_bop((1, 3, 5), typ="mul")
-    verify_tensor_scalar_bop((2, 3, 1, 32), typ="div")
-
-
 @tex.testing.uses_gpu
 def test_broadcast_bop():
     verify_broadcast_bop((2, 3), (), typ="add")
@@ -280,6 +218,5 @@ def test_conv2d_scalar_bop():
 if __name__ == "__main__":
     test_operator_type_and_tags()
     test_combination()
-    test_tensor_scalar_bop()
     test_broadcast_bop()
     test_conv2d_scalar_bop()
