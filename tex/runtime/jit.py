@@ -62,6 +62,7 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import llvmlite.binding as llvm
 
@@ -79,7 +80,8 @@ from .workspace import release as release_workspace
 
 __all__ = ["Kernel", "jit_compile", "load_cached", "cache_key", "CompileCache", "CACHE",
            "CACHE_SIZE", "DEFAULT_CACHE_SIZE", "FRONT", "FrontCache", "FrontEntry",
-           "clear_cache", "front_key", "SUPPORT_SYMBOLS", "support_ir"]
+           "clear_cache", "front_key", "SUPPORT_SYMBOLS", "support_ir", "checks_of",
+           "checks_record"]
 
 DEFAULT_CACHE_SIZE = 64
 
@@ -266,10 +268,9 @@ def _sections(compiled: CompiledModule, objects: Sequence[bytes], externals: lis
               ) -> dict[str, bytes]:
     """A disk cache entry: the object code (``object``, then ``object.1``... for the parts
     of a split module), what the loader needs, the source texts."""
-    checks = [[c.tensor_name, c.dim, c.extent, c.output(0).dtype.name]
-              for c in compiled.bounds_checks]
     meta = {"name": compiled.name, "errors": compiled.errors, "notes": list(compiled.notes),
-            "checks": checks, "externals": externals, "objects": len(objects),
+            "checks": checks_record(compiled.bounds_checks), "externals": externals,
+            "objects": len(objects),
             "parts": len(compiled.parts_opt), "openmp": compiled.uses_openmp}
     opt = compiled.parts_opt or (compiled.llvm_ir_opt,)
     out = {"meta": json.dumps(meta).encode(),
@@ -279,6 +280,17 @@ def _sections(compiled: CompiledModule, objects: Sequence[bytes], externals: lis
     for k, text in enumerate(opt):
         out[_numbered("ll", k)] = zlib.compress(text.encode(), 1)
     return out
+
+
+def checks_record(checks: Sequence[BoundsReportOp]) -> list[list[Any]]:
+    """The run-time bounds checks as JSON-able rows (the disk cache's entries and shared
+    libraries keep them so): tensor, dimension, extent, index dtype."""
+    return [[c.tensor_name, c.dim, c.extent, c.output(0).dtype.name] for c in checks]
+
+
+def checks_of(rows: Sequence[Sequence[Any]]) -> tuple[BoundsReportOp, ...]:
+    """The checks ``checks_record`` wrote."""
+    return tuple(BoundsReportOp(t, int(d), int(e), DTYPES[dt]) for t, d, e, dt in rows)
 
 
 def _numbered(section: str, k: int) -> str:
@@ -295,8 +307,7 @@ def load_cached(key: str) -> Kernel | None:
     try:
         meta = json.loads(sections["meta"].decode())
         name, externals = meta["name"], list(meta["externals"])
-        checks = tuple(BoundsReportOp(t, int(d), int(e), DTYPES[dt])
-                       for t, d, e, dt in meta["checks"])
+        checks = checks_of(meta["checks"])
         n_objects, n_parts = int(meta["objects"]), int(meta["parts"])
         if n_objects < 1 or n_parts not in (0, n_objects):
             raise ValueError("bad object count")

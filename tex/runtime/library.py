@@ -36,11 +36,9 @@ from ..codegen.export import pic_objects, string_constant_ir
 from ..codegen.host import host_target
 from ..codegen.llvm import CompiledModule
 from ..debug import env
-from ..dtype import DTYPES
-from ..lower.bounds_check import BoundsReportOp
 from ..te import placeholder, var
 from . import workspace
-from .jit import SUPPORT_SYMBOLS, Kernel, support_ir
+from .jit import SUPPORT_SYMBOLS, Kernel, checks_of, checks_record, support_ir
 from .module import BuiltFunction
 from .openmp import load_openmp
 
@@ -125,10 +123,9 @@ def _describe(fn: BuiltFunction, src: CompiledModule) -> dict[str, Any]:
     args = [{"name": s.name, "buffer": s.is_buffer, "output": s.is_output,
              "dtype": s.dtype.name, "shape": list(s.shape)}
             for s in fn.specs]
-    checks = [[c.tensor_name, c.dim, c.extent, c.output(0).dtype.name]
-              for c in src.bounds_checks]
     return {"format": FORMAT, "entry": fn.name, "args": args, "errors": src.errors,
-            "checks": checks, "openmp": src.uses_openmp, "notes": list(src.notes),
+            "checks": checks_record(src.bounds_checks), "openmp": src.uses_openmp,
+            "notes": list(src.notes),
             "triple": host.triple, "cpu": host.cpu, "features": host.features,
             "lowered": fn.lowered, "ll": _pack(src.llvm_ir_opt), "ll.raw": _pack(src.llvm_ir)}
 
@@ -162,8 +159,7 @@ def load_module(path: str | os.PathLike[str]) -> BuiltFunction:
         signature = tuple(
             (placeholder(tuple(a["shape"]), a["dtype"], a["name"]), bool(a["output"]))
             if a["buffer"] else (var(a["name"], a["dtype"]), False) for a in specs)
-        checks = tuple(BoundsReportOp(t, int(d), int(e), DTYPES[dt])
-                       for t, d, e, dt in meta["checks"])
+        checks = checks_of(meta["checks"])
         compiled = CompiledModule(meta["entry"], _unpack(meta["ll.raw"]),
                                   _unpack(meta["ll"]), bool(meta["errors"]),
                                   tuple(meta["notes"]), checks, openmp=bool(meta["openmp"]))
