@@ -63,6 +63,9 @@ FORBIDDEN_PAIRS: dict[str, set[str]] = {
 #   only the runtime's driver can say; ``tex/testing/tvm.py`` imports ``tex.runtime.ndarray``
 #   inside ``device_enabled``, at its first probe (``enabled_targets`` reuses the devices it
 #   probed), so nothing in ``tex.testing`` imports the runtime at import time.
+# - An extern call (``te.extern``) hands its function TVM's ``NDArray`` views in compiled
+#   code; ``tex.testing.evaluate`` hands it the same, importing ``tex.runtime.ndarray``
+#   inside ``_evaluate_extern``, at the first extern call it evaluates.
 LAZY_IMPORTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("tex.autodiff", "__getattr__"): ("tex.program",),
     ("tex.te", "__getattr__"): ("tex.schedule", "tex.autodiff"),
@@ -71,6 +74,7 @@ LAZY_IMPORTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("tex.topi", "__getattr__"): ("tex.schedule.topi_schedules",),
     ("tex.target", "_host_cpu_info"): ("tex.codegen.host",),
     ("tex.testing.tvm", "device_enabled"): ("tex.runtime.ndarray",),
+    ("tex.testing.interpreter", "_evaluate_extern"): ("tex.runtime.ndarray",),
 }
 ALLOWED: dict[str, set[str]] = {
     owner: {o for o, r in ROW_OF.items() if r <= ROW_OF[owner]} - FORBIDDEN_PAIRS.get(owner, set())

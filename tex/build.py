@@ -45,7 +45,8 @@ from .ir.tensor import Tensor
 from .ir.visit import placeholders_of
 from .lower.bounds_check import check_program, strip_checks
 from .lower.legalize import legalize
-from .lower.stmt import Allocate, LoweredFunc, Seq, Stmt
+from .lower.stmt import Allocate, ExternCall, LoweredFunc, Seq, Stmt, walk_stmts
+from .runtime.externs import extern_specs
 from .runtime.jit import (
     CACHE,
     FRONT,
@@ -89,6 +90,10 @@ def build_cuda(func: LoweredFunc, target: str = "cuda", fastmath: bool = False) 
     from .runtime.cuda import CudaFunction
 
     cuda = parse_cuda_target(target)
+    for st in walk_stmts(func.body):
+        if isinstance(st, ExternCall):
+            raise ValueError(f"build: '{st.op.name}' is an extern call (te.extern), which runs "
+                             "on the host CPU; build functions with extern calls for 'llvm'")
     legal = legalize(func, "cuda")
     debug.dump("legalize", legal)
     limits = GPULimits(max_threads_per_block=cuda.max_threads_per_block,
@@ -236,7 +241,8 @@ def _built(func: LoweredFunc, kernel: Kernel, key: str, target: str, options: Co
     # the serial variant, for a call in a forked child (compiled there, on first need)
     serial = (lambda: _kernel(func, target, replace(options, openmp=False))[0]) \
         if options.openmp else None
-    return BuiltFunction(func.name, signature, lowered, kernel, target, serial)
+    return BuiltFunction(func.name, signature, lowered, kernel, target, serial,
+                         extern_specs(func))
 
 
 def _front_key(sch: Any, args: Any, name: str, target: str, options: CodegenOptions

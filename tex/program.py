@@ -41,7 +41,7 @@ from .autodiff.cost import op_iterations
 from .build import build
 from .ir.expr import Expr, TensorRead
 from .ir.feed import resolve_feed
-from .ir.tensor import ComputeOp, Operation, PlaceholderOp, Tensor
+from .ir.tensor import ComputeOp, ExternOp, Operation, PlaceholderOp, Tensor
 from .ir.visit import placeholders_of, rewrite, topo_sort_ops
 from .te import compute, placeholder
 
@@ -402,7 +402,8 @@ def _contiguous(a: np.ndarray) -> np.ndarray:
 
 def grad_program(loss: Tensor, wrt: Sequence[Tensor] | Tensor | None = None,
                  tapes: str | Sequence[Tensor] = "auto", target: str = "llvm",
-                 name: str | None = None) -> GradProgram:
+                 name: str | None = None, fdiff: Any = None,
+                 override: Mapping[Tensor, Any] | None = None) -> GradProgram:
     """Compile the forward and the backward of ``loss`` as two programs joined by a tape.
 
     Parameters
@@ -427,6 +428,9 @@ def grad_program(loss: Tensor, wrt: Sequence[Tensor] | Tensor | None = None,
         Passed to ``tex.build`` for both programs (default ``"llvm"``).
     name : str, optional
         Prefix of the built functions' names (default: the loss's name).
+    fdiff, override : optional
+        As ``tex.differentiate`` takes them (an extern call on the path to ``wrt`` needs
+        its derivative from one of them).
 
     Returns
     -------
@@ -460,7 +464,7 @@ def grad_program(loss: Tensor, wrt: Sequence[Tensor] | Tensor | None = None,
     policy, requested = _check_tapes(tapes, fwd_ops)
 
     head = placeholder(loss.shape, loss.dtype, name="head")
-    grads = list(differentiate(loss, wrt_list, head))
+    grads = list(differentiate(loss, wrt_list, head, fdiff=fdiff, override=override))
     cut = _cut(grads, fwd_ops, feeds, policy, requested)
     plan = _make_plan(loss, wrt_list, policy if requested is None else "list", cut)
     return GradProgram(loss, wrt_list, plan, feeds, {cut.keys[t]: t for t in cut.saved},
@@ -472,7 +476,7 @@ def _check_loss(loss: Any) -> None:
     """A TypeError unless ``loss`` is a float compute tensor."""
     if not isinstance(loss, Tensor):
         raise TypeError(f"grad_program: loss must be a tex Tensor, got {type(loss).__name__}")
-    if not isinstance(loss.op, ComputeOp):
+    if isinstance(loss.op, PlaceholderOp):
         raise TypeError(f"grad_program: loss '{loss.name}' is a placeholder; it must be "
                         "computed from the inputs")
     if not loss.dtype.is_float:
@@ -533,7 +537,7 @@ def _check_tapes(tapes: Any, fwd_ops: list[Operation]) -> tuple[str, set[Tensor]
 class _Cut:
     """The gradient DAG cut from the forward along the tape (what ``_cut`` decides)."""
 
-    fwd_compute: list[ComputeOp]  # the forward's compute operations, producers first
+    fwd_compute: list[Operation]  # the forward's compute operations, producers first
     status: dict[Tensor, str]  # forward tensor -> saved | recomputed (read by the backward)
     closure: dict[Tensor, str]  # the same under "none": every tensor the plan lists
     keys: dict[Tensor, str]  # tape key of every forward placeholder and saved tensor
@@ -547,7 +551,7 @@ def _cut(grads: list[Tensor], fwd_ops: list[Operation], feeds: list[Tensor], pol
          requested: set[Tensor] | None) -> _Cut:
     """Decide what the forward saves (``_decide``), key the tape, and rebuild the gradient
     DAG to read each saved tensor from a placeholder named by its tape key."""
-    fwd_set = {id(op) for op in fwd_ops if isinstance(op, ComputeOp)}
+    fwd_set = {id(op) for op in fwd_ops if not isinstance(op, PlaceholderOp)}
     fwd_compute = [op for op in fwd_ops if id(op) in fwd_set]
     status = _decide(grads, fwd_compute, fwd_set, policy, requested)
     # the closure under "none": the rows of the plan
@@ -603,11 +607,14 @@ def _make_plan(loss: Tensor, wrt: list[Tensor], tapes: str, cut: _Cut) -> Plan:
 
 def _auto_saves(t: Tensor) -> bool:
     """The "auto" rule: save a tensor costing more than AUTO_SAVE_RATIO points per element."""
-    op: ComputeOp = t.op  # type: ignore[assignment]
+    op = t.op
+    if isinstance(op, ExternOp):
+        return True  # its cost is unknown: never run it twice
+    assert isinstance(op, ComputeOp)
     return op_iterations(op) > AUTO_SAVE_RATIO * max(1, t.size)
 
 
-def _decide(grads: list[Tensor], fwd_compute: list[ComputeOp], fwd_set: set[int],
+def _decide(grads: list[Tensor], fwd_compute: list[Operation], fwd_set: set[int],
             policy: str, requested: set[Tensor] | None) -> dict[Tensor, str]:
     """Forward tensor -> "saved" | "recomputed" (absent: not read by the backward).
 
@@ -615,7 +622,7 @@ def _decide(grads: list[Tensor], fwd_compute: list[ComputeOp], fwd_set: set[int]
     operations read; a recomputed operation makes its compute inputs needed."""
     needed: set[Tensor] = set()
     for op in topo_sort_ops(grads):
-        if id(op) in fwd_set or not isinstance(op, ComputeOp):
+        if id(op) in fwd_set or isinstance(op, PlaceholderOp):
             continue
         needed.update(d for d in op.input_tensors if id(d.op) in fwd_set)
     # a gradient that is itself a forward tensor (never made by differentiate, but cheap
@@ -654,9 +661,14 @@ def _rewrite(grads: list[Tensor], replace: dict[Tensor, Tensor]) -> list[Tensor]
         return None
 
     for op in topo_sort_ops(grads):
-        if not isinstance(op, ComputeOp) or all(t in replace for t in op.outputs):
+        if isinstance(op, PlaceholderOp) or all(t in replace for t in op.outputs):
             continue
         if not any(d in table for d in op.input_tensors):
+            continue
+        if isinstance(op, ExternOp):
+            moved = op.with_inputs([table.get(d, d) for d in op.inputs])
+            for old, new in zip(op.outputs, moved.outputs):
+                table.setdefault(old, new)
             continue
         memo: dict[Expr, Expr] = {}
         bodies = [rewrite(b, redirect, memo) for b in op.body]
@@ -669,6 +681,6 @@ def _rewrite(grads: list[Tensor], replace: dict[Tensor, Tensor]) -> list[Tensor]
 def _materialize(g: Tensor) -> Tensor:
     """A compute copy of a gradient that is a placeholder (a built function's outputs are
     computes)."""
-    if isinstance(g.op, ComputeOp):
+    if not isinstance(g.op, PlaceholderOp):
         return g
     return compute(g.shape, lambda *i: g[tuple(i)], name=f"{g.name}_copy")

@@ -28,6 +28,7 @@ from .ir import expr as _e
 from .ir import fold
 from .ir.ops import UNARY_OPS, Op
 from .ir.tensor import Tensor
+from .te.extern import call_packed
 from .tvm_names import missing
 
 __all__ = [
@@ -39,7 +40,7 @@ __all__ = [
     "all", "any", "if_then_else", "max_value", "min_value", "exp", "exp2", "exp10", "log",
     "log2", "log10", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid", "erf", "abs",
     "fabs", "floor", "ceil", "round", "nearbyint", "trunc", "power", "pow", "min", "max",
-    "call_pure_extern", "call_extern", "call_intrin",
+    "call_pure_extern", "call_extern", "call_intrin", "call_packed",
 ]
 
 

@@ -76,8 +76,6 @@ INSTEAD: dict[str, dict[str, str]] = {
         "vulkan": "tex.cuda() (tex targets the host CPU and NVIDIA GPUs only)",
         "metal": "tex.cuda() (tex targets the host CPU and NVIDIA GPUs only)",
         "rocm": "tex.cuda() (tex targets the host CPU and NVIDIA GPUs only)",
-        "register_func": "a Python function between compiled calls",
-        "get_global_func": "a Python function between compiled calls",
         "convert": "tex.const(value) for a scalar; Python lists stay lists",
         "size_var": "tex.var (a dimension must be an int for now)",
         "hybrid": "tex.compute",

@@ -5,7 +5,7 @@ import math
 from collections.abc import Sequence
 
 from ..ir.scatter import scatter_form
-from ..ir.tensor import ComputeOp, Tensor
+from ..ir.tensor import ComputeOp, ExternOp, PlaceholderOp, Tensor
 from ..ir.visit import topo_sort_ops
 
 __all__ = ["iteration_count", "op_iterations"]
@@ -22,7 +22,8 @@ def iteration_count(*tensors: Tensor, given: Sequence[Tensor] = ()) -> int:
     A sum with a scatter form (``tex.ir.scatter``: a one-hot gather over data-dependent
     indices, such as the gradient of ``take`` or of a max) counts what its scatter loop
     nest runs: (output points), for the init, plus (free-axis points) x (reduction
-    points), for the update; its scatter axes are not iterated, they are computed.
+    points), for the update; its scatter axes are not iterated, they are computed. An
+    extern call (``te.extern``) counts the elements it writes.
 
     ``given``: tensors already computed, such as a forward pass's output whose tensors a
     tape holds; the operations they depend on are not counted. A gradient's backward cost
@@ -52,13 +53,16 @@ def iteration_count(*tensors: Tensor, given: Sequence[Tensor] = ()) -> int:
                             f"{type(t).__name__} {t!r}")
     done = set(topo_sort_ops(given))
     return sum(op_iterations(op) for op in topo_sort_ops(flat)
-               if isinstance(op, ComputeOp) and op not in done)
+               if not isinstance(op, PlaceholderOp) and op not in done)
 
 
-def op_iterations(op: ComputeOp) -> int:
+def op_iterations(op: ComputeOp | ExternOp) -> int:
     """Iteration points of one compute operation alone, as its loop nest runs them:
     (output points) x (reduction points), or for a scatter form (output points) +
-    (free-axis points) x (reduction points)."""
+    (free-axis points) x (reduction points). An extern call counts the elements it writes
+    (what it does inside is not tex's to count)."""
+    if isinstance(op, ExternOp):
+        return sum(t.size for t in op.outputs)
     reduction = math.prod(iv.dom.extent for iv in op.reduce_axis)
     outputs = math.prod(iv.dom.extent for iv in op.axis)
     form = scatter_form(op)

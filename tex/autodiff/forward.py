@@ -5,11 +5,11 @@ from collections.abc import Sequence
 
 from ..ir import fold
 from ..ir.expr import Const, Expr, IterVar, Op, Reduce, TensorRead
-from ..ir.tensor import ComputeOp, Tensor
+from ..ir.tensor import ComputeOp, ExternOp, Tensor
 from ..ir.verify import check_compute_body
 from ..ir.visit import substitute, topo_sort_ops
 from .builders import new_axes, zero_tensor
-from .derivative import tangent
+from .derivative import DifferentiationError, tangent
 from .jacobian import reduce_tangent
 from .tidy import tidy
 
@@ -68,6 +68,11 @@ def jvp(out: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Tenso
             tan[x] = t
     for op in topo_sort_ops([out]):
         if not isinstance(op, ComputeOp) or any(o in tan for o in op.outputs):
+            if isinstance(op, ExternOp) and any(d in tan for d in op.input_tensors):
+                raise DifferentiationError(
+                    f"jvp: '{op.name}' is an extern call (te.extern) on the path from the "
+                    "inputs; forward mode cannot see inside it (reverse mode takes its "
+                    f"derivative: tex.differentiate(..., override={{{op.name}: ...}}))")
             continue
         if not any(d in tan for d in op.input_tensors):
             continue

@@ -29,7 +29,7 @@ from ..ir.codec import IR_CODECS, Codec
 from ..ir.expr import Binary, Cast, Const, Expr, Op, Reduce, Select, TensorRead
 from ..ir.printer import format_program
 from ..ir.saved import SavedCall
-from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
+from ..ir.tensor import ComputeOp, ExternOp, Operation, PlaceholderOp, Tensor
 from ..ir.visit import post_order, rewrite, topo_sort_ops
 from .builders import Zero, grad_name, identity_head, make_compute
 from .building_block import building_block
@@ -94,7 +94,7 @@ def _deps(t: Tensor, override: Override) -> list[Tensor]:
     if t in override:
         return list(override[t][0])
     op = t.op
-    return op.input_tensors if isinstance(op, ComputeOp) else []
+    return op.input_tensors
 
 
 def _topo(output: Tensor, override: Override) -> list[Tensor]:
@@ -380,6 +380,12 @@ def _adjoint_loop(req: _Request, plan: _Plan) -> tuple[
                 if d in plan.needed and d not in plan.proved]
         if not t.dtype.is_float or not deps:
             continue
+        if isinstance(t.op, ExternOp) and t not in req.override and req.fdiff is None:
+            raise DifferentiationError(
+                f"differentiate: '{t.name}' is an extern call (te.extern) on the path to "
+                f"the inputs; tex cannot see inside it: give its derivative with "
+                f"override={{{t.name}: ([{', '.join(d.name for d in t.op.input_tensors)}], "
+                "fn)} (fn(out, inputs, head) returns one adjoint per input) or fdiff=")
         contribute = _by_override if t in req.override else \
             _by_building_block if req.fdiff is None else _by_user_fdiff
         for d, s in contribute(t, deps, adj, req, plan, steps).items():
@@ -553,12 +559,16 @@ def _remap_reads(s: Tensor, old: Tensor, new: Tensor) -> Tensor:
         return s
     table = {o: n for o, n in zip(old.op.outputs, new.op.outputs)}
     memo: dict[Tensor, Tensor] = {}
-    order = [op for op in topo_sort_ops([s]) if isinstance(op, ComputeOp)]
+    order = [op for op in topo_sort_ops([s]) if not isinstance(op, PlaceholderOp)]
     for op in order:
         if op is old.op:
             continue
         deps = op.input_tensors
         if not any(d in table or d in memo for d in deps):
+            continue
+        if isinstance(op, ExternOp):
+            nop: Operation = op.with_inputs([table.get(d) or memo.get(d) or d for d in deps])
+            memo.update(zip(op.outputs, nop.outputs))
             continue
         def fn(node: Expr) -> Expr | None:
             if isinstance(node, TensorRead):

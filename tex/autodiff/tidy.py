@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from ..ir.expr import Expr, Reduce, TensorRead
-from ..ir.tensor import ComputeOp, Tensor
+from ..ir.tensor import ComputeOp, ExternOp, Operation, Tensor
 from ..ir.verify import check_compute_body
 from ..ir.visit import post_order_by, substitute
 from .builders import is_cheap, new_axes
@@ -48,22 +48,29 @@ def tidy(roots: Sequence[Tensor], keep: Collection[Tensor],
         if t in keep or not _elementwise(t):
             continue
         us = users.get(t, [])
+        if any(isinstance(u.op, ExternOp) for u in us):
+            continue  # an extern call reads it from memory
         if is_cheap(t) or (len(us) == 1 and _elementwise(us[0])):
             inline.add(t)
     # an inlined tensor is rebuilt only when the result names it (a root); its readers
     # expand its original body, so a chain of n inlined tensors costs O(n), not O(n^2)
     roots_set = set(roots)
     new: dict[Tensor, Tensor] = {}
-    rebuilt: dict[ComputeOp, ComputeOp] = {}  # one new op for all outputs of a tuple op
+    rebuilt: dict[Operation, Operation] = {}  # one new op for all outputs of a tuple op
     memo: dict[Expr, Expr] = {}
     for t in order:
-        op: ComputeOp = t.op  # type: ignore[assignment]
+        op = t.op
         if t in inline and t not in roots_set:
             continue
         if not any(d in inline or d in new for d in op.input_tensors):
             new[t] = t
             continue
-        if op not in rebuilt:
+        if op in rebuilt:
+            pass
+        elif isinstance(op, ExternOp):  # (its inputs are never inlined)
+            rebuilt[op] = op.with_inputs([new.get(d, d) for d in op.inputs])
+        else:
+            assert isinstance(op, ComputeOp)
             rebuilt[op] = _rebuild(op, [inline_reads(b, inline, new, memo) for b in op.body])
         new[t] = rebuilt[op].output(t.value_index)
     return {t: n for t, n in new.items() if n is not t}

@@ -105,7 +105,7 @@ def zero_adjoints(order: Sequence[Tensor], output: Tensor, needed: set[Tensor], 
     at = {t: n for n, t in enumerate(order)}
 
     def deps_of(t: Tensor) -> list[Tensor]:
-        own = t.op.input_tensors if isinstance(t.op, ComputeOp) else []
+        own = t.op.input_tensors
         extra = list(override[t][0]) if t in override else []
         return list(dict.fromkeys([*own, *extra]))
 

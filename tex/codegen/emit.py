@@ -40,6 +40,7 @@ from ..lower.bounds_check import BoundsReportOp, is_report, wide_index
 from ..lower.stmt import (
     Allocate,
     BufferParam,
+    ExternCall,
     For,
     ForKind,
     IfThenElse,
@@ -77,6 +78,8 @@ from .irtypes import (
 )
 from .module import (
     ERRORS,
+    EXTERN_FAILED,
+    EXTERN_SLOT,
     MAX_STACK_BYTES,
     WORKSPACE_ALLOC,
     WORKSPACE_FREE,
@@ -84,7 +87,7 @@ from .module import (
     lazy_parts,
 )
 
-__all__ = ["FunctionEmitter", "MAX_UNROLL", "SMALL_NEST_TRIPS", "llvm_unrolls",
+__all__ = ["Callee", "FunctionEmitter", "MAX_UNROLL", "SMALL_NEST_TRIPS", "llvm_unrolls",
            "scheduled_nest"]
 
 MAX_UNROLL = 4096  # UNROLLED loops longer than this stay loops
@@ -137,6 +140,19 @@ def llvm_unrolls(loop: For) -> bool:
         int(loop.extent.value) * inside <= SMALL_NEST_TRIPS
 
 
+class Callee:
+    """A function pointer as llvmlite's ``call`` takes a callee: with its function type
+    (opaque pointers carry none)."""
+
+    def __init__(self, ptr: ir.Value, function_type: ir.FunctionType) -> None:
+        self.ptr = ptr
+        self.type = ptr.type
+        self.function_type = function_type
+
+    def get_reference(self) -> str:
+        return self.ptr.get_reference()  # type: ignore[no-any-return]
+
+
 class FunctionEmitter:
     """Emits statements and expressions into one LLVM function (scalar code; subclasses
     add vector, parallel and GPU code)."""
@@ -178,6 +194,8 @@ class FunctionEmitter:
         # unrolls only its innermost and small loops: ``scheduled_nest``); None
         # outside any nest
         self.scheduled: bool | None = True if in_parallel else None
+        # the heap buffers live where the builder is (freed on an early return)
+        self.heap: list[tuple[ir.Value, ir.Constant]] = []
 
     def bind_params(self, params: Sequence[Param]) -> None:
         """Name the function's arguments after ``params`` and make them its buffers and
@@ -718,6 +736,8 @@ class FunctionEmitter:
                     yield self.visit(s.body)
             case IfThenElse():
                 yield self.if_then_else(s)
+            case ExternCall():
+                self.extern_call(s)
             case _:
                 raise InternalError(f"unknown statement {type(s).__name__}", self.m.func)
 
@@ -775,10 +795,54 @@ class FunctionEmitter:
             store_atomic(b, ir.Constant(I64, 1), self.bufs[ERRORS], "monotonic")
             b.ret_void()
         self.bufs[buf] = p
+        self.heap.append((p, size))
         yield
+        self.heap.pop()
         del self.bufs[buf]
         self.forget()
         b.call(free, [p, size])
+
+    # -- extern calls ------------------------------------------------------------------
+    def extern_call(self, s: ExternCall) -> None:
+        """``s`` as a call of the runtime's extern callback, whose address the caller puts
+        in the error record's slot ``EXTERN_SLOT``: ``i32 callback(i64 index, ptr
+        buffers, ptr scalars)``, the buffers' data pointers in call order and each scalar
+        as 64 bits (a float as a double's bits, an integer widened). A nonzero result (the
+        function raised) marks the record (``EXTERN_FAILED``), frees this function's heap
+        buffers and returns: the caller raises what the function raised."""
+        if self.in_parallel:
+            raise InternalError("an extern call inside a parallel loop", self.m.func)
+        b = self.b
+        self.m.errors = True
+        for arg in self.fn.args:  # the callback receives the buffers' pointers
+            arg.attributes.discard("captures(none)")
+        ptrs = self.alloca(PTR, "extern.buffers", count=max(1, len(s.buffers)), align=8)
+        for k, buf in enumerate(s.buffers):
+            slot = b.gep(ptrs, [ir.Constant(I64, k)], inbounds=True, source_etype=PTR)
+            b.store(self.buffer(buf), slot, align=8)
+        vals = self.alloca(I64, "extern.scalars", count=max(1, len(s.scalars)), align=8)
+        for k, e in enumerate(s.scalars):
+            v = self.value(e)
+            if e.dtype.is_float:
+                if v.type != ir.DoubleType():
+                    v = b.fpext(v, ir.DoubleType())
+                v = b.bitcast(v, I64)
+            else:
+                v = self.to_i64(v, e.dtype) if not e.dtype.is_bool else b.zext(v, I64)
+            slot = b.gep(vals, [ir.Constant(I64, k)], inbounds=True, source_etype=I64)
+            b.store(v, slot, align=8)
+        record = self.bufs[ERRORS]
+        cell = b.gep(record, [ir.Constant(I64, EXTERN_SLOT)], inbounds=True, source_etype=I64)
+        fn = b.load(cell, typ=PTR, align=8, name="extern.callback")
+        rc = b.call(Callee(fn, ir.FunctionType(I32, [I64, PTR, PTR])),
+                    [ir.Constant(I64, s.index), ptrs, vals], name=f"extern.{s.index}")
+        self.forget()  # the call wrote its outputs
+        with b.if_then(b.icmp_unsigned("!=", rc, ir.Constant(I32, 0)), likely=False):
+            store_atomic(b, ir.Constant(I64, EXTERN_FAILED), record, "monotonic")
+            free = self.m.declare(WORKSPACE_FREE, VOID, [PTR, I64])
+            for p, size in reversed(self.heap):
+                b.call(free, [p, size])
+            b.ret_void()
 
     # -- loops -------------------------------------------------------------------------
     def bounds(self, s: For) -> tuple[ir.Value, ir.Value]:

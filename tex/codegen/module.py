@@ -8,9 +8,11 @@ functions, the vectorization notes, and the analysis deciding which expressions 
 function emitters evaluate lazily.
 
 The error record: the entry function takes one argument after the parameters, its
-caller's error record, three int64 (a failed ``malloc``; 1 + the number of the first
-failed bounds check, stored by a compare-and-swap from 0 so the first failure of any
-thread wins; that check's index), zero at the call. Every outlined and parallel function
+caller's error record, four int64 (a failure: a failed ``malloc`` or a raising extern
+call; 1 + the number of the first failed bounds check, stored by a compare-and-swap from 0
+so the first failure of any thread wins; that check's index; the address of the runtime's
+extern callback, which the caller sets and a function with ``te.extern`` calls reads),
+zero at the call but for the callback. Every outlined and parallel function
 gets it too. One record per call (``errors`` says whether the code writes it; NULL may be
 passed otherwise), so concurrent calls of one function never see each other's failures.
 """
@@ -32,8 +34,8 @@ from ..lower.stmt import LoweredFunc, Stmt, make_buffer, stmt_exprs, symbol_name
 from ..lower.structure import structure
 from .irtypes import I1, I64, PTR, VOID, mangle, store_atomic
 
-__all__ = ["CodegenOptions", "ModuleEmitter", "ERRORS", "MAX_STACK_BYTES", "WORKSPACE_ALLOC",
-           "WORKSPACE_FREE", "lazy_parts"]
+__all__ = ["CodegenOptions", "ModuleEmitter", "ERRORS", "EXTERN_FAILED", "EXTERN_SLOT",
+           "MAX_STACK_BYTES", "WORKSPACE_ALLOC", "WORKSPACE_FREE", "lazy_parts"]
 
 MAX_STACK_BYTES = 64 * 1024  # larger Allocate buffers go to the runtime's allocator:
 # ``ptr WORKSPACE_ALLOC(i64 bytes)`` and ``void WORKSPACE_FREE(ptr, i64 bytes)``, which keep
@@ -41,7 +43,12 @@ MAX_STACK_BYTES = 64 * 1024  # larger Allocate buffers go to the runtime's alloc
 WORKSPACE_ALLOC = "tex_workspace_alloc"
 WORKSPACE_FREE = "tex_workspace_free"
 # the key of the error record (see the module docstring) in the emitters' buffer maps
-ERRORS = make_buffer("tex.errors", 3, DTYPES["int64"])
+ERRORS = make_buffer("tex.errors", 4, DTYPES["int64"])
+# the error record (int64[4]): slot 0 a failure (1: a buffer could not be allocated,
+# EXTERN_FAILED: an extern call raised), slot 1 one plus the first failed bounds check,
+# slot 2 its index, EXTERN_SLOT the runtime's extern callback (te.extern)
+EXTERN_FAILED = 2
+EXTERN_SLOT = 3
 
 
 def lazy_parts(e: Expr) -> tuple[Expr, Expr, Expr]:

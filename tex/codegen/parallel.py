@@ -47,7 +47,7 @@ from ..lower.stmt import (
     symbol_name,
     walk_stmts,
 )
-from .emit import FunctionEmitter, llvm_unrolls
+from .emit import Callee, FunctionEmitter, llvm_unrolls
 from .irtypes import I32, I64, PTR, VOID, local_name, scalar_type
 from .module import ERRORS, ModuleEmitter
 from .vector import VectorEmitter
@@ -74,19 +74,6 @@ def chunk_size(extent: int, threads: int) -> int:
         return 1
     parts = threads * CHUNKS_PER_THREAD
     return max(1, -(-extent // parts))
-
-
-class _Callee:
-    """A function pointer as llvmlite's ``call`` takes a callee: with its function type
-    (opaque pointers carry none)."""
-
-    def __init__(self, ptr: ir.Value, function_type: ir.FunctionType) -> None:
-        self.ptr = ptr
-        self.type = ptr.type
-        self.function_type = function_type
-
-    def get_reference(self) -> str:
-        return self.ptr.get_reference()  # type: ignore[no-any-return]
 
 
 def loop_nests(body: Stmt) -> int:
@@ -340,7 +327,7 @@ class ParallelEmitter(VectorEmitter):
         last = wb.select(wb.icmp_signed("<", end, ext64), end, ext64, name="last")
         lo_t = wb.trunc(first, t) if t != I64 else first
         hi_t = wb.trunc(last, t) if t != I64 else last
-        wb.call(_Callee(body_fn, body_t), [*vals[:-2], wb.add(start, lo_t), wb.add(start, hi_t)])
+        wb.call(Callee(body_fn, body_t), [*vals[:-2], wb.add(start, lo_t), wb.add(start, hi_t)])
         wb.branch(claim)
         wb.position_at_end(done)
         wb.ret_void()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from .expr import (
     Binary,
@@ -25,7 +26,7 @@ from .expr import (
     Unary,
     Var,
 )
-from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
+from .tensor import ComputeOp, ExternBuffer, ExternOp, Operation, PlaceholderOp, Tensor
 
 __all__ = ["format_expr", "format_exprs", "shared_subexpressions", "binding_names",
            "format_tensor", "format_op", "format_program", "INFIX", "PREC"]
@@ -212,6 +213,8 @@ def format_op(op: Operation) -> str:
     """One line per output: ``T[i, j] = body`` or ``X = placeholder(shape, dtype)``."""
     if isinstance(op, PlaceholderOp):
         return f"{op.name} = placeholder({op.shape}, {op.dtype.name})"
+    if isinstance(op, ExternOp):
+        return format_extern(op)
     assert isinstance(op, ComputeOp)
     idx = ", ".join(iv.var.name for iv in op.axis)
     lines = []
@@ -222,10 +225,27 @@ def format_op(op: Operation) -> str:
     return "\n".join(lines)
 
 
+def format_extern_arg(op: ExternOp, a: Any) -> str:
+    """One argument of an extern call: a buffer by its tensor's name, a scalar expression,
+    a string literal."""
+    if isinstance(a, ExternBuffer):
+        return op.buffer_tensor(a).name
+    if isinstance(a, str):
+        return repr(a)
+    return format_expr(a)
+
+
+def format_extern(op: ExternOp) -> str:
+    """``C = extern name(A, B, C, False)``: the outputs and the call."""
+    outs = ", ".join(t.name for t in op.outputs)
+    args = ", ".join(format_extern_arg(op, a) for a in op.call.args)
+    return f"{outs} = extern {op.call.func_name}({args})"
+
+
 def format_tensor(t: Tensor) -> str:
     """The defining equation of the tensor (of its output, for a multi-output op)."""
     op = t.op
-    if isinstance(op, PlaceholderOp):
+    if isinstance(op, (PlaceholderOp, ExternOp)):
         return format_op(op)
     assert isinstance(op, ComputeOp)
     idx = ", ".join(iv.var.name for iv in op.axis)

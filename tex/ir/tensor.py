@@ -1,7 +1,9 @@
 """Tensors and the operations that produce them.
 
 ``PlaceholderOp`` is an input; ``ComputeOp`` defines every element of its outputs by an
-expression over its axes (one body per output). A ``Tensor`` is one output of an
+expression over its axes (one body per output); ``ExternOp`` has its outputs written by a
+function outside tex (``te.extern``: a ``PackedCall`` over ``ExternBuffer`` views of its
+inputs and outputs). A ``Tensor`` is one output of an
 operation. Operations and tensors are unique, immutable objects (hash is identity), so
 they serve as dict keys in every pass; the DAG is given by ``op.input_tensors``.
 
@@ -19,7 +21,8 @@ from ..debug import InternalError
 from ..dtype import DType, as_dtype
 from .expr import Const, Expr, IterVar, Reduce, TensorRead, as_expr
 
-__all__ = ["Operation", "PlaceholderOp", "ComputeOp", "Tensor", "TensorSlice",
+__all__ = ["Operation", "PlaceholderOp", "ComputeOp", "ExternOp", "ExternBuffer", "PackedCall",
+           "Tensor", "TensorSlice",
            "TENSOR_OPERATORS", "register_tensor_operators"]
 
 # Python operators on whole tensors (A + B, -A, A.astype) dispatch to the broadcasting
@@ -33,7 +36,7 @@ def register_tensor_operators(table: dict[str, Callable[..., Any]]) -> None:
 
 
 class Operation:
-    """Base of PlaceholderOp and ComputeOp."""
+    """Base of PlaceholderOp, ComputeOp and ExternOp."""
 
     __slots__ = ("name", "tag", "attrs", "_outputs", "__weakref__")
     name: str
@@ -145,6 +148,115 @@ class ComputeOp(Operation):
         return f"ComputeOp({self.name}, {self.shape})"
 
 
+class ExternBuffer:
+    """What ``te.extern``'s ``fcompute(ins, outs)`` gets for each input and output (TVM's
+    ``Buffer``): its ``name``, ``shape``, ``dtype``, and where it sits (``role``: "in" or
+    "out", ``index`` among those)."""
+
+    __slots__ = ("name", "shape", "dtype", "role", "index")
+
+    def __init__(self, name: str, shape: Sequence[int], dtype: DType, role: str,
+                 index: int) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "shape", tuple(shape))
+        object.__setattr__(self, "dtype", as_dtype(dtype))
+        object.__setattr__(self, "role", role)
+        object.__setattr__(self, "index", index)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("ExternBuffer is immutable")
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)  # type: ignore[attr-defined]
+
+    def __repr__(self) -> str:
+        return f"ExternBuffer({self.name}, {self.shape}, {self.dtype})"  # type: ignore
+
+
+class PackedCall:
+    """A call of a function outside tex (``tir.call_packed``): ``func`` is a name given to
+    ``tex.register_func``, a Python callable (gets ``NDArray`` views of the buffers and
+    Python numbers) or a ctypes function (gets data pointers and numbers); ``args`` are
+    ``ExternBuffer``s, scalar expressions and strings, in call order."""
+
+    __slots__ = ("func", "args")
+
+    def __init__(self, func: Any, args: Sequence[Any]) -> None:
+        object.__setattr__(self, "func", func)
+        object.__setattr__(self, "args", tuple(args))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("PackedCall is immutable")
+
+    @property
+    def func_name(self) -> str:
+        """The function's name as printed: the registered name, or the callable's."""
+        f = self.func  # type: ignore[attr-defined]
+        if isinstance(f, str):
+            return f
+        return str(getattr(f, "__qualname__", None) or getattr(f, "__name__", None)
+                   or type(f).__name__)
+
+    def __repr__(self) -> str:
+        return f"PackedCall({self.func_name}, {len(self.args)} args)"  # type: ignore
+
+
+class ExternOp(Operation):
+    """Outputs written whole by one call of a function outside tex (``te.extern``): it
+    reads every element of each input and writes every element of each output. Its
+    inputs are computed in full before the call; it has no loops to schedule."""
+
+    __slots__ = ("inputs", "shapes", "dtypes", "call", "in_buffers", "out_buffers")
+    inputs: tuple[Tensor, ...]
+    shapes: tuple[tuple[int, ...], ...]
+    dtypes: tuple[DType, ...]
+    call: PackedCall
+    in_buffers: tuple[ExternBuffer, ...]
+    out_buffers: tuple[ExternBuffer, ...]
+
+    axis: tuple[IterVar, ...] = ()  # (class attributes: a stage over it has no loops)
+    reduce_axis: tuple[IterVar, ...] = ()
+
+    def __init__(self, name: str, inputs: Sequence[Tensor], in_buffers: Sequence[ExternBuffer],
+                 out_buffers: Sequence[ExternBuffer], call: PackedCall, tag: str = "",
+                 attrs: dict[str, Any] | None = None) -> None:
+        if len(inputs) != len(in_buffers) or not out_buffers:
+            raise InternalError(f"extern '{name}': {len(inputs)} inputs, {len(in_buffers)} "
+                                f"input buffers, {len(out_buffers)} outputs")
+        self._init(name=name, tag=tag, attrs=dict(attrs or {}), inputs=tuple(inputs),
+                   in_buffers=tuple(in_buffers), out_buffers=tuple(out_buffers),
+                   shapes=tuple(b.shape for b in out_buffers),
+                   dtypes=tuple(b.dtype for b in out_buffers), call=call)
+        self._init(_outputs=tuple(Tensor(self, i) for i in range(len(out_buffers))))
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The first output's shape (``Tensor.shape`` reads each output's own)."""
+        return self.shapes[0]
+
+    @property
+    def input_tensors(self) -> list[Tensor]:
+        return list(self.inputs)
+
+    def with_inputs(self, inputs: Sequence[Tensor]) -> ExternOp:
+        """The same call over other input tensors (of the same shapes and dtypes)."""
+        inputs = tuple(inputs)
+        for old, new in zip(self.inputs, inputs, strict=True):
+            if old.shape != new.shape or old.dtype != new.dtype:
+                raise InternalError(f"extern '{self.name}': input '{old.name}' replaced by "
+                                    f"'{new.name}' of another shape or dtype")
+        return ExternOp(self.name, inputs, self.in_buffers, self.out_buffers, self.call,
+                        self.tag, self.attrs)
+
+    def buffer_tensor(self, buf: ExternBuffer) -> Tensor:
+        """The tensor behind one of this operation's buffers."""
+        return self.inputs[buf.index] if buf.role == "in" else self._outputs[buf.index]
+
+    def __repr__(self) -> str:
+        return f"ExternOp({self.name}, {self.shapes})"
+
+
 def _collect_inputs(body: Sequence[Expr]) -> list[Tensor]:
     """Tensors read by the body, in order of first appearance (deterministic)."""
     from .visit import post_order
@@ -174,7 +286,10 @@ class Tensor:
     # -- properties -------------------------------------------------------------------
     @property
     def shape(self) -> tuple[int, ...]:
-        return self.op.shape  # type: ignore[attr-defined,no-any-return]
+        op = self.op
+        if op.__class__ is ExternOp:  # outputs of their own shapes
+            return op.shapes[self.value_index]  # type: ignore[attr-defined,no-any-return]
+        return op.shape  # type: ignore[attr-defined,no-any-return]
 
     @property
     def ndim(self) -> int:
@@ -192,6 +307,8 @@ class Tensor:
         op = self.op
         if isinstance(op, PlaceholderOp):
             return op.dtype
+        if op.__class__ is ExternOp:
+            return op.dtypes[self.value_index]  # type: ignore[attr-defined,no-any-return]
         return op._body[self.value_index].dtype  # type: ignore[attr-defined,no-any-return]
 
     @property

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from ..debug import InternalError
 from .expr import Expr, Op, TensorRead, Var
-from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
+from .tensor import Operation, PlaceholderOp, Tensor
 
 __all__ = ["post_order", "post_order_by", "rewrite", "fixed_point_rewrite", "substitute",
            "collect_vars", "collect_reads", "evaluate_bottom_up", "topo_sort_ops",
@@ -266,7 +266,7 @@ def topo_sort_ops(tensors: Iterable[Tensor]) -> list[Operation]:
 
 
 def _producers(op: Operation) -> list[Operation]:
-    return [t.op for t in op.input_tensors] if isinstance(op, ComputeOp) else []
+    return [t.op for t in op.input_tensors]
 
 
 def placeholders_of(tensors: Iterable[Tensor]) -> list[Tensor]:

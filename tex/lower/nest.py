@@ -23,7 +23,7 @@ from ..dtype import int32
 from ..error import ScheduleError
 from ..ir import fold
 from ..ir.expr import Const, Expr, IterVar, Var
-from ..ir.tensor import Tensor
+from ..ir.tensor import ExternBuffer, ExternOp, Tensor
 from ..ir.visit import post_order
 from ..schedule import Schedule, Stage
 from ..schedule.axes import PARALLEL, THREAD, UNROLL, VECTORIZE
@@ -33,8 +33,8 @@ from .bound import BoundInference, Region
 from .bounds_check import ReadChecker
 from .loops import Level, loops, wrap_guards
 from .relations import check_shifted, leaf_extents, root_values
-from .stmt import ForKind, Nested, Stmt, make_buffer, run_nested
-from .storage import INT32_LIMIT, Names, Storage, i32, int64
+from .stmt import ExternCall, ForKind, Nested, Stmt, make_buffer, run_nested
+from .storage import INT32_LIMIT, Names, Storage, flatten_reads, i32, int64
 
 __all__ = ["NestBuilder"]
 
@@ -84,6 +84,8 @@ class NestBuilder:
         around their values)."""
         got = self.bodies.get(st)
         if got is None:
+            if isinstance(st.op, ExternOp):
+                return []
             got = [self.inliner.expand(e) for e in st.op.body]
             self.bodies[st] = got
         return got
@@ -94,18 +96,46 @@ class NestBuilder:
         (reads of inlined stages included: their checks wrap the inlined values), then
         the stages that are not inlined on their bodies with the inlined ones expanded."""
         for st in self.sch.stages:
-            self.checker.analyze(st.name, list(st.op.body),
-                                 dom_of([*st.op.axis, *st.op.reduce_axis]))
+            if not isinstance(st.op, ExternOp):
+                self.checker.analyze(st.name, list(st.op.body),
+                                     dom_of([*st.op.axis, *st.op.reduce_axis]))
         for st in self.sch.stages:
-            if st.attach_type != "inline":
+            if st.attach_type != "inline" and not isinstance(st.op, ExternOp):
                 self.checker.analyze(st.name, self.body_of(st),
                                      dom_of([*st.op.axis, *st.op.reduce_axis]))
 
     def root_nest(self, st: Stage, env: dict[Tensor, Storage]) -> Stmt:
         """The nest of a root stage over its whole domain."""
+        if isinstance(st.op, ExternOp):
+            return self.extern_call(st, env)
         root_min = {iv: i32(iv.dom.min) for iv in [*st.op.axis, *st.op.reduce_axis]}
         root_ext = {iv: iv.dom.extent for iv in [*st.op.axis, *st.op.reduce_axis]}
         return run_nested(self.nest(st, root_min, root_ext, {}, env))
+
+    def extern_call(self, st: Stage, env: Mapping[Tensor, Storage]) -> ExternCall:
+        """The call of the extern stage ``st`` (every input and output stored whole)."""
+        op = st.op
+        assert isinstance(op, ExternOp)
+        index = self.sch.extern_ops().index(op)
+        buffers: list[Tensor] = []
+        written: list[bool] = []
+        for a in op.call.args:
+            if not isinstance(a, ExternBuffer):
+                continue
+            t = op.buffer_tensor(a)
+            where = env.get(t)
+            if where is None or where.offsets is not None or where.extents != t.shape:
+                producer = self.sch.stage_map.get(t.op)
+                how = "inlined" if producer is not None and producer.attach_type == "inline" \
+                    else "computed at a loop of another stage"
+                raise ScheduleError(f"lower: the extern call '{op.name}' reads '{t.name}', "
+                                    f"which is {how}; an extern's inputs must be computed in "
+                                    f"full (s[{t.name}].compute_root())")
+            buffers.append(where.buffer)
+            written.append(a.role == "out")
+        scalars = tuple(flatten_reads(e, env, self.scalars) for e in op.call.args
+                        if isinstance(e, Expr))
+        return ExternCall(op, index, tuple(buffers), tuple(written), scalars)
 
     def nest(self, st: Stage, root_min: Mapping[IterVar, Expr], root_ext: Mapping[IterVar, int],
              clip: Mapping[IterVar, int], env: dict[Tensor, Storage],

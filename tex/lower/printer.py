@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from ..ir.expr import Expr
 from ..ir.printer import binding_names, format_exprs
+from ..ir.tensor import ExternBuffer
 from .stmt import (
     Allocate,
     Barrier,
     BufferParam,
+    ExternCall,
     For,
     IfThenElse,
     LetStmt,
@@ -47,6 +49,20 @@ class _Printer:
         bindings, texts = format_exprs(list(roots), self.names)
         self.out.extend(f"{pad}let {name} = {value}" for name, value in bindings)
         return texts
+
+    def extern(self, pad: str, s: ExternCall) -> str:
+        """``extern name(A, C, 1.5f)``: the call with its buffers' and scalars' texts."""
+        scalars = iter(self.exprs(pad, *s.scalars))
+        buffers = iter(s.buffers)
+        args = []
+        for a in s.op.call.args:
+            if isinstance(a, ExternBuffer):
+                args.append(next(buffers).name)
+            elif isinstance(a, str):
+                args.append(repr(a))
+            else:
+                args.append(next(scalars))
+        return f"extern {s.op.call.func_name}({', '.join(args)})"
 
     def lines(self, root: Stmt, depth: int) -> None:
         # items: (statement, depth) to print, or a finished line (a closing brace)
@@ -90,6 +106,8 @@ class _Printer:
                     stack.append((s.body, depth))
                 case Barrier():
                     out.append(f"{pad}__syncthreads()")
+                case ExternCall():
+                    out.append(f"{pad}{self.extern(pad, s)}")
                 case Seq():
                     stack.extend((child, depth) for child in reversed(s.body))
                 case _:

@@ -14,6 +14,8 @@ Invariants the code generators rely on:
   may be out of bounds where its guard is false: code generators evaluate ``Select``
   branches that read memory (or can fault, like integer division) lazily, never
   speculatively.
+- An ``ExternCall`` reads and writes whole buffers outside any loop (at the top of the
+  function, between root nests): its inputs are complete before it, its outputs after.
 - Every buffer read or written is a parameter or is declared by an enclosing ``Allocate``;
   a read of a ``tex.lower.bounds_check.BoundsReportOp`` tensor is no buffer access but the
   report of a failed bounds check (it gives 0), always the lazily evaluated side of a
@@ -32,10 +34,11 @@ from typing import Any, TypeVar
 
 from ..dtype import DType
 from ..ir.expr import Expr, Var
-from ..ir.tensor import PlaceholderOp, Tensor
+from ..ir.tensor import ExternOp, PlaceholderOp, Tensor
 
 __all__ = [
     "ForKind", "Stmt", "For", "Store", "Allocate", "IfThenElse", "LetStmt", "Seq", "Barrier",
+    "ExternCall",
     "BufferParam", "ScalarParam", "Param", "LoweredFunc", "make_buffer", "seq",
     "stmt_children", "stmt_exprs", "with_stmt_children", "walk_stmts", "stored_buffers",
     "map_exprs",
@@ -147,6 +150,29 @@ class Barrier(Stmt):
     flow)."""
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class ExternCall(Stmt):
+    """One call of the function of the extern operation ``op`` (``te.extern``), the
+    ``index``-th extern call of the function: ``buffers`` holds the flat buffer of each of
+    its buffer arguments in call order (``written``: whether it is an output), ``scalars``
+    the value of each scalar argument. The call reads its inputs and writes its outputs
+    whole."""
+
+    op: ExternOp
+    index: int
+    buffers: tuple[Tensor, ...]
+    written: tuple[bool, ...]
+    scalars: tuple[Expr, ...]
+
+    @property
+    def read_buffers(self) -> tuple[Tensor, ...]:
+        return tuple(b for b, w in zip(self.buffers, self.written) if not w)
+
+    @property
+    def written_buffers(self) -> tuple[Tensor, ...]:
+        return tuple(b for b, w in zip(self.buffers, self.written) if w)
+
+
 def seq(*stmts: Stmt | None) -> Stmt:
     """A sequence of the given statements, flattened; None entries are dropped."""
     flat: list[Stmt] = []
@@ -245,6 +271,8 @@ def stmt_exprs(s: Stmt) -> tuple[Expr, ...]:
             return (s.cond,)
         case LetStmt():
             return (s.value,)
+        case ExternCall():
+            return s.scalars
     return ()
 
 
@@ -277,8 +305,15 @@ def walk_stmts(root: Stmt) -> Iterator[Stmt]:
 
 
 def stored_buffers(root: Stmt) -> list[Tensor]:
-    """The buffers the ``Store`` statements under ``root`` write, each once, in order."""
-    return list(dict.fromkeys(s.buffer for s in walk_stmts(root) if isinstance(s, Store)))
+    """The buffers the ``Store`` statements (and extern calls) under ``root`` write, each
+    once, in order."""
+    found: dict[Tensor, None] = {}
+    for s in walk_stmts(root):
+        if isinstance(s, Store):
+            found.setdefault(s.buffer, None)
+        elif isinstance(s, ExternCall):
+            found.update(dict.fromkeys(s.written_buffers))
+    return list(found)
 
 
 def run_nested(call: Nested[T]) -> T:
@@ -336,6 +371,9 @@ def map_exprs(root: Stmt, fn: Callable[[Expr], Expr]) -> Stmt:
                 return IfThenElse(fn(s.cond), s.then_case, s.else_case)
             case LetStmt():
                 return LetStmt(s.var, fn(s.value), s.body)
+            case ExternCall():
+                return ExternCall(s.op, s.index, s.buffers, s.written,
+                                  tuple(fn(e) for e in s.scalars))
         return s
 
     done: dict[int, Stmt] = {}  # id(original) -> rebuilt (originals stay alive in the tree)

@@ -21,6 +21,7 @@ from ..ir.tensor import Tensor
 from ..ir.visit import post_order, rewrite
 from .stmt import (
     Allocate,
+    ExternCall,
     For,
     IfThenElse,
     LetStmt,
@@ -100,6 +101,13 @@ def structure(root: Stmt, args: Sequence[Tensor | Var] = (),
                 out.append(f"Let {ref(s.var)}")
             case Seq():
                 out.append(f"Seq {len(s.body)}")
+            case ExternCall():
+                for e in s.scalars:
+                    expr(e)
+                bufs = " ".join(f"{ref(b)}{'w' if w else 'r'}"
+                                for b, w in zip(s.buffers, s.written))
+                vals = " ".join(ref(e) for e in s.scalars)
+                out.append(f"Extern {s.index} ({bufs}) ({vals})")
             case _:
                 out.append(type(s).__name__)
     return "\n".join(out)
@@ -152,6 +160,9 @@ def renamed(root: Stmt, mapping: Mapping[Tensor | Var, Tensor | Var]) -> Stmt | 
                                      new_kids[1] if len(new_kids) > 1 else None)
                 case LetStmt():
                     out = LetStmt(get(s.var), ex(s.value), new_kids[0])
+                case ExternCall():
+                    out = ExternCall(s.op, s.index, tuple(get(b) for b in s.buffers),
+                                     s.written, tuple(ex(e) for e in s.scalars))
                 case _:
                     out = with_stmt_children(s, new_kids)
             done[id(s)] = out

@@ -30,11 +30,13 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..codegen.llvm import CompiledModule
+from ..codegen.module import EXTERN_FAILED, EXTERN_SLOT
 from ..debug import OutOfBoundsError
 from ..dtype import DType
 from ..ir.expr import Var
 from ..ir.tensor import Tensor
 from ..lower.stmt import BufferParam, ScalarParam
+from .externs import Externs, ExternSpec
 from .jit import Kernel
 from .ndarray import NDArray
 from .openmp import note_parallel_run, parallel_allowed
@@ -73,7 +75,9 @@ class _Entry(NamedTuple):
     errors: bool  # whether the code writes the error record (else NULL is passed)
 
 
-_Record = ctypes.c_int64 * 3  # a failed malloc; 1 + the first failed check; its index
+# a failure (1: a malloc, EXTERN_FAILED: an extern call); 1 + the first failed check; its
+# index; the extern callback (tex.codegen.module)
+_Record = ctypes.c_int64 * 4
 _from_address = ctypes.c_void_p.from_address
 
 
@@ -329,8 +333,10 @@ class BuiltFunction(ModuleAPI):
     """
 
     def __init__(self, name: str, signature: Signature, lowered: str, kernel: Kernel,
-                 target: str = "llvm", serial: Callable[[], Kernel] | None = None) -> None:
+                 target: str = "llvm", serial: Callable[[], Kernel] | None = None,
+                 externs: Sequence[ExternSpec] = ()) -> None:
         self.name = name
+        self._externs = Externs(externs, name) if externs else None
         self.target = target
         self.args: list[Tensor | Var] = [a for a, _ in signature]
         self._kernel = kernel
@@ -434,9 +440,13 @@ class BuiltFunction(ModuleAPI):
             return
         # one error record per call: concurrent calls never see each other's failures
         record = _Record()
+        if self._externs is not None:
+            record[EXTERN_SLOT] = self._externs.address
         entry.cfunc(*cargs, ctypes.addressof(record))
-        failed_malloc, number, index = record
-        if failed_malloc:
+        failed, number, index = record[:3]
+        if failed == EXTERN_FAILED and self._externs is not None:
+            self._externs.raise_pending()
+        if failed:
             raise MemoryError(f"{self.name}: a temporary buffer could not be allocated; "
                               "the outputs are incomplete")
         if number:

@@ -39,7 +39,7 @@ import numpy as np
 from ..error import ScheduleError
 from ..ir.expr import IterVar, Range, Reduce, TensorRead, Var
 from ..ir.saved import SavedCall
-from ..ir.tensor import ComputeOp, Operation, PlaceholderOp, Tensor
+from ..ir.tensor import ComputeOp, ExternOp, Operation, PlaceholderOp, Tensor
 from ..ir.visit import rewrite, topo_sort_ops
 from ..tir import StringImm
 from .axes import (
@@ -179,12 +179,21 @@ class Stage:
                             f"(e.g. {self.name}.op.axis[0]), got {type(iv).__name__} {iv!r}")
         if any(iv is v for v in self.leaf_iter_vars):
             return iv
+        self.refuse_extern(primitive)
         if any(iv is v for v in self.all_iter_vars):
             raise ScheduleError(f"{primitive} on stage '{self.name}': axis '{iv.name}' has already "
                                 "been split or fused; use the axes that split/fuse returned")
         raise ScheduleError(f"{primitive} on stage '{self.name}': axis '{iv.name}' is not an axis "
                             f"of this stage (its axes are "
                             f"{', '.join(v.name for v in self.leaf_iter_vars)})")
+
+    def refuse_extern(self, primitive: str) -> None:
+        """A ``ScheduleError`` when this stage is an extern call (it has no loops: it runs
+        once, at the root, after its inputs are computed in full)."""
+        if isinstance(self._op, ExternOp):
+            raise ScheduleError(f"{primitive} on stage '{self.name}': '{self.name}' is an extern "
+                                "call (te.extern); it has no loops to schedule and is computed "
+                                "once, at the root")
 
     def _replace_leaf(self, old: Sequence[IterVar], new: Sequence[IterVar]) -> None:
         """Replace the loops ``old`` by ``new`` (outer first). Stages computed at one of
@@ -279,6 +288,7 @@ class Stage:
         if len(ivs) == 1 and isinstance(ivs[0], (list, tuple)):
             ivs = tuple(ivs[0])
         if not ivs:
+            self.refuse_extern("fuse")
             single = _new_iter_var("singleton", 1, "axis")
             self.relations.append(Singleton(single))
             self.leaf_iter_vars = [single, *self.leaf_iter_vars]
@@ -395,6 +405,11 @@ class Stage:
         if self.is_output:
             raise ScheduleError(f"compute_inline: '{self.name}' is an output of the schedule; "
                                 "outputs must be stored")
+        self.refuse_extern("compute_inline")
+        for reader in self.schedule._readers.get(self.op, ()):
+            if isinstance(reader.op, ExternOp):
+                raise ScheduleError(f"compute_inline: '{self.name}' is read by the extern call "
+                                    f"'{reader.name}', which needs it stored in full")
         body = self.op.body
         if isinstance(body[0], Reduce):
             raise ScheduleError(f"compute_inline: '{self.name}' is a reduction; only element-wise "
@@ -425,6 +440,12 @@ class Stage:
                                 "to another schedule")
         if parent is self:
             raise ScheduleError(f"compute_at: stage '{self.name}' cannot be attached to itself")
+        self.refuse_extern("compute_at")
+        for reader in self.schedule._readers.get(self.op, ()):
+            if isinstance(reader.op, ExternOp):
+                raise ScheduleError(f"compute_at: '{self.name}' is read by the extern call "
+                                    f"'{reader.name}', which needs it computed in full at the "
+                                    "root")
         parent.check_leaf(iv, f"compute_at of '{self.name}'")
         if parent.attach_type == "inline":
             raise ScheduleError(f"compute_at on stage '{self.name}': stage '{parent.name}' is "
@@ -503,13 +524,18 @@ class Schedule:
         # (tex.ir.saved): the build keys the schedule against it (tex.schedule.key)
         self.saved: SavedCall | None = None
         for op in topo_sort_ops([op.output(0) for op in self.outputs]):
-            if isinstance(op, ComputeOp):
+            if not isinstance(op, PlaceholderOp):
                 stage = Stage(op, self)
                 self.stages.append(stage)
                 self.stage_map[op] = stage
         for op in self.outputs:
-            if isinstance(op, ComputeOp):
+            if not isinstance(op, PlaceholderOp):
                 self.stage_map[op].is_output = True
+
+    def extern_ops(self) -> list[ExternOp]:
+        """The extern calls of this schedule in stage order (a built function numbers its
+        calls so)."""
+        return [st.op for st in self.stages if isinstance(st.op, ExternOp)]
 
     def normalize(self) -> Schedule:
         """TVM's loop normalization: every loop of a tex schedule already starts at 0, so
@@ -665,9 +691,9 @@ class Schedule:
         updates = []
         for st in readers:
             op = st.op
-            body = [_replace_tensors(e, {old: new}) for e in op.body]
-            if any(a is not b for a, b in zip(body, op.body)):
-                updates.append((st, ComputeOp(op.name, op.axis, body, op.tag, op.attrs)))
+            rebuilt = _reading(op, {old: new})
+            if rebuilt is not op:
+                updates.append((st, rebuilt))
         self._install(updates)
 
     def move_attached(self, stage: Stage, new: Stage, loops: dict[IterVar, IterVar]) -> None:
@@ -753,8 +779,10 @@ class Schedule:
             mapping = {t: self._final(t) for t in op.input_tensors if t in self._renamed}
             if not mapping:
                 continue
-            body = [_replace_tensors(e, mapping) for e in op.body]
-            st.op = new = ComputeOp(op.name, op.axis, body, op.tag, op.attrs)
+            new = _reading(op, mapping)
+            if new is op:
+                continue
+            st.op = new
             self._renamed.update(zip(op.outputs, new.outputs))
             for r in self._readers.get(op, ()):
                 self._mark_stale(r)
@@ -808,6 +836,19 @@ def _replace_tensors(e: Any, mapping: Mapping[Tensor, Tensor]) -> Any:
             return TensorRead(mapping[node.tensor], node.indices)
         return None
     return rewrite(e, fn)
+
+
+def _reading(op: Any, mapping: Mapping[Tensor, Tensor]) -> Any:
+    """``op`` reading ``mapping[t]`` wherever it read ``t`` (``op`` itself when it reads none
+    of them): a compute's body rewritten, an extern's inputs replaced."""
+    if isinstance(op, ExternOp):
+        if not any(t in mapping for t in op.inputs):
+            return op
+        return op.with_inputs([mapping.get(t, t) for t in op.inputs])
+    body = [_replace_tensors(e, mapping) for e in op.body]
+    if all(a is b for a, b in zip(body, op.body)):
+        return op
+    return ComputeOp(op.name, op.axis, body, op.tag, op.attrs)
 
 
 def split_parts(stage: Stage, parent: IterVar, parts: int, tail: str = "guard"

@@ -8,6 +8,7 @@ ports TVM code; those live in lower layers and are imported at first use (module
 from ..ir import tensor
 from ..ir.tensor import Tensor
 from ..tvm_names import missing
+from .extern import call_packed, extern
 from .intrin import (
     abs,
     ceil,
@@ -45,7 +46,7 @@ __all__ = [
     "log2", "log10", "max_value", "min_value", "power", "round", "rsqrt", "select", "sigmoid",
     "sin", "sqrt", "tan", "tanh", "trunc", "truncdiv", "check_shape", "compute", "const",
     "placeholder", "reduce_axis", "var", "Reducer", "all", "any", "comm_reducer", "max",
-    "min", "prod", "sum", "Tensor", "tensor",
+    "min", "prod", "sum", "Tensor", "tensor", "extern", "call_packed",
 ]
 
 # TVM's te names that live in lower layers

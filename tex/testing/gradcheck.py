@@ -57,7 +57,8 @@ def check_grad(out: Tensor, inputs: Tensor | Sequence[Tensor],
                data: Mapping[Tensor | str, np.ndarray] | None = None,
                head: np.ndarray | None = None, *, rtol: float = 1e-4, atol: float = 1e-5,
                eps: float | None = None, max_points: int = 64, seed: int = 0,
-               precision: str = "float64") -> None:
+               precision: str = "float64", fdiff: Any = None,
+               override: Mapping[Tensor, Any] | None = None) -> None:
     """Check ``tex.autodiff.differentiate`` against central finite differences.
 
     The gradient ``differentiate(out, inputs, head)``, evaluated with the reference
@@ -94,6 +95,10 @@ def check_grad(out: Tensor, inputs: Tensor | Sequence[Tensor],
         ``"float64"`` (default): both sides on a float64 copy of the DAG (``widen.py``), at
         data representable in its own dtypes, so float32 programs pass the default
         tolerances; ``"native"``: in its own dtypes (noisy for float32: loosen the tolerances).
+        An extern call (``te.extern``) runs in its own dtypes either way.
+    fdiff, override : optional
+        Passed to ``differentiate`` (on the float64 copy, the override's tensors are their
+        copies: the functions get float64 tensors).
 
     Raises
     ------
@@ -124,10 +129,14 @@ def check_grad(out: Tensor, inputs: Tensor | Sequence[Tensor],
     rng = np.random.default_rng(seed)
     head_arr = _make_head(out, head, rng)
     feed = _make_feed(out, inputs, data, rng)
-    if precision == "float64":
-        out, inputs, feed = _float64_twin(out, inputs, feed)
+    if precision == "float64" and not _all_float64([out, *inputs]):
+        twin = float64_copy([out, *inputs, *(override or {})])
+        out, inputs, feed = _float64_twin(out, inputs, feed, twin)
+        if override:
+            override = {twin[t]: ([twin[d] for d in deps], fn)
+                        for t, (deps, fn) in override.items()}
     _check_finite(out, feed)
-    grads = _analytic(out, inputs, feed, head_arr)
+    grads = _analytic(out, inputs, feed, head_arr, fdiff, override)
     dir_rng = np.random.default_rng([seed, 1])
     for inp, grad in zip(inputs, grads):
         _check_input(out, inp, feed, head_arr, grad, options, dir_rng)
@@ -272,22 +281,20 @@ def _all_float64(tensors: Sequence[Tensor]) -> bool:
                for t in op.outputs if t.dtype.is_float)
 
 
-def _differentiate(out: Tensor, inputs: list[Tensor], head: Tensor) -> Sequence[Tensor]:
-    """``tex.autodiff.differentiate(out, inputs, head)``, imported on first use so that
-    ``tex.testing`` imports (and its other helpers work) without ``tex.autodiff``."""
+def _differentiate(out: Tensor, inputs: list[Tensor], head: Tensor, **options: Any
+                   ) -> Sequence[Tensor]:
+    """``tex.autodiff.differentiate(out, inputs, head, **options)``, imported on first use
+    so that ``tex.testing`` imports (and its other helpers work) without ``tex.autodiff``."""
     from ..autodiff import differentiate
 
-    return differentiate(out, inputs, head)  # type: ignore[no-any-return]
+    return differentiate(out, inputs, head, **options)  # type: ignore[no-any-return]
 
 
-def _float64_twin(out: Tensor, inputs: list[Tensor], feed: dict[Tensor, np.ndarray]
+def _float64_twin(out: Tensor, inputs: list[Tensor], feed: dict[Tensor, np.ndarray],
+                  twin: Mapping[Tensor, Tensor]
                   ) -> tuple[Tensor, list[Tensor], dict[Tensor, np.ndarray]]:
-    """The same point on the float64 twin of the DAG (``widen.float64_copy``): its output,
-    its inputs and the feed with every re-typed placeholder's data converted. A DAG whose
-    floats are all float64 already is its own twin."""
-    if _all_float64([out, *inputs]):
-        return out, inputs, feed
-    twin = float64_copy([out, *inputs])
+    """The same point on the float64 twin ``twin`` of the DAG (``widen.float64_copy``): its
+    output, its inputs and the feed with every re-typed placeholder's data converted."""
     feed = {twin.get(t, t): a.astype(twin[t].dtype.numpy) if t in twin else a
             for t, a in feed.items()}
     return twin[out], [twin[t] for t in inputs], feed
@@ -306,11 +313,13 @@ def _check_finite(out: Tensor, feed: Mapping[Tensor, np.ndarray]) -> None:
 
 
 def _analytic(out: Tensor, inputs: list[Tensor], feed: Mapping[Tensor, np.ndarray],
-              head: np.ndarray) -> list[np.ndarray]:
+              head: np.ndarray, fdiff: Any = None,
+              override: Mapping[Tensor, Any] | None = None) -> list[np.ndarray]:
     """The symbolic gradients, one per input, evaluated at the data with ``head``; an
     AssertionError when ``differentiate`` returns the wrong number or shapes."""
     head_tensor = placeholder(out.shape, out.dtype, name=HEAD_NAME)
-    grads = list(_differentiate(out, inputs, head_tensor))
+    given = {k: v for k, v in (("fdiff", fdiff), ("override", override)) if v}
+    grads = list(_differentiate(out, inputs, head_tensor, **given))
     if len(grads) != len(inputs):
         raise AssertionError(f"check_grad: differentiate returned {len(grads)} gradients for "
                              f"{len(inputs)} inputs")

@@ -73,8 +73,17 @@ from ..ir.expr import (
 )
 from ..ir.feed import resolve_feed
 from ..ir.semantics import NUMPY_BINARY, NUMPY_UNARY, numpy_cast
-from ..ir.tensor import ComputeOp, Operation, PlaceholderOp, Tensor, TensorSlice
+from ..ir.tensor import (
+    ComputeOp,
+    ExternBuffer,
+    ExternOp,
+    Operation,
+    PlaceholderOp,
+    Tensor,
+    TensorSlice,
+)
 from ..ir.visit import post_order, topo_sort_ops
+from ..te.extern import call, python_value, scalar_args
 
 __all__ = ["MAX_TEMP_ELEMENTS", "OutOfBoundsError", "bind_feed", "evaluate"]
 
@@ -145,10 +154,14 @@ def evaluate(tensors: Tensor | Sequence[Tensor],
         for op in ops:
             if isinstance(op, PlaceholderOp):
                 continue
-            if not isinstance(op, ComputeOp):
-                raise NotImplementedError(f"evaluate: operation '{op.name}' of type "
-                                          f"{type(op).__name__} is not supported")
-            for tensor, value in zip(op.outputs, _evaluate_compute(op, values)):
+            if isinstance(op, ExternOp):
+                results = _evaluate_extern(op, values)
+            elif isinstance(op, ComputeOp):
+                results = _evaluate_compute(op, values)
+            else:
+                raise TypeError(f"evaluate: operation '{op.name}' of type "
+                                f"{type(op).__name__} is not supported")
+            for tensor, value in zip(op.outputs, results):
                 values[tensor] = value
             for tensor in op.input_tensors:
                 pending[tensor] -= 1
@@ -163,6 +176,31 @@ def evaluate(tensors: Tensor | Sequence[Tensor],
         returned.add(tensor)
         results.append(value)
     return results[0] if single else results
+
+
+def _evaluate_extern(op: ExternOp, values: Mapping[Tensor, np.ndarray]) -> list[np.ndarray]:
+    """The outputs of an extern call: its function run on copies of its inputs (read-only
+    views, as the compiled code passes) and fresh output arrays."""
+    from ..runtime.ndarray import NDArray  # what the function gets, as in compiled code
+
+    arrays: dict[ExternBuffer, np.ndarray] = {}
+    for buf, t in zip(op.in_buffers, op.inputs):
+        a = np.ascontiguousarray(values[t])
+        view = a.view()
+        view.flags.writeable = False
+        arrays[buf] = view
+    outs = [np.zeros(b.shape, np.dtype(b.dtype.name)) for b in op.out_buffers]
+    arrays.update(zip(op.out_buffers, outs))
+    scalars = []
+    for e in scalar_args(op):
+        if not isinstance(e, Const):
+            free = next((n.name for n in post_order(e) if isinstance(n, Var)), str(e))
+            raise ValueError(f"evaluate: the extern call '{op.name}' takes the free variable "
+                             f"'{free}' (a tex.var); evaluate has no value for it. Replace "
+                             "it by a constant")
+        scalars.append(python_value(e, e.value))
+    call(op, arrays, scalars, lambda a: a.view(NDArray))
+    return outs
 
 
 def _as_tensors(tensors: Any) -> tuple[list[Tensor], bool]:

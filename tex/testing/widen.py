@@ -18,6 +18,7 @@ error messages about the copy name the user's tensors.
 """
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Sequence
 
 from ..dtype import DType, as_dtype
@@ -37,9 +38,9 @@ from ..ir.expr import (
     Unary,
     Var,
 )
-from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
+from ..ir.tensor import ComputeOp, ExternBuffer, ExternOp, PackedCall, PlaceholderOp, Tensor
 from ..ir.visit import post_order, topo_sort_ops
-from ..te import placeholder
+from ..te import compute, placeholder
 
 __all__ = ["float64_copy"]
 
@@ -60,7 +61,33 @@ def float64_copy(tensors: Sequence[Tensor]) -> dict[Tensor, Tensor]:
         elif isinstance(op, ComputeOp):
             new = _Widen(twin).compute(op)
             twin.update(zip(op.outputs, new.outputs))
+        elif isinstance(op, ExternOp):
+            twin.update(zip(op.outputs, _widened_extern(op, twin)))
     return twin
+
+
+def _widened_extern(op: ExternOp, twin: dict[Tensor, Tensor]) -> list[Tensor]:
+    """The float64 twins of an extern call's outputs. A Python function is called on
+    float64 buffers (NumPy code runs in the dtype it is given; finite differences through
+    float32 would drown in its rounding); a ctypes function, whose C types are fixed, in
+    its own dtypes: its inputs cast back, its outputs widened."""
+    if isinstance(op.call.func, ctypes._CFuncPtr):  # type: ignore[attr-defined]
+        moved = op.with_inputs([_cast_copy(twin[t], t.dtype) for t in op.inputs])
+        return [_cast_copy(o, _wide(t.dtype)) for t, o in zip(op.outputs, moved.outputs)]
+    bufs = {id(b): ExternBuffer(b.name, b.shape, _wide(b.dtype), b.role, b.index)
+            for b in (*op.in_buffers, *op.out_buffers)}
+    args = [bufs[id(a)] if isinstance(a, ExternBuffer) else a for a in op.call.args]
+    wide = ExternOp(op.name, [twin[t] for t in op.inputs],
+                    [bufs[id(b)] for b in op.in_buffers], [bufs[id(b)] for b in op.out_buffers],
+                    PackedCall(op.call.func, args), op.tag, dict(op.attrs))
+    return list(wide.outputs)
+
+
+def _cast_copy(t: Tensor, dtype: DType) -> Tensor:
+    """``t`` itself if of ``dtype``, else an element-wise cast of it."""
+    if t.dtype is dtype:
+        return t
+    return compute(t.shape, lambda *i: fold.cast(dtype, t[i]), name=f"{t.name}_{dtype.name}")
 
 
 class _Widen:
