@@ -61,7 +61,13 @@ from .te import (
     truncdiv,
     var,
 )
-from .te.extern import extern, get_global_func, list_global_func_names, register_func
+from .te.extern import (
+    extern,
+    get_global_func,
+    list_global_func_names,
+    register_func,
+    remove_global_func,
+)
 from .tvm_names import tex_getattr as __getattr__
 
 __version__ = "0.1.0"

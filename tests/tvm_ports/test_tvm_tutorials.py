@@ -47,3 +47,18 @@ def test_opt_gemm(capsys: pytest.CaptureFixture[str]) -> None:
     # parallelism by a wide margin
     assert times["Opt6"] < times["Opt3"] < times["Opt1"] < times["Baseline"] / 4
     assert out.count("func main(") == 7  # tex.lower(..., simple_mode=True) printed
+
+
+def test_extern_op(capsys: pytest.CaptureFixture[str]) -> None:
+    import tex
+
+    try:
+        scope, out = _run("extern_op", capsys)
+    finally:
+        tex.remove_global_func("tvm.contrib.my_tvm_addone")
+    # the Python hook ran once, on TVM's array type
+    assert out.count("my_tvm_addone signatures:") == 1
+    assert "NDArray" in out
+    # the contrib wrapper built the same extern call as the hand-written one
+    C = scope["C"]
+    assert C.op.call.func_name == "tex.contrib.cblas.matmul" and C.shape == (1024, 235)

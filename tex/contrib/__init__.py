@@ -5,6 +5,7 @@ before: ``import tex`` and ``import tex.contrib`` import no third-party framewor
 
 - ``tex.contrib.torch``: ``function(outputs, inputs)`` turns tex tensors into a callable on
   PyTorch tensors, differentiable by ``torch.autograd`` (needs ``pip install torch``).
+- ``tex.contrib.cblas``: TVM's ``matmul``/``batch_matmul`` extern wrappers over NumPy's BLAS.
 - ``tex.contrib.tedd``: TVM's tensor-expression debug display, a schedule's dataflow graph,
   schedule tree and iteration-variable relations as Graphviz DOT text (no dependency).
 """
@@ -14,9 +15,9 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from . import tedd
+from . import cblas, tedd
 
-__all__ = ["tedd"]
+__all__ = ["cblas", "tedd"]
 _BRIDGES = ("torch",)
 
 

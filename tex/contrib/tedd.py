@@ -38,7 +38,7 @@ from typing import Any
 
 from ..ir.expr import IterVar
 from ..ir.printer import format_op
-from ..ir.tensor import Operation, PlaceholderOp, Tensor
+from ..ir.tensor import ExternOp, Operation, PlaceholderOp, Tensor
 from ..schedule import Schedule, Stage
 from ..schedule.axes import PARALLEL, THREAD, UNROLL, VECTORIZE, Fuse, Singleton, Split
 from ..viz import find_dot, render
@@ -206,6 +206,8 @@ def _dataflow_dot(sch: Schedule) -> str:
         lines.append(f"  {nid} [label=<{_node_table(op, [], kind, '#DBE9F6')}>];")
     for st in stages:
         kind = f"Scope: {st.scope}<BR/>{_html(_attach_text(st))}"
+        if isinstance(st.op, ExternOp):
+            kind += f"<BR/>extern {_html(st.op.call.func_name)}"
         if st.is_output:
             kind += "<BR/>output"
         colour = "#EEEEEE" if st.attach_type == "inline" else "#F4F4F4"

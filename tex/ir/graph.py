@@ -1,6 +1,6 @@
 """The tensor DAG as a networkx graph, and as Graphviz DOT text.
 
-Nodes are operations (``PlaceholderOp``/``ComputeOp``) with attributes ``name``,
+Nodes are operations (``PlaceholderOp``/``ComputeOp``/``ExternOp``) with attributes ``name``,
 ``kind``, ``shape`` and ``dtype``; an edge runs producer -> consumer.
 """
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import networkx as nx
 
 from .printer import format_op
-from .tensor import ComputeOp, PlaceholderOp, Tensor
+from .tensor import ExternOp, PlaceholderOp, Tensor
 from .visit import topo_sort_ops
 
 __all__ = ["graph", "to_dot", "DOT_STYLES"]
@@ -33,10 +33,11 @@ def graph(*tensors: Tensor) -> nx.DiGraph:
     _check(tensors, "graph")
     g = nx.DiGraph()
     for op in topo_sort_ops(tensors):
-        kind = "placeholder" if isinstance(op, PlaceholderOp) else "compute"
+        kind = "placeholder" if isinstance(op, PlaceholderOp) else \
+            "extern" if isinstance(op, ExternOp) else "compute"
         out = op.output(0)
         g.add_node(op, name=op.name, kind=kind, shape=out.shape, dtype=out.dtype.name)
-        if isinstance(op, ComputeOp):
+        if not isinstance(op, PlaceholderOp):
             for t in op.input_tensors:
                 g.add_edge(t.op, op, tensor=t.name)
     return g
@@ -52,12 +53,15 @@ DOT_STYLES: dict[str, str] = {
     "placeholder": 'shape=ellipse, style=filled, fillcolor="#dbe9f6", color="#4a7ab5"',
     "compute": 'shape=box, style="rounded,filled", fillcolor="#f4f4f4", color="#666666"',
     "gradient": 'shape=box, style="rounded,filled", fillcolor="#fde3c8", color="#c2692a"',
+    "extern": 'shape=box3d, style=filled, fillcolor="#e4f2e0", color="#4c8a3f"',
 }
 
 
 def _kind(op: object) -> str:
     if isinstance(op, PlaceholderOp):
         return "placeholder"
+    if isinstance(op, ExternOp):
+        return "extern"
     return "gradient" if getattr(op, "tag", "") == "gradient" else "compute"
 
 
@@ -84,7 +88,7 @@ def to_dot(*tensors: Tensor, name: str = "tex") -> str:
         bold = ", penwidth=2.5" if op in roots else ""
         lines.append(f"  {ids[op]} [{DOT_STYLES[_kind(op)]}{bold}, label={_quote(label)}];")
     for op in ops:
-        if isinstance(op, ComputeOp):
+        if not isinstance(op, PlaceholderOp):
             for t in dict.fromkeys(op.input_tensors):
                 lines.append(f"  {ids[t.op]} -> {ids[op]} [label={_quote(str(list(t.shape)))}];")
     lines.append("}")

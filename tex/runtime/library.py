@@ -38,6 +38,7 @@ from ..codegen.llvm import CompiledModule
 from ..debug import env
 from ..te import placeholder, var
 from . import workspace
+from .externs import ExternSpec
 from .jit import SUPPORT_SYMBOLS, Kernel, checks_of, checks_record, support_ir
 from .module import BuiltFunction
 from .openmp import load_openmp
@@ -56,12 +57,20 @@ def export_library(fn: BuiltFunction, path: str | os.PathLike[str]) -> None:
     ------
     TypeError
         ``fn`` is not a CPU ``BuiltFunction``.
+    ValueError
+        ``fn`` has an extern call of a function that is not registered by name (another
+        process could not find it; a registered name is looked up when the library runs).
     RuntimeError
         No C compiler to link with, or linking failed (its message included).
     """
     if not isinstance(fn, BuiltFunction):
         raise TypeError(f"export_library: expected a function built for the CPU, got "
                         f"{type(fn).__name__}")
+    for spec in fn.extern_specs:
+        try:
+            spec.as_record()
+        except ValueError as err:
+            raise ValueError(f"export_library: {err}") from None
     src = fn.compiled
     texts = list(src.parts_opt or (src.llvm_ir_opt,))
     texts.append(workspace.library_ir())
@@ -124,6 +133,7 @@ def _describe(fn: BuiltFunction, src: CompiledModule) -> dict[str, Any]:
              "dtype": s.dtype.name, "shape": list(s.shape)}
             for s in fn.specs]
     return {"format": FORMAT, "entry": fn.name, "args": args, "errors": src.errors,
+            "externs": [spec.as_record() for spec in fn.extern_specs],
             "checks": checks_record(src.bounds_checks), "openmp": src.uses_openmp,
             "notes": list(src.notes),
             "triple": host.triple, "cpu": host.cpu, "features": host.features,
@@ -160,6 +170,7 @@ def load_module(path: str | os.PathLike[str]) -> BuiltFunction:
             (placeholder(tuple(a["shape"]), a["dtype"], a["name"]), bool(a["output"]))
             if a["buffer"] else (var(a["name"], a["dtype"]), False) for a in specs)
         checks = checks_of(meta["checks"])
+        externs = [ExternSpec.from_record(r) for r in meta.get("externs", [])]
         compiled = CompiledModule(meta["entry"], _unpack(meta["ll.raw"]),
                                   _unpack(meta["ll"]), bool(meta["errors"]),
                                   tuple(meta["notes"]), checks, openmp=bool(meta["openmp"]))
@@ -176,7 +187,7 @@ def load_module(path: str | os.PathLike[str]) -> BuiltFunction:
                            "process forked after OpenMP started (a library holds no serial "
                            "variant); load or build it in this process instead")
 
-    return BuiltFunction(name, signature, meta["lowered"], kernel, "llvm", serial)
+    return BuiltFunction(name, signature, meta["lowered"], kernel, "llvm", serial, externs)
 
 
 def _check_host(meta: dict[str, Any], path: Any) -> None:

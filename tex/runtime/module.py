@@ -363,6 +363,11 @@ class BuiltFunction(ModuleAPI):
         self._serial = serial
         self._serial_entry: _Entry | None = None
 
+    @property
+    def extern_specs(self) -> tuple[ExternSpec, ...]:
+        """The extern calls (``te.extern``) the function makes, by their index."""
+        return () if self._externs is None else self._externs.specs
+
     def _entry(self, kernel: Kernel) -> _Entry:
         """The ctypes function of ``kernel`` and whether it reports errors."""
         return _Entry(kernel, self._ctype(kernel.address), kernel.sources.errors)

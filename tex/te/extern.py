@@ -37,8 +37,29 @@ __all__ = ["extern", "call_packed", "register_func", "get_global_func",
            "list_global_func_names", "remove_global_func", "resolve", "call", "scalar_args",
            "python_value"]
 
-# name -> function: filled by register_func (and tex.contrib.cblas at import)
-_FUNCTIONS: dict[str, Callable[..., Any]] = {}
+
+
+def _blas_matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray, transa: bool = False,
+                 transb: bool = False) -> None:
+    """``c = op(a) @ op(b)`` through NumPy's BLAS (``op``: transposed when asked)."""
+    np.matmul(a.T if transa else a, b.T if transb else b, out=c)
+
+
+def _blas_batch_matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray, transa: bool = False,
+                       transb: bool = False) -> None:
+    """``c[k] = op(a[k]) @ op(b[k])`` for each batch ``k`` (a batch of 1 broadcasts)."""
+    np.matmul(np.swapaxes(a, -1, -2) if transa else a,
+              np.swapaxes(b, -1, -2) if transb else b, out=c)
+
+
+# name -> function: the built-in ones (``tex.contrib.cblas``'s, also under TVM's names),
+# then what register_func adds
+_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "tex.contrib.cblas.matmul": _blas_matmul,
+    "tex.contrib.cblas.batch_matmul": _blas_batch_matmul,
+    "tvm.contrib.cblas.matmul": _blas_matmul,
+    "tvm.contrib.cblas.batch_matmul": _blas_batch_matmul,
+}
 
 
 def register_func(func_name: Any, f: Callable[..., Any] | None = None,
