@@ -26,7 +26,15 @@ from .expr import (
     Unary,
     Var,
 )
-from .tensor import ComputeOp, ExternBuffer, ExternOp, Operation, PlaceholderOp, Tensor
+from .tensor import (
+    ComputeOp,
+    ExternBuffer,
+    ExternOp,
+    Operation,
+    PlaceholderOp,
+    ScanOp,
+    Tensor,
+)
 
 __all__ = ["format_expr", "format_exprs", "shared_subexpressions", "binding_names",
            "format_tensor", "format_op", "format_program", "INFIX", "PREC"]
@@ -215,6 +223,8 @@ def format_op(op: Operation) -> str:
         return f"{op.name} = placeholder({op.shape}, {op.dtype.name})"
     if isinstance(op, ExternOp):
         return format_extern(op)
+    if isinstance(op, ScanOp):
+        return format_scan(op)
     assert isinstance(op, ComputeOp)
     idx = ", ".join(iv.var.name for iv in op.axis)
     lines = []
@@ -242,10 +252,23 @@ def format_extern(op: ExternOp) -> str:
     return f"{outs} = extern {op.call.func_name}({args})"
 
 
+def format_scan(op: ScanOp) -> str:
+    """``S = scan(init S_init, update S_update, state S_state) over t in [1, 10)``, then
+    the body's equations indented."""
+    parts = [f"init {i.name}, update {u.name}, state {s.name}"
+             for i, u, s in zip(op.init, op.update, op.state_placeholder)]
+    outs = ", ".join(t.name for t in op.outputs)
+    ax = op.scan_axis
+    lines = [f"{outs} = scan({'; '.join(parts)}) over {ax.var.name} in "
+             f"[{ax.dom.min}, {ax.dom.min + ax.dom.extent})"]
+    lines.extend("  " + line for b in op.body_ops for line in format_op(b).split("\n"))
+    return "\n".join(lines)
+
+
 def format_tensor(t: Tensor) -> str:
     """The defining equation of the tensor (of its output, for a multi-output op)."""
     op = t.op
-    if isinstance(op, (PlaceholderOp, ExternOp)):
+    if isinstance(op, (PlaceholderOp, ExternOp, ScanOp)):
         return format_op(op)
     assert isinstance(op, ComputeOp)
     idx = ", ".join(iv.var.name for iv in op.axis)

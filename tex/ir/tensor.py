@@ -3,8 +3,8 @@
 ``PlaceholderOp`` is an input; ``ComputeOp`` defines every element of its outputs by an
 expression over its axes (one body per output); ``ExternOp`` has its outputs written by a
 function outside tex (``te.extern``: a ``PackedCall`` over ``ExternBuffer`` views of its
-inputs and outputs). A ``Tensor`` is one output of an
-operation. Operations and tensors are unique, immutable objects (hash is identity), so
+inputs and outputs); ``ScanOp`` is a recurrence over its outputs' first axis
+(``te.scan``). A ``Tensor`` is one output of an operation. Operations and tensors are unique, immutable objects (hash is identity), so
 they serve as dict keys in every pass; the DAG is given by ``op.input_tensors``.
 
 Builders with argument checking live in ``tex.te``; the constructors here check only
@@ -22,6 +22,7 @@ from ..dtype import DType, as_dtype
 from .expr import Const, Expr, IterVar, Reduce, TensorRead, as_expr
 
 __all__ = ["Operation", "PlaceholderOp", "ComputeOp", "ExternOp", "ExternBuffer", "PackedCall",
+           "ScanOp",
            "Tensor", "TensorSlice",
            "TENSOR_OPERATORS", "register_tensor_operators"]
 
@@ -36,7 +37,7 @@ def register_tensor_operators(table: dict[str, Callable[..., Any]]) -> None:
 
 
 class Operation:
-    """Base of PlaceholderOp, ComputeOp and ExternOp."""
+    """Base of PlaceholderOp, ComputeOp, ExternOp and ScanOp."""
 
     __slots__ = ("name", "tag", "attrs", "_outputs", "__weakref__")
     name: str
@@ -257,6 +258,70 @@ class ExternOp(Operation):
         return f"ExternOp({self.name}, {self.shapes})"
 
 
+class ScanOp(Operation):
+    """A recurrence over time, the first axis (``te.scan``): output ``k`` holds
+    ``init[k]`` in its first ``init_len`` rows, then row ``t`` of ``update[k]`` for each
+    ``t`` of ``scan_axis`` (``[init_len, T)``) in increasing order, where the update reads
+    ``state_placeholder[k]`` (at earlier rows only) as the output so far.
+
+    ``body_ops`` holds the operations computed at each step: those between the state
+    placeholders and the updates (every one depends on a state); the operations they read
+    otherwise are computed before the scan. The body is the scan's own, as an expression is
+    a compute's: ``input_tensors`` are the inits and the tensors the body reads from
+    outside, so a walk of the DAG sees neither the body nor the state placeholders."""
+
+    __slots__ = ("scan_axis", "init", "update", "state_placeholder", "inputs", "body_ops",
+                 "shapes", "dtypes", "_reads")
+    scan_axis: IterVar
+    init: tuple[Tensor, ...]
+    update: tuple[Tensor, ...]
+    state_placeholder: tuple[Tensor, ...]
+    inputs: tuple[Tensor, ...]
+    body_ops: tuple[Operation, ...]  # producers first
+    shapes: tuple[tuple[int, ...], ...]
+    dtypes: tuple[DType, ...]
+
+    axis: tuple[IterVar, ...] = ()  # (class attributes: a stage over it has no loops)
+    reduce_axis: tuple[IterVar, ...] = ()
+
+    def __init__(self, name: str, scan_axis: IterVar, init: Sequence[Tensor],
+                 update: Sequence[Tensor], state_placeholder: Sequence[Tensor],
+                 inputs: Sequence[Tensor], body_ops: Sequence[Operation], tag: str = "",
+                 attrs: dict[str, Any] | None = None) -> None:
+        if not (len(init) == len(update) == len(state_placeholder) >= 1):
+            raise InternalError(f"scan '{name}': {len(init)} inits, {len(update)} updates, "
+                                f"{len(state_placeholder)} states")
+        body_set = set(body_ops)
+        reads: dict[Tensor, None] = dict.fromkeys(init)
+        for op in body_ops:
+            for t in op.input_tensors:
+                if t.op not in body_set and t not in state_placeholder:
+                    reads.setdefault(t, None)
+        self._init(name=name, tag=tag, attrs=dict(attrs or {}), scan_axis=scan_axis,
+                   init=tuple(init), update=tuple(update),
+                   state_placeholder=tuple(state_placeholder), inputs=tuple(inputs),
+                   body_ops=tuple(body_ops), shapes=tuple(s.shape for s in state_placeholder),
+                   dtypes=tuple(s.dtype for s in state_placeholder), _reads=tuple(reads))
+        self._init(_outputs=tuple(Tensor(self, i) for i in range(len(state_placeholder))))
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The first output's shape (``Tensor.shape`` reads each output's own)."""
+        return self.shapes[0]
+
+    @property
+    def init_len(self) -> int:
+        """The rows the inits fill."""
+        return self.init[0].shape[0]
+
+    @property
+    def input_tensors(self) -> list[Tensor]:
+        return list(self._reads)
+
+    def __repr__(self) -> str:
+        return f"ScanOp({self.name}, {self.shapes})"
+
+
 def _collect_inputs(body: Sequence[Expr]) -> list[Tensor]:
     """Tensors read by the body, in order of first appearance (deterministic)."""
     from .visit import post_order
@@ -287,7 +352,7 @@ class Tensor:
     @property
     def shape(self) -> tuple[int, ...]:
         op = self.op
-        if op.__class__ is ExternOp:  # outputs of their own shapes
+        if op.__class__ is ExternOp or op.__class__ is ScanOp:  # outputs of their own shapes
             return op.shapes[self.value_index]  # type: ignore[attr-defined,no-any-return]
         return op.shape  # type: ignore[attr-defined,no-any-return]
 
@@ -307,7 +372,7 @@ class Tensor:
         op = self.op
         if isinstance(op, PlaceholderOp):
             return op.dtype
-        if op.__class__ is ExternOp:
+        if op.__class__ is ExternOp or op.__class__ is ScanOp:
             return op.dtypes[self.value_index]  # type: ignore[attr-defined,no-any-return]
         return op._body[self.value_index].dtype  # type: ignore[attr-defined,no-any-return]
 

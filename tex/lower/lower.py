@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import debug
+from ..error import ScheduleError
 from ..ir.expr import TensorRead, Var
-from ..ir.tensor import PlaceholderOp, Tensor
+from ..ir.tensor import PlaceholderOp, ScanOp, Tensor
 from ..ir.visit import placeholders_of, post_order
 from ..schedule import Schedule, create_schedule
 from .bounds_check import is_report
@@ -286,6 +287,9 @@ def _nests(sch: Schedule, storage: dict[Tensor, Storage], names: Names, scalars:
     the loop nests of the root stages in order; reads checked first."""
     builder = NestBuilder(sch, storage, names, scalars)
     builder.check_reads()
+    # a scan's states, read by its steps as its outputs
+    states = {s: st for st in sch.stages if isinstance(st.op, ScanOp)
+              for s in st.op.state_placeholder}
     # placeholders read by the computation must be arguments
     for st in sch.stages:
         if st.attach_type == "inline":
@@ -294,8 +298,15 @@ def _nests(sch: Schedule, storage: dict[Tensor, Storage], names: Names, scalars:
             for node in post_order(e):
                 if isinstance(node, TensorRead) and isinstance(node.tensor.op, PlaceholderOp) \
                         and node.tensor not in storage and not is_report(node.tensor):
-                    raise ValueError(f"lower: '{st.name}' reads the placeholder "
-                                     f"'{node.tensor.name}', which is not in args")
+                    scan = states.get(node.tensor)
+                    if scan is None:
+                        raise ValueError(f"lower: '{st.name}' reads the placeholder "
+                                         f"'{node.tensor.name}', which is not in args")
+                    if st.scan is not scan:
+                        raise ScheduleError(
+                            f"lower: '{st.name}' reads the state '{node.tensor.name}' of the "
+                            f"scan '{scan.name}' but is not computed at its steps (leave it "
+                            f"in the scan's body, or compute_at a stage of that body)")
     temps: list[Tensor] = []
     parts: list[Stmt] = []
     for st in sch.stages:

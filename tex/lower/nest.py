@@ -16,14 +16,15 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
+from typing import Any
 
 from .. import debug
 from ..arith import dom_of
 from ..dtype import int32
 from ..error import ScheduleError
 from ..ir import fold
-from ..ir.expr import Const, Expr, IterVar, Var
-from ..ir.tensor import ExternBuffer, ExternOp, Tensor
+from ..ir.expr import Const, Expr, IterVar, Op, TensorRead, Var
+from ..ir.tensor import ExternBuffer, ExternOp, ScanOp, Tensor
 from ..ir.visit import post_order
 from ..schedule import Schedule, Stage
 from ..schedule.axes import PARALLEL, THREAD, UNROLL, VECTORIZE
@@ -33,7 +34,18 @@ from .bound import BoundInference, Region
 from .bounds_check import ReadChecker
 from .loops import Level, loops, wrap_guards
 from .relations import check_shifted, leaf_extents, root_values
-from .stmt import ExternCall, ForKind, Nested, Stmt, make_buffer, run_nested
+from .stmt import (
+    Allocate,
+    ExternCall,
+    For,
+    ForKind,
+    Nested,
+    Stmt,
+    Store,
+    make_buffer,
+    run_nested,
+    seq,
+)
 from .storage import INT32_LIMIT, Names, Storage, flatten_reads, i32, int64
 
 __all__ = ["NestBuilder"]
@@ -67,7 +79,12 @@ class NestBuilder:
         self.bound = BoundInference(sch, self.body_of, self.gpu)
         self.attached: dict[tuple[int, IterVar], list[Stage]] = {}
         _check_attach_chains(sch.stages)
+        # scan stage -> the stages computed at each of its steps, in order
+        self.steps: dict[Stage, list[Stage]] = {}
         for st in sch.stages:
+            if st.attach_type == "scan":
+                assert st.attach_stage is not None
+                self.steps.setdefault(st.attach_stage, []).append(st)
             if st.attach_type == "scope":
                 parent, iv = st.attach_stage, st.attach_ivar
                 assert parent is not None and iv is not None
@@ -84,7 +101,7 @@ class NestBuilder:
         around their values)."""
         got = self.bodies.get(st)
         if got is None:
-            if isinstance(st.op, ExternOp):
+            if isinstance(st.op, (ExternOp, ScanOp)):
                 return []
             got = [self.inliner.expand(e) for e in st.op.body]
             self.bodies[st] = got
@@ -96,18 +113,28 @@ class NestBuilder:
         (reads of inlined stages included: their checks wrap the inlined values), then
         the stages that are not inlined on their bodies with the inlined ones expanded."""
         for st in self.sch.stages:
-            if not isinstance(st.op, ExternOp):
-                self.checker.analyze(st.name, list(st.op.body),
-                                     dom_of([*st.op.axis, *st.op.reduce_axis]))
+            if not isinstance(st.op, (ExternOp, ScanOp)):
+                self.checker.analyze(st.name, list(st.op.body), self.domain(st))
         for st in self.sch.stages:
-            if st.attach_type != "inline" and not isinstance(st.op, ExternOp):
-                self.checker.analyze(st.name, self.body_of(st),
-                                     dom_of([*st.op.axis, *st.op.reduce_axis]))
+            if st.attach_type != "inline" and not isinstance(st.op, (ExternOp, ScanOp)):
+                self.checker.analyze(st.name, self.body_of(st), self.domain(st))
+
+    def domain(self, st: Stage) -> dict[Var, Any]:
+        """Where ``st``'s body is evaluated: its axes' domains, the time axis of a stage of
+        a scan's body over the scan's steps only."""
+        dom = dom_of([*st.op.axis, *st.op.reduce_axis])
+        scan = self.sch.scan_body.get(st)
+        if scan is not None and st.op.axis:
+            ax = scan.op.scan_axis
+            dom[st.op.axis[0].var] = dom_of([ax])[ax.var]
+        return dom
 
     def root_nest(self, st: Stage, env: dict[Tensor, Storage]) -> Stmt:
         """The nest of a root stage over its whole domain."""
         if isinstance(st.op, ExternOp):
             return self.extern_call(st, env)
+        if isinstance(st.op, ScanOp):
+            return run_nested(self.scan_nest(st, env))
         root_min = {iv: i32(iv.dom.min) for iv in [*st.op.axis, *st.op.reduce_axis]}
         root_ext = {iv: iv.dom.extent for iv in [*st.op.axis, *st.op.reduce_axis]}
         return run_nested(self.nest(st, root_min, root_ext, {}, env))
@@ -136,6 +163,63 @@ class NestBuilder:
         scalars = tuple(flatten_reads(e, env, self.scalars) for e in op.call.args
                         if isinstance(e, Expr))
         return ExternCall(op, index, tuple(buffers), tuple(written), scalars)
+
+    def scan_nest(self, st: Stage, env: dict[Tensor, Storage]) -> Nested[Stmt]:
+        """The scan ``st``: its inits copied into the first rows of its outputs, then at
+        each step ``t`` in order the stages of its body over their row ``t`` (each in a
+        one-row buffer, its state read from the output) and the updates' row ``t`` copied
+        out."""
+        op = st.op
+        assert isinstance(op, ScanOp)
+        ax = op.scan_axis
+        n0 = ax.dom.min
+        undo: Undo = []
+        for state, out in zip(op.state_placeholder, op.outputs):
+            undo.append((state, env.get(state)))
+            env[state] = env[out]
+        try:
+            copies = [self.copy_rows(out, init, i32(0), n0, env)
+                      for init, out in zip(op.init, op.outputs)]
+            t = Var(ax.var.name, int32, kind="axis")
+            parts: list[Stmt] = []
+            buffers: list[tuple[Tensor, str]] = []
+            for child in self.steps.get(st, []):
+                shape = child.op.shape
+                box = Region((t, *(i32(0) for _ in shape[1:])), (1, *shape[1:]))
+                nest, bufs, scope = yield self.build_attached(child, box, env, undo)
+                parts.append(nest)
+                buffers.extend((b, scope) for b in bufs)
+            parts.extend(self.copy_rows(out, upd, t, 1, env)
+                         for upd, out in zip(op.update, op.outputs))
+            body: Stmt = For(t, i32(n0), i32(ax.dom.extent), ForKind.SERIAL, seq(*parts))
+            for buf, scope in reversed(buffers):
+                body = Allocate(buf, scope, body)
+            return seq(*copies, body)
+        finally:
+            for k, old in reversed(undo):
+                if old is None:
+                    del env[k]
+                else:
+                    env[k] = old
+
+    def copy_rows(self, dst: Tensor, src: Tensor, row: Expr, count: int,
+                  env: Mapping[Tensor, Storage]) -> Stmt:
+        """``dst[row + r, ...] = src[row + r, ...]`` for ``r`` in ``[0, count)``."""
+        extents = (count, *dst.shape[1:])
+        loops_: list[tuple[Var, int]] = []
+        point: list[Expr] = []
+        for d, n in enumerate(extents):
+            if n == 1:
+                point.append(row if d == 0 else i32(0))
+                continue
+            v = Var(f"{dst.name}.{'r' if d == 0 else f'i{d}'}", int32, kind="axis")
+            loops_.append((v, n))
+            point.append(fold.binary(Op.ADD, row, v) if d == 0 else v)
+        value = flatten_reads(self.inliner.expand(TensorRead(src, point)), env, self.scalars)
+        body: Stmt = Store(env[dst].buffer, env[dst].flat_index(point), value)
+        for v, n in reversed(loops_):
+            body = For(v, i32(0), i32(n), ForKind.SERIAL, body)
+        return body
 
     def nest(self, st: Stage, root_min: Mapping[IterVar, Expr], root_ext: Mapping[IterVar, int],
              clip: Mapping[IterVar, int], env: dict[Tensor, Storage],

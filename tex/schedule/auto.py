@@ -72,7 +72,7 @@ from ..debug import timed
 from ..ir.expr import Binary, Compare, Const, Expr, IterVar, Op, Reduce, TensorRead, Unary, Var
 from ..ir.saved import SavedCall
 from ..ir.scatter import ScatterForm, scatter_form_of
-from ..ir.tensor import ComputeOp, ExternOp, Tensor
+from ..ir.tensor import ComputeOp, ExternOp, ScanOp, Tensor
 from ..ir.visit import collect_vars, post_order
 from ..target import (
     CPUInfo,
@@ -380,8 +380,8 @@ class AutoScheduler:
         readers: dict[Tensor, list[tuple[Stage, int]]] = {}
         stored: set[Tensor] = set()  # read by extern calls, which need them in memory
         for reader in stages:
-            if isinstance(reader.op, ExternOp):
-                stored.update(reader.op.inputs)
+            if isinstance(reader.op, (ExternOp, ScanOp)):
+                stored.update(reader.op.input_tensors)  # (a scan copies its inits' rows)
                 continue
             counts: dict[Tensor, int] = {}
             for n in post_order(*reader.op.body):
@@ -391,7 +391,7 @@ class AutoScheduler:
                 readers.setdefault(t, []).append((reader, c))
         for st in stages:
             op = st.op
-            if isinstance(op, ExternOp) or op.output(0) in stored:
+            if isinstance(op, (ExternOp, ScanOp)) or op.output(0) in stored:
                 continue
             if st.is_output or op.reduce_axis or op.num_outputs != 1 or \
                     any(isinstance(n, Reduce) for n in post_order(*op.body)):

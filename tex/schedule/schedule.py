@@ -39,7 +39,7 @@ import numpy as np
 from ..error import ScheduleError
 from ..ir.expr import IterVar, Range, Reduce, TensorRead, Var
 from ..ir.saved import SavedCall
-from ..ir.tensor import ComputeOp, ExternOp, Operation, PlaceholderOp, Tensor
+from ..ir.tensor import ComputeOp, ExternOp, Operation, PlaceholderOp, ScanOp, Tensor
 from ..ir.visit import rewrite, topo_sort_ops
 from ..tir import StringImm
 from .axes import (
@@ -116,7 +116,9 @@ class Stage:
         self.relations: list[Relation] = []
         self.annotations: dict[IterVar, str] = {}
         self.bindings: dict[IterVar, ThreadAxis] = {}
-        self.attach_type = "root"  # "root" | "inline" | "scope"
+        # "root" | "inline" | "scope" | "scan" (a scan's body, computed at each of its
+        # steps: attach_stage is the scan, attach_ivar its scan_axis)
+        self.attach_type = "root"
         self._attach_stage: Stage | None = None
         self.attach_ivar: IterVar | None = None
         self.scope = "global"
@@ -189,11 +191,29 @@ class Stage:
 
     def refuse_extern(self, primitive: str) -> None:
         """A ``ScheduleError`` when this stage is an extern call (it has no loops: it runs
-        once, at the root, after its inputs are computed in full)."""
+        once, at the root, after its inputs are computed in full) or a scan (its one loop
+        is its steps; schedule the stages of its body)."""
         if isinstance(self._op, ExternOp):
             raise ScheduleError(f"{primitive} on stage '{self.name}': '{self.name}' is an extern "
                                 "call (te.extern); it has no loops to schedule and is computed "
                                 "once, at the root")
+        if isinstance(self._op, ScanOp):
+            raise ScheduleError(f"{primitive} on stage '{self.name}': '{self.name}' is a scan "
+                                "(te.scan); its loop is its time steps, computed at the root "
+                                "in order; schedule the stages of its body (its update) instead")
+
+    @property
+    def scan(self) -> Stage | None:
+        """The scan whose steps compute this stage (a stage of its body, or one computed at
+        a loop of such a stage), else None."""
+        at: Stage | None = self
+        seen = 0
+        while at is not None and at.attach_type == "scope" and seen <= len(self.schedule.stages):
+            at = at.attach_stage
+            seen += 1
+        if at is not None and at.attach_type == "scan":
+            return at.attach_stage
+        return None
 
     def _replace_leaf(self, old: Sequence[IterVar], new: Sequence[IterVar]) -> None:
         """Replace the loops ``old`` by ``new`` (outer first). Stages computed at one of
@@ -421,8 +441,15 @@ class Stage:
         self.attach_type = "inline"
 
     def compute_root(self) -> None:
-        """Compute this operation fully, in its own loop nest (the default)."""
+        """Compute this operation fully, in its own loop nest (the default). A stage of a
+        scan's body goes back to computing its row at each step."""
         self._detach()
+        scan = self.schedule.scan_body.get(self)
+        if scan is not None:
+            self.attach_type = "scan"
+            self.attach_stage = scan
+            self.attach_ivar = scan.op.scan_axis
+            return
         self.attach_type = "root"
 
     def compute_at(self, parent: Stage, iv: IterVar) -> None:
@@ -450,6 +477,11 @@ class Stage:
         if parent.attach_type == "inline":
             raise ScheduleError(f"compute_at on stage '{self.name}': stage '{parent.name}' is "
                                 "inlined and has no loops")
+        own_scan = self.schedule.scan_body.get(self)
+        if own_scan is not None and parent.scan is not own_scan:
+            raise ScheduleError(f"compute_at: '{self.name}' is computed at each step of the scan "
+                                f"'{own_scan.name}'; attach it to a stage of that scan's body, "
+                                f"not to '{parent.name}'")
         if self._computes_inside(parent):
             raise ScheduleError(f"compute_at: attaching '{self.name}' to '{parent.name}' makes "
                                 "a cycle (that stage is already computed inside "
@@ -523,14 +555,34 @@ class Schedule:
         # the disk cache entry auto_schedule found this schedule in or stored it under
         # (tex.ir.saved): the build keys the schedule against it (tex.schedule.key)
         self.saved: SavedCall | None = None
+        # the stages of each scan's body -> the scan's stage
+        self.scan_body: dict[Stage, Stage] = {}
         for op in topo_sort_ops([op.output(0) for op in self.outputs]):
-            if not isinstance(op, PlaceholderOp):
-                stage = Stage(op, self)
-                self.stages.append(stage)
-                self.stage_map[op] = stage
+            if isinstance(op, PlaceholderOp):
+                continue
+            stage = Stage(op, self)
+            if isinstance(op, ScanOp):
+                self._add_scan_body(op, stage)
+            self.stages.append(stage)
+            self.stage_map[op] = stage
         for op in self.outputs:
             if not isinstance(op, PlaceholderOp):
                 self.stage_map[op].is_output = True
+
+    def _add_scan_body(self, op: ScanOp, scan: Stage) -> None:
+        """A stage per operation of ``op``'s body, computed at each step of ``scan``."""
+        for b in op.body_ops:
+            if b in self.stage_map:
+                raise ScheduleError(f"schedule: '{b.name}' belongs to the body of two scans "
+                                    f"(the second is '{op.name}'); a state placeholder "
+                                    "belongs to one scan")
+            st = Stage(b, self)  # type: ignore[arg-type]
+            st.attach_type = "scan"
+            st.attach_stage = scan
+            st.attach_ivar = op.scan_axis
+            self.stages.append(st)
+            self.stage_map[b] = st
+            self.scan_body[st] = scan
 
     def extern_ops(self) -> list[ExternOp]:
         """The extern calls of this schedule in stage order (a built function numbers its
@@ -604,6 +656,9 @@ class Schedule:
         for st, row in zip(made, stages):
             k = row[SNAPSHOT_FIELDS.index("attach_stage")]
             st.attach_stage = None if k is None else made[k]
+        for st in made:
+            if st.attach_type == "scan" and st.attach_stage is not None:
+                sch.scan_body[st] = st.attach_stage
         for op, k in aliases:
             st = made[k]
             sch.stage_map[op] = st

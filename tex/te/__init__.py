@@ -39,6 +39,7 @@ from .intrin import (
 )
 from .operation import check_shape, compute, const, placeholder, reduce_axis, var
 from .reducers import Reducer, all, any, comm_reducer, max, min, prod, sum
+from .scan import scan
 
 __all__ = [
     "abs", "ceil", "cos", "erf", "exp", "extreme_value", "floor", "floordiv", "floormod",
@@ -46,7 +47,7 @@ __all__ = [
     "log2", "log10", "max_value", "min_value", "power", "round", "rsqrt", "select", "sigmoid",
     "sin", "sqrt", "tan", "tanh", "trunc", "truncdiv", "check_shape", "compute", "const",
     "placeholder", "reduce_axis", "var", "Reducer", "all", "any", "comm_reducer", "max",
-    "min", "prod", "sum", "Tensor", "tensor", "extern", "call_packed",
+    "min", "prod", "sum", "Tensor", "tensor", "extern", "call_packed", "scan",
 ]
 
 # TVM's te names that live in lower layers
