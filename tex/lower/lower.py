@@ -309,13 +309,27 @@ def _nests(sch: Schedule, storage: dict[Tensor, Storage], names: Names, scalars:
                             f"in the scan's body, or compute_at a stage of that body)")
     temps: list[Tensor] = []
     parts: list[Stmt] = []
+
+    def store(t: Tensor) -> None:
+        if t not in storage:
+            buf = make_buffer(names.fresh(t.name), max(t.size, 1), t.dtype)
+            storage[t] = Storage(buf, tuple(t.shape))
+            temps.append(buf)
+
+    for st in sch.stages:
+        if isinstance(st.op, ScanOp):
+            # an init computed at the root writes the first rows of its output in place:
+            # the same flat indices (row-major, the same trailing extents)
+            for init, out in zip(st.op.init, st.op.outputs):
+                store(out)
+                producer = sch.stage_map.get(init.op)
+                if producer is not None and producer.attach_type == "root" and \
+                        init.op.num_outputs == 1 and init not in storage:
+                    storage[init] = Storage(storage[out].buffer, tuple(init.shape))
     for st in sch.stages:
         if st.attach_type != "root":
             continue
         for t in st.op.outputs:
-            if t not in storage:
-                buf = make_buffer(names.fresh(t.name), max(t.size, 1), t.dtype)
-                storage[t] = Storage(buf, tuple(t.shape))
-                temps.append(buf)
+            store(t)
         parts.append(builder.root_nest(st, storage))
     return temps, parts

@@ -178,19 +178,35 @@ class NestBuilder:
             undo.append((state, env.get(state)))
             env[state] = env[out]
         try:
+            # (an init at the root wrote its rows in place: lower._nests)
             copies = [self.copy_rows(out, init, i32(0), n0, env)
-                      for init, out in zip(op.init, op.outputs)]
+                      for init, out in zip(op.init, op.outputs)
+                      if env.get(init) is None or env[init].buffer is not env[out].buffer]
             t = Var(ax.var.name, int32, kind="axis")
             parts: list[Stmt] = []
             buffers: list[tuple[Tensor, str]] = []
+            in_place = dict(zip(op.update, op.outputs))
             for child in self.steps.get(st, []):
                 shape = child.op.shape
+                if all(u in in_place for u in child.op.outputs):
+                    # an update writes its row of the output directly
+                    for u in child.op.outputs:
+                        undo.append((u, env.get(u)))
+                        env[u] = env[in_place[u]]
+                    root_min: dict[IterVar, Expr] = {iv: i32(iv.dom.min) for iv in
+                                                     (*child.op.axis, *child.op.reduce_axis)}
+                    root_ext = {iv: iv.dom.extent for iv in
+                                (*child.op.axis, *child.op.reduce_axis)}
+                    root_min[child.op.axis[0]], root_ext[child.op.axis[0]] = t, 1
+                    parts.append((yield self.nest(child, root_min, root_ext, {}, env)))
+                    continue
                 box = Region((t, *(i32(0) for _ in shape[1:])), (1, *shape[1:]))
                 nest, bufs, scope = yield self.build_attached(child, box, env, undo)
                 parts.append(nest)
                 buffers.extend((b, scope) for b in bufs)
             parts.extend(self.copy_rows(out, upd, t, 1, env)
-                         for upd, out in zip(op.update, op.outputs))
+                         for upd, out in zip(op.update, op.outputs)
+                         if env.get(upd) is None or env[upd].buffer is not env[out].buffer)
             body: Stmt = For(t, i32(n0), i32(ax.dom.extent), ForKind.SERIAL, seq(*parts))
             for buf, scope in reversed(buffers):
                 body = Allocate(buf, scope, body)

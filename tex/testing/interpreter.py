@@ -64,6 +64,7 @@ from ..ir.expr import (
     Expr,
     IterVar,
     Op,
+    Range,
     Reduce,
     Select,
     TensorRead,
@@ -79,6 +80,7 @@ from ..ir.tensor import (
     ExternOp,
     Operation,
     PlaceholderOp,
+    ScanOp,
     Tensor,
     TensorSlice,
 )
@@ -156,6 +158,8 @@ def evaluate(tensors: Tensor | Sequence[Tensor],
                 continue
             if isinstance(op, ExternOp):
                 results = _evaluate_extern(op, values)
+            elif isinstance(op, ScanOp):
+                results = _evaluate_scan(op, values)
             elif isinstance(op, ComputeOp):
                 results = _evaluate_compute(op, values)
             else:
@@ -200,6 +204,31 @@ def _evaluate_extern(op: ExternOp, values: Mapping[Tensor, np.ndarray]) -> list[
                              "it by a constant")
         scalars.append(python_value(e, e.value))
     call(op, arrays, scalars, lambda a: a.view(NDArray))
+    return outs
+
+
+def _evaluate_scan(op: ScanOp, values: Mapping[Tensor, np.ndarray]) -> list[np.ndarray]:
+    """The outputs of a scan: the inits' rows, then step by step each body operation
+    evaluated at its row ``t`` (its time axis the one point ``t``), reading the outputs so
+    far as the states, and the updates' rows copied out."""
+    outs = [np.zeros(shape, np.dtype(d.name)) for shape, d in zip(op.shapes, op.dtypes)]
+    n0 = op.init_len
+    for out, init in zip(outs, op.init):
+        out[:n0] = values[init]
+    local: dict[Tensor, np.ndarray] = dict(values)
+    local.update(zip(op.state_placeholder, outs))
+    for b in op.body_ops:
+        for t in b.outputs:
+            local[t] = np.zeros(t.shape, np.dtype(t.dtype.name))
+    for step in range(n0, op.shapes[0][0]):
+        for b in op.body_ops:
+            assert isinstance(b, ComputeOp)  # (te.scan checks)
+            row = ComputeOp(b.name, [IterVar(b.axis[0].var, Range(step, 1)), *b.axis[1:]],
+                            b.body, b.tag, b.attrs)
+            for t, value in zip(b.outputs, _evaluate_compute(row, local)):
+                local[t][step] = value[0]
+        for out, upd in zip(outs, op.update):
+            out[step] = local[upd][step]
     return outs
 
 
