@@ -4,8 +4,9 @@
 expression over its axes (one body per output); ``ExternOp`` has its outputs written by a
 function outside tex (``te.extern``: a ``PackedCall`` over ``ExternBuffer`` views of its
 inputs and outputs); ``ScanOp`` is a recurrence over its outputs' first axis
-(``te.scan``). A ``Tensor`` is one output of an operation. Operations and tensors are unique, immutable objects (hash is identity), so
-they serve as dict keys in every pass; the DAG is given by ``op.input_tensors``.
+(``te.scan``). A ``Tensor`` is one output of an operation. Operations and tensors are
+unique, immutable objects (hash is identity), so they serve as dict keys in every pass; the
+DAG is given by ``op.input_tensors``.
 
 Builders with argument checking live in ``tex.te``; the constructors here check only
 internal invariants.
