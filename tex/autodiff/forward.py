@@ -5,7 +5,7 @@ from collections.abc import Sequence
 
 from ..ir import fold
 from ..ir.expr import Const, Expr, IterVar, Op, Reduce, TensorRead
-from ..ir.tensor import ComputeOp, ExternOp, Tensor
+from ..ir.tensor import ComputeOp, ExternOp, ScanOp, Tensor
 from ..ir.verify import check_compute_body
 from ..ir.visit import substitute, topo_sort_ops
 from .builders import new_axes, zero_tensor
@@ -73,6 +73,11 @@ def jvp(out: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Tenso
                     f"jvp: '{op.name}' is an extern call (te.extern) on the path from the "
                     "inputs; forward mode cannot see inside it (reverse mode takes its "
                     f"derivative: tex.differentiate(..., override={{{op.name}: ...}}))")
+            if isinstance(op, ScanOp) and any(d in tan for d in op.input_tensors):
+                raise DifferentiationError(
+                    f"jvp: '{op.name}' is a scan (te.scan) on the path from the inputs; "
+                    "forward mode does not run through scans (reverse mode does: "
+                    "tex.differentiate)")
             continue
         if not any(d in tan for d in op.input_tensors):
             continue

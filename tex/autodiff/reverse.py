@@ -29,12 +29,13 @@ from ..ir.codec import IR_CODECS, Codec
 from ..ir.expr import Binary, Cast, Const, Expr, Op, Reduce, Select, TensorRead
 from ..ir.printer import format_program
 from ..ir.saved import SavedCall
-from ..ir.tensor import ComputeOp, ExternOp, Operation, PlaceholderOp, Tensor
+from ..ir.tensor import ComputeOp, ExternOp, Operation, PlaceholderOp, ScanOp, Tensor
 from ..ir.visit import post_order, rewrite, topo_sort_ops
 from .builders import Zero, grad_name, identity_head, make_compute
 from .building_block import building_block
 from .derivative import DifferentiationError
 from .report import ZeroedPath, conventional_zeros
+from .scan import scan_contributions
 from .tidy import inline_reads, tidy
 from .zero_proofs import zero_adjoints
 
@@ -387,7 +388,8 @@ def _adjoint_loop(req: _Request, plan: _Plan) -> tuple[
                 f"override={{{t.name}: ([{', '.join(d.name for d in t.op.input_tensors)}], "
                 "fn)} (fn(out, inputs, head) returns one adjoint per input) or fdiff=")
         contribute = _by_override if t in req.override else \
-            _by_building_block if req.fdiff is None else _by_user_fdiff
+            _by_user_fdiff if req.fdiff is not None else \
+            _by_scan if isinstance(t.op, ScanOp) else _by_building_block
         for d, s in contribute(t, deps, adj, req, plan, steps).items():
             if isinstance(s, Zero):
                 continue  # a cut path (floor, an integer cast): nothing to propagate
@@ -419,6 +421,15 @@ def _by_user_fdiff(t: Tensor, deps: list[Tensor], adj: Tensor, req: _Request, pl
     assert req.fdiff is not None
     steps.update({(t, d): ("user fdiff",) for d in deps})
     return {d: _users(t, d, req.fdiff(t, d, adj), adj, "fdiff") for d in deps}
+
+
+def _by_scan(t: Tensor, deps: list[Tensor], adj: Tensor, req: _Request, plan: _Plan,
+             steps: Steps) -> Contributions:
+    """A scan output's contributions: the adjoint recurrence as a backward scan
+    (``tex.autodiff.scan``)."""
+    got = scan_contributions(t, deps, adj, differentiate)
+    steps.update({(t, d): ("reverse-time scan",) for d in deps})
+    return {d: got[d] for d in deps}
 
 
 def _by_building_block(t: Tensor, deps: list[Tensor], adj: Tensor, req: _Request,

@@ -140,9 +140,9 @@ class Stage:
         # keeps the schedule's index of the stages reading each operation
         sch = self.schedule
         if self._op is not None:
-            for t in self._op.input_tensors:
+            for t in _watched(self._op):
                 sch._readers.get(t.op, {}).pop(self, None)
-        for t in new.input_tensors:
+        for t in _watched(new):
             sch._readers.setdefault(t.op, {})[self] = None
         self._op = new
         sch.stage_map[new] = self
@@ -746,6 +746,9 @@ class Schedule:
         updates = []
         for st in readers:
             op = st.op
+            if isinstance(op, ScanOp):
+                raise ScheduleError(f"cache_read: the scan '{op.name}' reads '{old.name}' through "
+                                    "its inits or body; give the body's stages as readers")
             rebuilt = _reading(op, {old: new})
             if rebuilt is not op:
                 updates.append((st, rebuilt))
@@ -831,16 +834,33 @@ class Schedule:
             self._stale.discard(st)
             op = st._op
             assert op is not None
-            mapping = {t: self._final(t) for t in op.input_tensors if t in self._renamed}
-            if not mapping:
-                continue
-            new = _reading(op, mapping)
+            if isinstance(op, ScanOp):
+                new = self._scan_now(op)
+            else:
+                mapping = {t: self._final(t) for t in op.input_tensors if t in self._renamed}
+                if not mapping:
+                    continue
+                new = _reading(op, mapping)
             if new is op:
                 continue
             st.op = new
             self._renamed.update(zip(op.outputs, new.outputs))
             for r in self._readers.get(op, ()):
                 self._mark_stale(r)
+
+    def _scan_now(self, op: ScanOp) -> ScanOp:
+        """``op`` over the current operations of its body's stages and the newest
+        versions of its inits (itself when nothing changed)."""
+        body = [self.stage_map[b].op for b in op.body_ops]
+        init = [self._final(t) for t in op.init]
+        if all(a is b for a, b in zip(body, op.body_ops)) and \
+                all(a is b for a, b in zip(init, op.init)):
+            return op
+        now = dict(zip(op.body_ops, body))
+        update = [now[u.op].output(u.value_index) if u.op in now else self._final(u)
+                  for u in op.update]
+        return ScanOp(op.name, op.scan_axis, init, update, op.state_placeholder, op.inputs,
+                      body, op.tag, op.attrs)
 
     def _positions(self) -> dict[Stage, int]:
         """An order key per stage, increasing along ``stages``, with gaps of ``_GAP``: an
@@ -891,6 +911,14 @@ def _replace_tensors(e: Any, mapping: Mapping[Tensor, Tensor]) -> Any:
             return TensorRead(mapping[node.tensor], node.indices)
         return None
     return rewrite(e, fn)
+
+
+def _watched(op: Operation) -> list[Tensor]:
+    """The tensors whose replacement makes a stage of ``op`` stale: its inputs, and a
+    scan's body operations too (the scan is rebuilt over their current versions)."""
+    if isinstance(op, ScanOp):
+        return [*op.input_tensors, *(t for b in op.body_ops for t in b.outputs)]
+    return op.input_tensors
 
 
 def _reading(op: Any, mapping: Mapping[Tensor, Tensor]) -> Any:
