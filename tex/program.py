@@ -41,7 +41,7 @@ from .autodiff.cost import op_iterations
 from .build import build
 from .ir.expr import Expr, TensorRead
 from .ir.feed import resolve_feed
-from .ir.tensor import ComputeOp, ExternOp, Operation, PlaceholderOp, Tensor
+from .ir.tensor import ComputeOp, ExternOp, Operation, PlaceholderOp, ScanOp, Tensor
 from .ir.visit import placeholders_of, rewrite, topo_sort_ops
 from .te import compute, placeholder
 
@@ -608,8 +608,8 @@ def _make_plan(loss: Tensor, wrt: list[Tensor], tapes: str, cut: _Cut) -> Plan:
 def _auto_saves(t: Tensor) -> bool:
     """The "auto" rule: save a tensor costing more than AUTO_SAVE_RATIO points per element."""
     op = t.op
-    if isinstance(op, ExternOp):
-        return True  # its cost is unknown: never run it twice
+    if isinstance(op, (ExternOp, ScanOp)):
+        return True  # an unknown cost, or a serial recurrence: never run it twice
     assert isinstance(op, ComputeOp)
     return op_iterations(op) > AUTO_SAVE_RATIO * max(1, t.size)
 
@@ -665,8 +665,9 @@ def _rewrite(grads: list[Tensor], replace: dict[Tensor, Tensor]) -> list[Tensor]
             continue
         if not any(d in table for d in op.input_tensors):
             continue
-        if isinstance(op, ExternOp):
-            moved = op.with_inputs([table.get(d, d) for d in op.inputs])
+        if isinstance(op, (ExternOp, ScanOp)):
+            moved = op.with_inputs([table.get(d, d) for d in op.inputs]) \
+                if isinstance(op, ExternOp) else op.replaced(table)
             for old, new in zip(op.outputs, moved.outputs):
                 table.setdefault(old, new)
             continue

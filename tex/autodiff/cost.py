@@ -5,7 +5,7 @@ import math
 from collections.abc import Sequence
 
 from ..ir.scatter import scatter_form
-from ..ir.tensor import ComputeOp, ExternOp, PlaceholderOp, Tensor
+from ..ir.tensor import ExternOp, Operation, PlaceholderOp, ScanOp, Tensor
 from ..ir.visit import topo_sort_ops
 
 __all__ = ["iteration_count", "op_iterations"]
@@ -23,7 +23,7 @@ def iteration_count(*tensors: Tensor, given: Sequence[Tensor] = ()) -> int:
     indices, such as the gradient of ``take`` or of a max) counts what its scatter loop
     nest runs: (output points), for the init, plus (free-axis points) x (reduction
     points), for the update; its scatter axes are not iterated, they are computed. An
-    extern call (``te.extern``) counts the elements it writes.
+    extern call (``te.extern``) counts the elements it writes, a scan its steps' rows.
 
     ``given``: tensors already computed, such as a forward pass's output whose tensors a
     tape holds; the operations they depend on are not counted. A gradient's backward cost
@@ -56,13 +56,17 @@ def iteration_count(*tensors: Tensor, given: Sequence[Tensor] = ()) -> int:
                if not isinstance(op, PlaceholderOp) and op not in done)
 
 
-def op_iterations(op: ComputeOp | ExternOp) -> int:
+def op_iterations(op: Operation) -> int:
     """Iteration points of one compute operation alone, as its loop nest runs them:
     (output points) x (reduction points), or for a scatter form (output points) +
     (free-axis points) x (reduction points). An extern call counts the elements it writes
     (what it does inside is not tex's to count)."""
     if isinstance(op, ExternOp):
         return sum(t.size for t in op.outputs)
+    if isinstance(op, ScanOp):  # its inits' rows, then each body operation's row per step
+        steps = op.shapes[0][0]
+        return sum(math.prod(s[1:]) * op.init_len for s in op.shapes) + sum(
+            op_iterations(b) // steps * (steps - op.init_len) for b in op.body_ops)
     reduction = math.prod(iv.dom.extent for iv in op.reduce_axis)
     outputs = math.prod(iv.dom.extent for iv in op.axis)
     form = scatter_form(op)

@@ -581,6 +581,11 @@ def _remap_reads(s: Tensor, old: Tensor, new: Tensor) -> Tensor:
             nop: Operation = op.with_inputs([table.get(d) or memo.get(d) or d for d in deps])
             memo.update(zip(op.outputs, nop.outputs))
             continue
+        if isinstance(op, ScanOp):
+            nop = op.replaced({d: table.get(d) or memo[d] for d in deps
+                               if d in table or d in memo})
+            memo.update(zip(op.outputs, nop.outputs))
+            continue
         def fn(node: Expr) -> Expr | None:
             if isinstance(node, TensorRead):
                 tgt = table.get(node.tensor) or memo.get(node.tensor)

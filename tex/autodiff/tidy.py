@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from ..ir.expr import Expr, Reduce, TensorRead
-from ..ir.tensor import ComputeOp, ExternOp, Operation, Tensor
+from ..ir.tensor import ComputeOp, ExternOp, Operation, ScanOp, Tensor
 from ..ir.verify import check_compute_body
 from ..ir.visit import post_order_by, substitute
 from .builders import is_cheap, new_axes
@@ -48,8 +48,8 @@ def tidy(roots: Sequence[Tensor], keep: Collection[Tensor],
         if t in keep or not _elementwise(t):
             continue
         us = users.get(t, [])
-        if any(isinstance(u.op, ExternOp) for u in us):
-            continue  # an extern call reads it from memory
+        if any(isinstance(u.op, (ExternOp, ScanOp)) for u in us):
+            continue  # an extern call or a scan's steps read it from memory
         if is_cheap(t) or (len(us) == 1 and _elementwise(us[0])):
             inline.add(t)
     # an inlined tensor is rebuilt only when the result names it (a root); its readers
@@ -69,6 +69,8 @@ def tidy(roots: Sequence[Tensor], keep: Collection[Tensor],
             pass
         elif isinstance(op, ExternOp):  # (its inputs are never inlined)
             rebuilt[op] = op.with_inputs([new.get(d, d) for d in op.inputs])
+        elif isinstance(op, ScanOp):
+            rebuilt[op] = op.replaced({d: new[d] for d in op.input_tensors if d in new})
         else:
             assert isinstance(op, ComputeOp)
             rebuilt[op] = _rebuild(op, [inline_reads(b, inline, new, memo) for b in op.body])

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import html
 import itertools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..debug import InternalError
@@ -318,6 +318,35 @@ class ScanOp(Operation):
     @property
     def input_tensors(self) -> list[Tensor]:
         return list(self._reads)
+
+    def replaced(self, mapping: Mapping[Tensor, Tensor]) -> ScanOp:
+        """The same recurrence reading ``mapping[t]`` wherever it read ``t`` (an init, or a
+        tensor its body reads from outside; same shapes and dtypes): the body operations
+        that read one are rebuilt (itself when none is read)."""
+        from .visit import rewrite
+
+        if not any(t in mapping for t in self.input_tensors):
+            return self
+        table: dict[Tensor, Tensor] = dict(mapping)
+        body: list[Operation] = []
+        for op in self.body_ops:
+            if not any(t in table for t in op.input_tensors):
+                body.append(op)
+                continue
+            assert isinstance(op, ComputeOp)
+
+            def moved(n: Expr) -> Expr | None:
+                if isinstance(n, TensorRead) and n.tensor in table:
+                    return TensorRead(table[n.tensor], n.indices)
+                return None
+
+            new = ComputeOp(op.name, op.axis, [rewrite(b, moved) for b in op.body], op.tag,
+                            op.attrs)
+            table.update(zip(op.outputs, new.outputs))
+            body.append(new)
+        return ScanOp(self.name, self.scan_axis, [table.get(t, t) for t in self.init],
+                      [table.get(t, t) for t in self.update], self.state_placeholder,
+                      [table.get(t, t) for t in self.inputs], body, self.tag, self.attrs)
 
     def __repr__(self) -> str:
         return f"ScanOp({self.name}, {self.shapes})"

@@ -29,17 +29,22 @@ the hardware indices. This pass turns each root nest into one kernel (as TVM's
    (``c`` is an index condition, the same at both places). A barrier left inside a
    thread-dependent condition or loop is an internal error.
 
+A root statement that is a serial loop around thread-bound nests (a scan's steps,
+``tex.lower.nest``) is a ``HostLoop``: the host runs the loop and launches the kernels of
+its statements once per value, the loop variable their scalar argument; the buffers
+allocated around it are device temporaries.
+
 Kernel parameters are the buffers and scalars the kernel uses, in the function's parameter
-order, then the root temporaries, then (in a kernel with run-time bounds checks) the error
-slot: ``DeviceProgram.error_slot``, two int64 in device memory, zero at the launch; the
-first failed check (of any thread) stores its number (1 + its position in
+order, then the host loops' variables, then the root temporaries, then (in a kernel with
+run-time bounds checks) the error slot: ``DeviceProgram.error_slot``, two int64 in device
+memory, zero at the launch; the first failed check (of any thread) stores its number (1 + its position in
 ``DeviceProgram.checks``) with a compare-and-swap from 0, then the index that failed it.
 The runtime allocates it per call and raises ``OutOfBoundsError`` from it.
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from ..debug import InternalError, OutOfBoundsError
@@ -77,7 +82,7 @@ from .stmt import (
     with_stmt_children,
 )
 
-__all__ = ["GPULimits", "Kernel", "DeviceProgram", "split_kernels", "BLOCK_TAGS",
+__all__ = ["GPULimits", "Kernel", "HostLoop", "DeviceProgram", "split_kernels", "BLOCK_TAGS",
            "THREAD_TAGS_HW"]
 
 BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
@@ -129,9 +134,22 @@ class Kernel:
 
 
 @dataclass(frozen=True, eq=False)
+class HostLoop:
+    """A serial loop the host runs around launches (a scan's steps): ``var`` takes the
+    values ``min`` ... ``min + extent - 1`` in order, passed to the kernels of ``steps``
+    that use it as a scalar argument."""
+
+    var: Var
+    min: int
+    extent: int
+    steps: tuple[Kernel | HostLoop, ...]
+
+
+@dataclass(frozen=True, eq=False)
 class DeviceProgram:
     """A lowered function as GPU kernels run in order, over the function's buffers and the
-    device temporaries ``temps``."""
+    device temporaries ``temps``; ``steps`` is the order of the launches when host loops
+    repeat some (empty: each kernel once, in order)."""
 
     func: LoweredFunc
     temps: tuple[Tensor, ...]
@@ -139,6 +157,22 @@ class DeviceProgram:
     # run-time bounds checks: their reports, and the slot the first failure is stored in
     checks: tuple[BoundsReportOp, ...] = ()
     error_slot: Tensor | None = None
+    steps: tuple[Kernel | HostLoop, ...] = ()
+
+    def launches(self) -> Iterator[tuple[Kernel, dict[Var, int]]]:
+        """Each launch in order: the kernel and the values of the host loops around it."""
+        stack: list[tuple[Iterator[Kernel | HostLoop], dict[Var, int]]] = \
+            [(iter(self.steps or self.kernels), {})]
+        while stack:
+            items, env = stack[-1]
+            item = next(items, None)
+            if item is None:
+                stack.pop()
+            elif isinstance(item, Kernel):
+                yield item, env
+            else:
+                for v in reversed(range(item.min, item.min + item.extent)):
+                    stack.append((iter(item.steps), {**env, item.var: v}))
 
     def bounds_error(self, slot: Sequence[int]) -> OutOfBoundsError | None:
         """The error for the failure recorded in the error slot's two values (after the
@@ -153,7 +187,11 @@ class DeviceProgram:
         temps = "".join(f"// device buffer {t.name}: {t.dtype.name}[{t.shape[0]}]\n"
                         for t in (*self.temps, *(() if self.error_slot is None
                                                   else (self.error_slot,))))
-        return temps + "\n\n".join(str(k) for k in self.kernels)
+        loops = [f"// host loop: for ({lp.var.name}, {lp.min}, {lp.extent}) launch "
+                 + ", ".join(k.name if isinstance(k, Kernel) else "a host loop"
+                             for k in lp.steps) + "\n"
+                 for lp in self.steps if isinstance(lp, HostLoop)]
+        return temps + "".join(loops) + "\n\n".join(str(k) for k in self.kernels)
 
 
 # --------------------------------------------------------------------------------------
@@ -185,16 +223,36 @@ def split_kernels(func: LoweredFunc, limits: GPULimits | None = None) -> DeviceP
         while name in names:
             name += "_"
         slot = make_buffer(name, 2, DTYPES["int64"])
-    kernels = []
-    for part in parts:
-        kernels.append(_kernel(func, part, f"{symbol_name(func.name)}_kernel{len(kernels)}",
-                               temps, limits, slot, checks))
-    return DeviceProgram(func, tuple(temps), tuple(kernels), checks, slot)
+    kernels: list[Kernel] = []
+
+    def split(part: Stmt, loop_vars: tuple[Var, ...]) -> list[Kernel | HostLoop]:
+        """The launches of one root statement: a kernel, or a host loop (a serial loop
+        around thread-bound nests: a scan's steps) of the launches of its statements."""
+        while isinstance(part, Allocate) and part.scope == "global":
+            temps.append(part.buffer)  # (a scan's per-step buffers: device temporaries)
+            part = part.body
+        if isinstance(part, For) and part.kind is ForKind.SERIAL and \
+                isinstance(part.min, Const) and isinstance(part.extent, Const) and \
+                any(isinstance(x, For) and x.kind is ForKind.THREAD
+                    for x in walk_stmts(part.body)):
+            inner = part.body.body if isinstance(part.body, Seq) else (part.body,)
+            steps = [x for sub in inner for x in split(sub, (*loop_vars, part.var))]
+            return [HostLoop(part.var, int(part.min.value), int(part.extent.value),
+                             tuple(steps))]
+        k = _kernel(func, part, f"{symbol_name(func.name)}_kernel{len(kernels)}", temps,
+                    limits, slot, checks, loop_vars)
+        kernels.append(k)
+        return [k]
+
+    steps = [x for part in parts for x in split(part, ())]
+    looped = any(isinstance(x, HostLoop) for x in steps)
+    return DeviceProgram(func, tuple(temps), tuple(kernels), checks, slot,
+                         tuple(steps) if looped else ())
 
 
 def _kernel(func: LoweredFunc, part: Stmt, name: str, temps: Sequence[Tensor],
             limits: GPULimits, slot: Tensor | None = None,
-            checks: tuple[BoundsReportOp, ...] = ()) -> Kernel:
+            checks: tuple[BoundsReportOp, ...] = (), loop_vars: Sequence[Var] = ()) -> Kernel:
     loops = [s for s in walk_stmts(part) if isinstance(s, For) and s.kind is ForKind.THREAD]
     what = ", ".join(f"'{b.name}'" for b in stored_buffers(part)[-1:]) or "a loop nest"
     if not loops and any(isinstance(x, For) for x in walk_stmts(part)):
@@ -238,12 +296,14 @@ def _kernel(func: LoweredFunc, part: Stmt, name: str, temps: Sequence[Tensor],
     body = _insert_barriers(body, set(shared))
     uniform = {v for t, v in hw.items() if t in BLOCK_TAGS}
     uniform |= {p.var for p in func.params if isinstance(p, ScalarParam)}
+    uniform |= set(loop_vars)
     body = _uniform_barriers(body, frozenset(uniform))
     used = _used(body)
     params: list[Param] = []
     for p in func.params:
         if (p.buffer if isinstance(p, BufferParam) else p.var) in used:
             params.append(p)
+    params += [ScalarParam(v) for v in loop_vars if v in used]  # (host loops around it)
     params += [BufferParam(t, t, True) for t in temps if t in used]
     checked = slot is not None and any(isinstance(t, Tensor) and is_report(t) for t in used)
     if checked:

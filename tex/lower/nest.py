@@ -25,7 +25,7 @@ from ..error import ScheduleError
 from ..ir import fold
 from ..ir.expr import Const, Expr, IterVar, Op, TensorRead, Var
 from ..ir.tensor import ExternBuffer, ExternOp, ScanOp, Tensor
-from ..ir.visit import post_order
+from ..ir.visit import post_order, substitute
 from ..schedule import Schedule, Stage
 from ..schedule.axes import PARALLEL, THREAD, UNROLL, VECTORIZE
 from ..schedule.inline import Inliner
@@ -39,6 +39,7 @@ from .stmt import (
     ExternCall,
     For,
     ForKind,
+    IfThenElse,
     Nested,
     Stmt,
     Store,
@@ -231,8 +232,28 @@ class NestBuilder:
             v = Var(f"{dst.name}.{'r' if d == 0 else f'i{d}'}", int32, kind="axis")
             loops_.append((v, n))
             point.append(fold.binary(Op.ADD, row, v) if d == 0 else v)
+        if self.gpu and loops_:
+            # on a GPU the copy is a kernel of its own: its points over blocks x threads
+            total = math.prod(n for _, n in loops_)
+            threads = min(256, total)
+            bx = Var(f"{dst.name}.bx", int32, kind="axis")
+            tx = Var(f"{dst.name}.tx", int32, kind="axis")
+            flat = fold.binary(Op.ADD, fold.binary(Op.MUL, bx, i32(threads)), tx)
+            sub: dict[Var, Expr] = {}
+            for v, n in reversed(loops_):
+                sub[v] = fold.binary(Op.FLOORMOD, flat, i32(n))
+                flat = fold.binary(Op.FLOORDIV, flat, i32(n))
+            point = [substitute(p, sub) for p in point]
         value = flatten_reads(self.inliner.expand(TensorRead(src, point)), env, self.scalars)
         body: Stmt = Store(env[dst].buffer, env[dst].flat_index(point), value)
+        if self.gpu and loops_:
+            inside = fold.compare(Op.LT, fold.binary(Op.ADD, fold.binary(
+                Op.MUL, bx, i32(threads)), tx), i32(total))
+            body = For(bx, i32(0), i32(-(-total // threads)), ForKind.THREAD,
+                       For(tx, i32(0), i32(threads), ForKind.THREAD,
+                           IfThenElse(inside, body) if total % threads else body,
+                           "threadIdx.x"), "blockIdx.x")
+            return body
         for v, n in reversed(loops_):
             body = For(v, i32(0), i32(n), ForKind.SERIAL, body)
         return body

@@ -577,7 +577,9 @@ class CudaFunction(ModuleAPI):
                 owned.append(dev)
                 driver.to_device(dev, record.ctypes.data, record.nbytes)
                 values[slot] = ctypes.c_uint64(dev)
-            for k in self.program.kernels:
+            for k, loops in self.program.launches():
+                for v, x in loops.items():  # (a host loop's value: a scan's step)
+                    values[v] = v.dtype.ctype(x)
                 args = [values[p.buffer if isinstance(p, BufferParam) else p.var]
                         for p in k.params]
                 driver.launch(fns[k.name], k.grid, k.block, args)

@@ -342,8 +342,9 @@ def simulate(program: DeviceProgram, arrays: Sequence[Any]) -> None:
     slot = program.error_slot
     if slot is not None:
         mem[slot] = _Memory(slot.name, np.zeros(2, np.int64), "global")
-    for kernel in program.kernels:
-        _run(kernel, mem, scalars)
+    for kernel, loops in program.launches():
+        _run(kernel, mem, {**scalars, **{v: np.asarray(x, v.dtype.numpy)
+                                        for v, x in loops.items()}})
     for p, a in zip(func.params, arrays):
         if isinstance(p, BufferParam) and p.is_output and isinstance(a, np.ndarray):
             a.reshape(-1)[:] = mem[p.buffer].data.reshape(-1)

@@ -81,6 +81,26 @@ class _GPUScheduler(AutoScheduler):
         for st in list(self.s.stages):
             if st.attach_type == "root" and isinstance(st.op, ComputeOp):
                 self.schedule_gpu(st)
+            elif st.attach_type == "scan" and isinstance(st.op, ComputeOp):
+                self.scan_step_gpu(st)
+
+    def scan_step_gpu(self, st: Stage) -> None:
+        """A stage of a scan's body computes one row per step (a launch per step): its
+        other axes over blocks x threads, a reduction over a block's threads."""
+        op = st.op
+        rest = list(op.axis[1:])
+        if not op.reduce_axis:
+            if rest:
+                self.flat(st, rest)
+            return
+        red = list(op.reduce_axis)
+        k = st.fuse(*red) if len(red) > 1 else red[0]
+        ko, ki = st.split(k, factor=_threads_for(k.dom.extent))
+        if rest:
+            fused = st.fuse(*rest) if len(rest) > 1 else rest[0]
+            st.reorder(op.axis[0], fused, ko, ki)
+            _bind(st, fused, "blockIdx.x")
+        _bind(st, ki, "threadIdx.x")
 
     def schedule_gpu(self, st: Stage) -> None:
         op = st.op

@@ -140,9 +140,12 @@ class Stage:
         # keeps the schedule's index of the stages reading each operation
         sch = self.schedule
         if self._op is not None:
-            for t in _watched(self._op):
+            for t in self._op.input_tensors:
                 sch._readers.get(t.op, {}).pop(self, None)
-        for t in _watched(new):
+            scan = sch.scan_body.get(self)
+            if scan is not None and new is not self._op:
+                sch._mark_stale(scan)  # rebuilt over its body's current operations
+        for t in new.input_tensors:
             sch._readers.setdefault(t.op, {})[self] = None
         self._op = new
         sch.stage_map[new] = self
@@ -560,6 +563,8 @@ class Schedule:
         for op in topo_sort_ops([op.output(0) for op in self.outputs]):
             if isinstance(op, PlaceholderOp):
                 continue
+            if op in self.stage_map:
+                self._refuse_outside_read(op)
             stage = Stage(op, self)
             if isinstance(op, ScanOp):
                 self._add_scan_body(op, stage)
@@ -573,9 +578,11 @@ class Schedule:
         """A stage per operation of ``op``'s body, computed at each step of ``scan``."""
         for b in op.body_ops:
             if b in self.stage_map:
-                raise ScheduleError(f"schedule: '{b.name}' belongs to the body of two scans "
-                                    f"(the second is '{op.name}'); a state placeholder "
-                                    "belongs to one scan")
+                if self.stage_map[b] in self.scan_body:
+                    raise ScheduleError(f"schedule: '{b.name}' belongs to the body of two "
+                                        f"scans (the second is '{op.name}'); a state "
+                                        "placeholder belongs to one scan")
+                self._refuse_outside_read(b, op)
             st = Stage(b, self)  # type: ignore[arg-type]
             st.attach_type = "scan"
             st.attach_stage = scan
@@ -583,6 +590,17 @@ class Schedule:
             self.stages.append(st)
             self.stage_map[b] = st
             self.scan_body[st] = scan
+
+    def _refuse_outside_read(self, b: Operation, scan: ScanOp | None = None) -> None:
+        """A ``ScheduleError``: ``b``, an operation of a scan's body (computed one row per
+        step, reading the scan's state), is also read outside that scan."""
+        if scan is None:
+            scan = self.scan_body[self.stage_map[b]].op  # type: ignore[assignment]
+        assert scan is not None
+        raise ScheduleError(f"schedule: '{b.name}' is computed at each step of the scan "
+                            f"'{scan.name}' (it reads the scan's state) and is also read "
+                            f"outside it; read the scan's output '{scan.output(0).name}' "
+                            "instead")
 
     def extern_ops(self) -> list[ExternOp]:
         """The extern calls of this schedule in stage order (a built function numbers its
@@ -911,14 +929,6 @@ def _replace_tensors(e: Any, mapping: Mapping[Tensor, Tensor]) -> Any:
             return TensorRead(mapping[node.tensor], node.indices)
         return None
     return rewrite(e, fn)
-
-
-def _watched(op: Operation) -> list[Tensor]:
-    """The tensors whose replacement makes a stage of ``op`` stale: its inputs, and a
-    scan's body operations too (the scan is rebuilt over their current versions)."""
-    if isinstance(op, ScanOp):
-        return [*op.input_tensors, *(t for b in op.body_ops for t in b.outputs)]
-    return op.input_tensors
 
 
 def _reading(op: Any, mapping: Mapping[Tensor, Tensor]) -> Any:
