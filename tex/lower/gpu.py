@@ -38,8 +38,8 @@ Kernel parameters are the buffers and scalars the kernel uses, in the function's
 order, then the host loops' variables, then the root temporaries, then (in a kernel with
 run-time bounds checks) the error slot: ``DeviceProgram.error_slot``, two int64 in device
 memory, zero at the launch; the first failed check (of any thread) stores its number (1 +
-its position in ``DeviceProgram.checks``) with a compare-and-swap from 0, then the index that failed it.
-The runtime allocates it per call and raises ``OutOfBoundsError`` from it.
+its position in ``DeviceProgram.checks``) with a compare-and-swap from 0, then the index
+that failed it. The runtime allocates it per call and raises ``OutOfBoundsError`` from it.
 """
 from __future__ import annotations
 
