@@ -257,8 +257,10 @@ def test_a_schedule_has_no_state_the_snapshot_misses(results) -> None:
     so a field added later must be decided on (Schedule.snapshot/restored)."""
     from tex.schedule.schedule import SNAPSHOT_FIELDS
     stage_derived = {"schedule", "_op", "_attach_stage"}
+    # (scan_body: restored from the stages' "scan" attach types)
     schedule_derived = {"outputs", "stages", "stage_map", "saved", "_readers", "_stale",
-                        "_stale_heap", "_renamed", "_position", "_defer", "_attached"}
+                        "_stale_heap", "_renamed", "_position", "_defer", "_attached",
+                        "scan_body"}
     for name in ("conv2d", "softmax", "layernorm"):
         w = workloads.WORKLOADS[name](small=True)
         outs = [w.loss, *tex.differentiate(w.loss, w.wrt)]

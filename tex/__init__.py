@@ -68,6 +68,7 @@ from .te.extern import (
     register_func,
     remove_global_func,
 )
+from .ir.printer import format_program as PrintTensorRecursively
 from .te.scan import scan
 from .tvm_names import tex_getattr as __getattr__
 

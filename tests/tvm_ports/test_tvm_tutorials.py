@@ -62,3 +62,30 @@ def test_extern_op(capsys: pytest.CaptureFixture[str]) -> None:
     # the contrib wrapper built the same extern call as the hand-written one
     C = scope["C"]
     assert C.op.call.func_name == "tex.contrib.cblas.matmul" and C.shape == (1024, 235)
+
+
+def test_autodiff_2019(capsys: pytest.CaptureFixture[str]) -> None:
+    import numpy as np
+
+    import tex
+
+    scope, out = _run("autodiff_2019", capsys)
+    assert "dY_dW.shape (32, 10, 10, 100)" in out
+    # the dense layer's gradient is the hand-written one, the max pool's a gather of the
+    # head at the argmax: no Jacobian, no mask over the window
+    assert "W_grad_matmul[p, q] = sum(H1[i, p] * X[i, q], i in [0, 32))" in out
+    assert "X1_grad_pool_max" in out and "argsel_max" in out
+    X, W, B, L = scope["X"], scope["W"], scope["B"], scope["L"]
+    rng = np.random.default_rng(2019)
+    feed = {t: rng.standard_normal(t.shape).astype("float32") for t in (X, W, B)}
+    want = tex.testing.evaluate(list(tex.differentiate(L, [X, W, B])), feed)
+    # the override blocks X and differentiates W and B without zero elimination
+    res = scope["res"]  # (differentiated with respect to every placeholder, in order)
+    assert len(res) == 3
+    got = tex.testing.evaluate(list(res), feed)
+    assert not got[0].any()
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-4)
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-4)
+    # the naive fdiff (a tensordot with the literal Jacobian) agrees with the default
+    naive = tex.differentiate(L, [W], fdiff=scope["custom_fdiff"])
+    np.testing.assert_allclose(tex.testing.evaluate(naive[0], feed), want[1], rtol=1e-4)

@@ -50,7 +50,7 @@ from .expr import (
     Unary,
     Var,
 )
-from .tensor import ComputeOp, PlaceholderOp, Tensor
+from .tensor import ComputeOp, PlaceholderOp, Shape, Tensor
 
 __all__ = ["Codec", "DERIVED", "Encoding", "IR_CODECS", "ENUMS", "Unencodable", "decode", "encode"]
 
@@ -142,7 +142,7 @@ def _objects_in(value: Any, codecs: Mapping[type, Codec]) -> list[Any]:
         t = type(v)
         if t in codecs:
             found.append(v)
-        elif t is tuple or t is list:
+        elif t is tuple or t is list or t is Shape:
             stack.extend(reversed(v))
         elif t is dict:
             for k, x in reversed(list(v.items())):
@@ -178,7 +178,7 @@ def encode(value: Any, codecs: Mapping[type, Codec], known: Encoding | None = No
             return v
         if t is int:
             return ["i", v]
-        if t is tuple or t is list:
+        if t is tuple or t is list or t is Shape:
             out: list[Any] = ["t"]
             for x in v:  # mostly objects already numbered (indices, axes, bodies)
                 k = ids.get(id(x)) if type(x) in codecs else None

@@ -23,7 +23,7 @@ from ..dtype import DType, as_dtype
 from .expr import Const, Expr, IterVar, Reduce, TensorRead, as_expr
 
 __all__ = ["Operation", "PlaceholderOp", "ComputeOp", "ExternOp", "ExternBuffer", "PackedCall",
-           "ScanOp",
+           "ScanOp", "Shape",
            "Tensor", "TensorSlice",
            "TENSOR_OPERATORS", "register_tensor_operators"]
 
@@ -35,6 +35,30 @@ TENSOR_OPERATORS: dict[str, Callable[..., Any]] = {}
 def register_tensor_operators(table: dict[str, Callable[..., Any]]) -> None:
     """Install the whole-tensor operator implementations (called by tex.topi at import)."""
     TENSOR_OPERATORS.update(table)
+
+
+class Shape(tuple):  # type: ignore[type-arg]
+    """A tensor's shape: a tuple of ints that, as TVM's shape arrays, also concatenates
+    with lists (``A.shape[:1] + [4]``, ``[2] + A.shape``) and slices to a ``Shape``."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: Any) -> Any:
+        got = tuple.__getitem__(self, key)
+        return Shape(got) if isinstance(key, slice) else got
+
+    def __add__(self, other: Any) -> Any:
+        if isinstance(other, (tuple, list)):
+            return Shape((*self, *other))
+        return NotImplemented
+
+    def __radd__(self, other: Any) -> Any:
+        if isinstance(other, (tuple, list)):
+            return Shape((*other, *self))
+        return NotImplemented
+
+    def __reduce__(self) -> Any:
+        return (Shape, (tuple(self),))
 
 
 class Operation:
@@ -93,7 +117,7 @@ class PlaceholderOp(Operation):
     seq: int  # creation order: only used to order a built function's default arguments
 
     def __init__(self, name: str, shape: Sequence[int], dtype: DType) -> None:
-        self._init(name=name, tag="", attrs={}, shape=tuple(shape), dtype=as_dtype(dtype),
+        self._init(name=name, tag="", attrs={}, shape=Shape(shape), dtype=as_dtype(dtype),
                    seq=next(_CREATION_ORDER))
         self._init(_outputs=(Tensor(self, 0),))
 
@@ -124,7 +148,7 @@ class ComputeOp(Operation):
         # the shape is read for every TensorRead made and every index checked: kept
         self._init(name=name, tag=tag, attrs=dict(attrs or {}), axis=axis,
                    reduce_axis=reduce_axis, _body=body,
-                   _shape=tuple(iv.dom.extent for iv in axis))
+                   _shape=Shape(iv.dom.extent for iv in axis))
         self._init(_inputs=tuple(_collect_inputs(body) if inputs is None else inputs))
         self._init(_outputs=tuple(Tensor(self, i) for i in range(len(body))))
 
@@ -160,7 +184,7 @@ class ExternBuffer:
     def __init__(self, name: str, shape: Sequence[int], dtype: DType, role: str,
                  index: int) -> None:
         object.__setattr__(self, "name", name)
-        object.__setattr__(self, "shape", tuple(shape))
+        object.__setattr__(self, "shape", Shape(shape))
         object.__setattr__(self, "dtype", as_dtype(dtype))
         object.__setattr__(self, "role", role)
         object.__setattr__(self, "index", index)

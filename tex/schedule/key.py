@@ -48,7 +48,7 @@ from ..ir.expr import (
     Unary,
     Var,
 )
-from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor
+from ..ir.tensor import ComputeOp, PlaceholderOp, Shape, Tensor
 from .axes import CODECS, Fuse, Singleton, Split, ThreadAxis
 from .schedule import SNAPSHOT_FIELDS, Schedule, Stage
 
@@ -150,7 +150,7 @@ def schedule_text(sch: Schedule, args: Sequence[Any]) -> str | None:
             return r if r is not None else ref(value)
         if cls in _PLAIN:
             return repr(value)
-        if cls is tuple or cls is list:
+        if cls is tuple or cls is list or cls is Shape:
             return "[" + ",".join([enc(v) for v in value]) + "]"
         if cls is dict:
             return "{" + ",".join([f"{enc(k)}:{enc(v)}" for k, v in value.items()]) + "}"
