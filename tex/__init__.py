@@ -19,6 +19,7 @@ from .autodiff import differentiate, gradient
 from .error import TVMError
 from .ir import Tensor, graph, to_dot
 from .ir.expr import Expr, IterVar
+from .ir.printer import format_program as PrintTensorRecursively
 from .runtime import ndarray as nd
 from .runtime.ndarray import cpu, cuda, device, gpu
 from .schedule import create_schedule, thread_axis
@@ -68,7 +69,6 @@ from .te.extern import (
     register_func,
     remove_global_func,
 )
-from .ir.printer import format_program as PrintTensorRecursively
 from .te.scan import scan
 from .tvm_names import tex_getattr as __getattr__
 
