@@ -28,43 +28,40 @@ def _check(name: str, lhs: Any, rhs: Any, ndim: int) -> None:
                         f"({rhs.dtype}) must be float tensors of one dtype")
 
 
+def _product(what: str, lhs: Tensor, rhs: Tensor, transa: bool, transb: bool,
+             kwargs: dict[str, Any]) -> Tensor:
+    """The extern call of ``tex.contrib.cblas.<what>`` for ``op(lhs) @ op(rhs)`` over the
+    last two axes (``batch_matmul``: a batch axis first, one batch broadcasting)."""
+    batched = what == "batch_matmul"
+    _check(what, lhs, rhs, 3 if batched else 2)
+    lead: tuple[int, ...] = ()
+    if batched:
+        b = max(lhs.shape[0], rhs.shape[0])
+        if {lhs.shape[0], rhs.shape[0]} - {1, b}:
+            raise ValueError(f"cblas.{what}: batch extents {lhs.shape[0]} and "
+                             f"{rhs.shape[0]} differ")
+        lead = (b,)
+    (n, k) = lhs.shape[-2:][::-1] if transa else lhs.shape[-2:]
+    (k2, m) = rhs.shape[-2:][::-1] if transb else rhs.shape[-2:]
+    if k != k2:
+        raise ValueError(f"cblas.{what}: the reduction extents differ ({k} of "
+                         f"'{lhs.name}', {k2} of '{rhs.name}')")
+    kwargs.setdefault("name", "C")
+    return extern((*lead, n, m), [lhs, rhs],  # type: ignore[no-any-return]
+                  lambda ins, outs: call_packed(f"tex.contrib.cblas.{what}", ins[0], ins[1],
+                                                outs[0], bool(transa), bool(transb)),
+                  **kwargs)
+
+
 def matmul(lhs: Tensor, rhs: Tensor, transa: bool = False, transb: bool = False,
            **kwargs: Any) -> Tensor:
     """``op(lhs) @ op(rhs)`` (``op`` transposes when ``transa``/``transb``), as an extern
     call of NumPy's BLAS; ``kwargs`` go to ``te.extern`` (``name``, ``tag``)."""
-    _check("matmul", lhs, rhs, 2)
-    n = lhs.shape[1] if transa else lhs.shape[0]
-    k = lhs.shape[0] if transa else lhs.shape[1]
-    k2 = rhs.shape[1] if transb else rhs.shape[0]
-    m = rhs.shape[0] if transb else rhs.shape[1]
-    if k != k2:
-        raise ValueError(f"cblas.matmul: the reduction extents differ ({k} of '{lhs.name}', "
-                         f"{k2} of '{rhs.name}')")
-    kwargs.setdefault("name", "C")
-    return extern((n, m), [lhs, rhs],  # type: ignore[no-any-return]
-                  lambda ins, outs: call_packed("tex.contrib.cblas.matmul", ins[0], ins[1],
-                                                outs[0], bool(transa), bool(transb)),
-                  **kwargs)
+    return _product("matmul", lhs, rhs, transa, transb, kwargs)
 
 
 def batch_matmul(lhs: Tensor, rhs: Tensor, transa: bool = False, transb: bool = False,
                  iterative: bool = False, **kwargs: Any) -> Tensor:
     """``op(lhs[k]) @ op(rhs[k])`` per batch ``k`` (one batch broadcasts), as an extern
     call of NumPy's BLAS. ``iterative`` (TVM's choice of a loop of GEMMs) changes nothing."""
-    _check("batch_matmul", lhs, rhs, 3)
-    b = max(lhs.shape[0], rhs.shape[0])
-    if {lhs.shape[0], rhs.shape[0]} - {1, b}:
-        raise ValueError(f"cblas.batch_matmul: batch extents {lhs.shape[0]} and "
-                         f"{rhs.shape[0]} differ")
-    n = lhs.shape[2] if transa else lhs.shape[1]
-    k = lhs.shape[1] if transa else lhs.shape[2]
-    k2 = rhs.shape[2] if transb else rhs.shape[1]
-    m = rhs.shape[1] if transb else rhs.shape[2]
-    if k != k2:
-        raise ValueError(f"cblas.batch_matmul: the reduction extents differ ({k} of "
-                         f"'{lhs.name}', {k2} of '{rhs.name}')")
-    kwargs.setdefault("name", "C")
-    return extern((b, n, m), [lhs, rhs],  # type: ignore[no-any-return]
-                  lambda ins, outs: call_packed("tex.contrib.cblas.batch_matmul", ins[0],
-                                                ins[1], outs[0], bool(transa), bool(transb)),
-                  **kwargs)
+    return _product("batch_matmul", lhs, rhs, transa, transb, kwargs)

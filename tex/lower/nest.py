@@ -213,11 +213,7 @@ class NestBuilder:
                 body = Allocate(buf, scope, body)
             return seq(*copies, body)
         finally:
-            for k, old in reversed(undo):
-                if old is None:
-                    del env[k]
-                else:
-                    env[k] = old
+            _restore(env, undo)
 
     def copy_rows(self, dst: Tensor, src: Tensor, row: Expr, count: int,
                   env: Mapping[Tensor, Storage]) -> Stmt:
@@ -273,11 +269,7 @@ class NestBuilder:
         try:
             return (yield self.stage_nest(st, root_min, root_ext, clip, env, outer, undo))
         finally:
-            for t, old in reversed(undo):
-                if old is None:
-                    del env[t]
-                else:
-                    env[t] = old
+            _restore(env, undo)
 
     def stage_nest(self, st: Stage, root_min: Mapping[IterVar, Expr],
                    root_ext: Mapping[IterVar, int], clip: Mapping[IterVar, int],
@@ -375,6 +367,15 @@ class NestBuilder:
             env[t] = Storage(buf, box.exts, box.los)
         return ((yield self.nest(child, root_min, root_ext, clip, env, enclosing)), buffers,
                 self.bound.scope_of(child, enclosing))
+
+
+def _restore(env: dict[Tensor, Storage], undo: Undo) -> None:
+    """Put back in ``env`` what ``undo`` recorded, latest first."""
+    for t, old in reversed(undo):
+        if old is None:
+            del env[t]
+        else:
+            env[t] = old
 
 
 def _check_attach_chains(stages: Sequence[Stage]) -> None:
