@@ -188,6 +188,32 @@ def test_te_has_schedule_names():
     assert {"create_schedule", "thread_axis", "gradient"} <= set(dir(te))
 
 
+# -- 9. te.scan and te.extern (tests/test_scan.py and tests/test_extern.py in full) ------
+def test_scan_and_extern_as_tvm_spells_them():
+    m, n = 8, 5
+    X = te.placeholder((m, n), name="X")
+    s_state = te.placeholder((m, n))
+    s_init = te.compute((1, n), lambda _, i: X[0, i])
+    s_update = te.compute((m, n), lambda t, i: s_state[t - 1, i] + X[t, i])
+    s_scan = tex.te.scan(s_init, s_update, s_state, inputs=[X])
+    s = te.create_schedule(s_scan.op)
+    f = tex.build(s, [X, s_scan])
+    x = np.random.default_rng(9).standard_normal((m, n)).astype(X.dtype)
+    out = tex.nd.array(np.zeros((m, n), dtype=s_scan.dtype))
+    f(tex.nd.array(x), out)
+    np.testing.assert_allclose(out.numpy(), np.cumsum(x, axis=0), rtol=1e-5, atol=1e-6)
+    # the scan's output through an extern call (a Gram matrix by BLAS)
+    G = te.extern((m, m), [s_scan], lambda ins, outs: tir.call_packed(
+        "tvm.contrib.cblas.matmul", ins[0], ins[0], outs[0], False, True), name="G")
+    g = tex.build(te.create_schedule(G.op), [X, G])
+    gram = np.zeros((m, m), "float32")
+    g(x, gram)
+    c = np.cumsum(x, axis=0)
+    np.testing.assert_allclose(gram, c @ c.T, rtol=1e-4, atol=1e-4)
+    # a TVM tutorial's registration, by name
+    assert tex.get_global_func("tvm.contrib.cblas.matmul", allow_missing=True) is not None
+
+
 # -- 12. TVM names tex lacks -------------------------------------------------------------
 @pytest.mark.parametrize("module,name,says", [
     (tex, "relay", "no graph-level IR"),
