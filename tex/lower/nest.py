@@ -121,11 +121,13 @@ class NestBuilder:
                 self.checker.analyze(st.name, self.body_of(st), self.domain(st))
 
     def domain(self, st: Stage) -> dict[Var, Any]:
-        """Where ``st``'s body is evaluated: its axes' domains, the time axis of a stage of
-        a scan's body over the scan's steps only."""
+        """Where ``st``'s body is evaluated: its axes' domains, the time axis of a stage
+        computed at a scan's steps over those steps only."""
         dom = dom_of([*st.op.axis, *st.op.reduce_axis])
-        scan = self.sch.scan_body.get(st)
-        if scan is not None and st.op.axis:
+        scan = st.scan
+        if scan is not None and st.op.axis and \
+                st.op.axis[0].dom.extent == scan.op.shapes[0][0]:
+            # (a body stage, or one a primitive made of it: its time axis first)
             ax = scan.op.scan_axis
             dom[st.op.axis[0].var] = dom_of([ax])[ax.var]
         return dom

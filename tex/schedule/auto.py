@@ -366,6 +366,8 @@ class AutoScheduler:
                     # a strided read along the vector axis: read a copy by phase instead
                     deinterleave(self.s, target, self.stage_lanes(target))
         for st in list(self.s.stages):
+            if st.attach_type == "scan" and isinstance(st.op, ComputeOp):
+                self.scan_step(st)
             if st.attach_type != "root" or not isinstance(st.op, ComputeOp):
                 continue
             self.schedule_stage(st)
@@ -382,6 +384,8 @@ class AutoScheduler:
         for reader in stages:
             if isinstance(reader.op, (ExternOp, ScanOp)):
                 stored.update(reader.op.input_tensors)  # (a scan copies its inits' rows)
+                if isinstance(reader.op, ScanOp):  # its updates write the output in place
+                    stored.update(reader.op.update)
                 continue
             counts: dict[Tensor, int] = {}
             for n in post_order(*reader.op.body):
@@ -498,6 +502,39 @@ class AutoScheduler:
             return
         else:
             self.parallel_outer(st, [a for a in st.leaf_iter_vars if a.kind != "reduce"])
+
+    def scan_step(self, st: Stage) -> None:
+        """A stage of a scan's body, computed one row per step: its row vectorized (a dot
+        product along a contiguous reduction, an RNN's matrix-vector product, as partial
+        sums per lane then added across them), serial (a step is too short for a parallel
+        region's fork and join to pay, and the steps run in order)."""
+        op = st.op
+        rest = list(op.axis[1:])
+        if not rest or op.num_outputs != 1:
+            return
+        lanes = self.stage_lanes(st)
+        if not op.reduce_axis:
+            if rest[-1].dom.extent >= lanes:
+                _, li = st.split(rest[-1], factor=lanes, tail="shift")
+                st.vectorize(li)
+            return
+        if not isinstance(op.body[0], Reduce) or self.scatter_of(op) is not None:
+            return
+        k = self.reduce_vector_axis(op, self.reads(op), lanes)
+        if k is None or k.dom.extent < 2 * lanes:
+            if rest[-1].dom.extent >= lanes:  # lanes over the row, the reduction around them
+                lo, li = st.split(rest[-1], factor=lanes, tail="shift")
+                st.reorder(*op.axis[:-1], lo, *op.reduce_axis, li)
+                st.vectorize(li)
+            return
+        t = op.output(0)
+        _, kv = st.split(k, factor=lanes)
+        part = self.s[self.s.rfactor(t, kv, factor_axis=len(op.axis))]
+        st = self.s[t]
+        part.compute_at(st, st.op.axis[-1])
+        lane = part.op.axis[-1]
+        part.reorder(*part.op.axis[:-1], *part.op.reduce_axis, lane)
+        part.vectorize(lane)
 
     def lanes_over_outputs(self, st: Stage, lanes: int) -> None:
         """A reduction with several outputs (an argmax's index and value: a tuple combiner,

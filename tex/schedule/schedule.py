@@ -867,16 +867,17 @@ class Schedule:
                 self._mark_stale(r)
 
     def _scan_now(self, op: ScanOp) -> ScanOp:
-        """``op`` over the current operations of its body's stages and the newest
-        versions of its inits (itself when nothing changed)."""
-        body = [self.stage_map[b].op for b in op.body_ops]
+        """``op`` over the current operations of the stages computed at its steps (its
+        body's, and those a primitive added there: an rfactor's partial sums) and the
+        newest versions of its inits (itself when nothing changed)."""
+        scan = self.stage_map[op]
+        body = [st.op for st in self.stages if st.scan is scan]
         init = [self._final(t) for t in op.init]
-        if all(a is b for a, b in zip(body, op.body_ops)) and \
-                all(a is b for a, b in zip(init, op.init)):
+        if len(body) == len(op.body_ops) and all(a is b for a, b in zip(body, op.body_ops)) \
+                and all(a is b for a, b in zip(init, op.init)):
             return op
-        now = dict(zip(op.body_ops, body))
-        update = [now[u.op].output(u.value_index) if u.op in now else self._final(u)
-                  for u in op.update]
+        update = [self.stage_map[u.op].op.output(u.value_index) if u.op in self.stage_map
+                  else self._final(u) for u in op.update]
         return ScanOp(op.name, op.scan_axis, init, update, op.state_placeholder, op.inputs,
                       body, op.tag, op.attrs)
 
