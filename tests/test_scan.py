@@ -173,6 +173,12 @@ def test_rnn_forward_compiled_and_auto_scheduled():
     out = np.zeros_like(ref)
     f(*[feed[a] for a in f.args[:-1]], out)
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6)
+    # auto_schedule vectorizes each step: the matrix-vector product as lane partial sums,
+    # the update in place into the output
+    text = str(tex.lower(tex.schedule.auto_schedule([hs]), [X, W, U, h0, hs]))
+    step = text[text.index("for (rnn.idx"):]
+    assert "allocate pre.rf" in step and step.count("vectorized for") >= 3
+    assert "rnn.idx * 16] = tanh(" in step
     s = te.create_schedule(hs.op)
     upd = hs.op.update[0]
     s[upd].vectorize(upd.op.axis[1])  # a body stage keeps its own schedule
