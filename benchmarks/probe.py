@@ -7,7 +7,7 @@ raised RecursionError; a stride-2 depthwise convolution over ``topi.nn.pad`` ran
 than without padding). Each case here is a small op at an odd shape (convolutions at
 widths 9-57, strided, 1 x 1 and 5 x 5; depthwise convolutions written over
 ``topi.nn.pad``; dense layers of 7, 197 and 333 rows; pooling; softmax over 10 to 30,522
-columns; layer norms over 394 and 1,000 rows; GELU). For each: ``auto_schedule`` and
+columns; layer norms over 394 and 1,000 rows; GELU; an Elman RNN as ``te.scan``). For each: ``auto_schedule`` and
 ``tex.build`` of the forward and of ``differentiate(sum(Y * G))`` (the loss and every
 gradient in one function), checked against PyTorch's forward and autograd, then timed in
 turns with PyTorch eager at the same thread count (median of ``--repeat`` rounds).
@@ -107,6 +107,34 @@ def gelu(m: int, n: int) -> Case:
     return [X], Y, lambda x: F.gelu(x)
 
 
+def rnn(t: int, h: int, i: int) -> Case:
+    """An Elman RNN as ``te.scan``: ``h[s] = tanh(a W @ h[s-1] + b U @ x[s])`` from ``h0``
+    (``a = 0.5 / sqrt(h)``, ``b = 1 / sqrt(i)``: the standard normal weights scaled so that
+    the recurrence stays stable, and float32 results comparable across libraries)."""
+    a, b = 0.5 / h ** 0.5, 1.0 / i ** 0.5
+    X = tex.placeholder((t, i), name="X")
+    W = tex.placeholder((h, h), name="W")
+    U = tex.placeholder((h, i), name="U")
+    H0 = tex.placeholder((1, h), name="H0")
+    state = tex.placeholder((t, h), name="state")
+    init = tex.compute((1, h), lambda _, j: H0[0, j], name="init")
+    k = tex.reduce_axis((0, h), "k")
+    pre = tex.compute((t, h), lambda s, j: tex.sum(W[j, k] * state[s - 1, k] * a, axis=k),
+                      name="pre")
+    m = tex.reduce_axis((0, i), "m")
+    ux = tex.compute((t, h), lambda s, j: tex.sum(U[j, m] * X[s, m] * b, axis=m), name="ux")
+    upd = tex.compute((t, h), lambda s, j: tex.tanh(pre[s, j] + ux[s, j]), name="upd")
+
+    def reference(x: Any, w: Any, u: Any, h0: Any) -> Any:
+        hs = [h0[0]]
+        ux_ = (x @ u.T) * b
+        for s in range(1, t):
+            hs.append(torch.tanh((w @ hs[-1]) * a + ux_[s]))
+        return torch.stack(hs)
+
+    return [X, W, U, H0], tex.scan(init, upd, state, name="rnn"), reference
+
+
 CASES: dict[str, Callable[[], Case]] = {
     "conv 8x24x27 k48 3x3": lambda: conv(8, 24, 27, 48, 3, 1, 1),
     "conv 4x96x15 k100 3x3": lambda: conv(4, 96, 15, 100, 3, 1, 1),
@@ -132,6 +160,8 @@ CASES: dict[str, Callable[[], Case]] = {
     "layernorm 394x768": lambda: layer_norm(394, 768),
     "layernorm 1000x513": lambda: layer_norm(1000, 513),
     "gelu 1576x3072": lambda: gelu(197 * 8, 3072),
+    "rnn 100x256x128": lambda: rnn(100, 256, 128),
+    "rnn 50x1024x256": lambda: rnn(50, 1024, 256),
 }
 
 
