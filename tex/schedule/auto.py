@@ -144,6 +144,7 @@ OP_COST: dict[Op, int] = {
 }
 # recomputation an inlined element may add (in multiply-adds) before storing it wins
 _INLINE_BUDGET = 24
+_SCAN_BLOCK_VECTORS = 8  # vectors of a row a scan step's transposed product keeps in flight
 
 
 @timed("auto_schedule")
@@ -522,16 +523,25 @@ class AutoScheduler:
             return
         k = self.reduce_vector_axis(op, self.reads(op), lanes)
         if k is None or k.dom.extent < 2 * lanes:
-            if rest[-1].dom.extent >= lanes:  # lanes over the row, the reduction around them
-                lo, li = st.split(rest[-1], factor=lanes, tail="shift")
-                st.reorder(*op.axis[:-1], lo, *op.reduce_axis, li)
-                st.vectorize(li)
+            if rest[-1].dom.extent >= lanes:
+                # lanes over the row in blocks of a few vectors, the reduction around each
+                # block (a transposed matrix-vector product streams whole rows of the
+                # matrix), the blocks in parallel when a step is long enough
+                block = min(rest[-1].dom.extent // lanes, _SCAN_BLOCK_VECTORS) * lanes
+                bo, bi = st.split(rest[-1], factor=block, tail="shift")
+                vo, vi = st.split(bi, factor=lanes)  # (inside the reduction: guarded)
+                st.reorder(*op.axis[:-1], bo, *op.reduce_axis, vo, vi)
+                st.vectorize(vi)
+                if self.cores >= 2 and _work(op) // op.axis[0].dom.extent >= PARALLEL_MIN_WORK:
+                    st.parallel(bo)
             return
         t = op.output(0)
         _, kv = st.split(k, factor=lanes)
         part = self.s[self.s.rfactor(t, kv, factor_axis=len(op.axis))]
         st = self.s[t]
         part.compute_at(st, st.op.axis[-1])
+        if self.cores >= 2 and _work(op) // op.axis[0].dom.extent >= PARALLEL_MIN_WORK:
+            st.parallel(st.op.axis[-1])
         lane = part.op.axis[-1]
         part.reorder(*part.op.axis[:-1], *part.op.reduce_axis, lane)
         part.vectorize(lane)
