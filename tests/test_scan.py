@@ -347,3 +347,92 @@ def test_grad_program_through_a_scan():
     ref = tex.testing.evaluate(list(tex.differentiate(L, list(inputs))), feed)
     for g, r in zip(grads, ref):
         np.testing.assert_allclose(g, r, rtol=1e-9)
+
+
+# -- a family of random recurrences --------------------------------------------------------
+def _random_recurrence(seed: int):
+    """A seeded random scan: 1 or 2 initial rows, state reads at lags up to the initial
+    rows, a body of one to three stages (element-wise, a matrix-vector product over the
+    state, an intermediate read by the update), outside inputs X, W, b; and its loss."""
+    rng = np.random.default_rng(seed)
+    T = int(rng.integers(3, 7))
+    n = int(rng.integers(1, 5))
+    n0 = int(rng.integers(1, 3))
+    f64 = "float64"
+    X = te.placeholder((T, n), name="X", dtype=f64)
+    W = te.placeholder((n, n), name="W", dtype=f64)
+    b = te.placeholder((n,), name="b", dtype=f64)
+    st = te.placeholder((T, n), name="st", dtype=f64)
+    init = te.compute((n0, n), lambda t, i: X[t, i] * 0.5 + b[i], name="init")
+    lag = int(rng.integers(1, n0 + 1))
+    shape = int(rng.integers(0, 3))
+    if shape == 0:  # element-wise
+        upd = te.compute((T, n), lambda t, i: te.sin(st[t - lag, i]) * 0.8 + X[t, i] * b[i],
+                         name="upd")
+    elif shape == 1:  # a matrix-vector product over the state, then tanh
+        k = te.reduce_axis((0, n), "k")
+        pre = te.compute((T, n), lambda t, j: te.sum(W[j, k] * st[t - 1, k] * 0.5, axis=k),
+                         name="pre")
+        upd = te.compute((T, n), lambda t, j: te.tanh(pre[t, j] + X[t, j])
+                         + st[t - lag, j] * 0.1, name="upd")
+    else:  # an intermediate read twice, and a state read at another column
+        mid = te.compute((T, n), lambda t, i: st[t - 1, (i + 1) % n] * X[t, i], name="mid")
+        upd = te.compute((T, n), lambda t, i: mid[t, i] * mid[t, i] * 0.3 + st[t - lag, i]
+                         * 0.5 + W[i, i], name="upd")
+    S = te.scan(init, upd, st, name="rec")
+    k1, k2 = te.reduce_axis((0, T), "k1"), te.reduce_axis((0, n), "k2")
+    L = te.compute((), lambda: te.sum(S[k1, k2] * S[k1, k2] * (k1 + 1).astype(f64),
+                                      axis=[k1, k2]), name="L")
+    return [X, W, b], S, L
+
+
+@pytest.mark.parametrize("seed", [*range(10), 42, 47])  # (42, 47: one step)
+def test_random_recurrences_compile_evaluate_and_differentiate(seed):
+    inputs, S, L = _random_recurrence(seed)
+    feed = _feed(inputs, seed)
+    want = tex.testing.evaluate(S, feed)
+    f = tex.build([S])
+    got = np.zeros(S.shape)
+    f(*[feed[a] for a in f.args[:-1]], got)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    used = [t for t in inputs if t in placeholders_of([L])]
+    tex.testing.check_grad(L, used, data=feed)
+    grads = list(tex.differentiate(L, used))
+    g = tex.build(grads)
+    outs = [np.zeros(t.shape) for t in grads]
+    g(*[feed[a] for a in g.args[:len(used)]], *outs)
+    for o, r in zip(outs, tex.testing.evaluate(grads, feed)):
+        np.testing.assert_allclose(o, r, rtol=1e-10, atol=1e-12)
+
+
+def test_an_update_that_reads_no_state_and_a_one_dimensional_state():
+    m, n = 6, 3
+    X = te.placeholder((m, n), name="X", dtype="float64")
+    st = te.placeholder((m, n), name="st", dtype="float64")
+    init = te.compute((2, n), lambda t, i: X[t, i] * 2, name="init")
+    upd = te.compute((m, n), lambda t, i: te.sin(X[t, i]), name="upd")
+    S = te.scan(init, upd, st)
+    assert upd in S.op.input_tensors  # computed before the scan, its rows copied
+    x = _feed([X])[X]
+    ref = np.sin(x)
+    ref[:2] = 2 * x[:2]
+    out = np.zeros_like(x)
+    tex.build([S])(x, out)
+    np.testing.assert_allclose(out, ref, rtol=1e-12)
+    np.testing.assert_allclose(tex.testing.evaluate(S, {X: x}), ref, rtol=1e-12)
+    tex.testing.check_grad(_weighted_square_sum(S), [X])
+    Y = te.placeholder((m,), name="Y", dtype="float64")
+    s1 = te.placeholder((m,), name="s1", dtype="float64")
+    S1 = te.scan(te.compute((1,), lambda t: Y[0], name="i1"),
+                 te.compute((m,), lambda t: s1[t - 1] * 0.9 + Y[t], name="u1"), s1)
+    y = _feed([Y])[Y]
+    o = np.zeros(m)
+    tex.build([S1])(y, o)
+    r = np.zeros(m)
+    r[0] = y[0]
+    for t in range(1, m):
+        r[t] = r[t - 1] * 0.9 + y[t]
+    np.testing.assert_allclose(o, r, rtol=1e-12)
+    kk = te.reduce_axis((0, m), "kk")
+    tex.testing.check_grad(te.compute((), lambda: te.sum(S1[kk] * S1[kk], axis=kk),
+                                      name="L1"), [Y])

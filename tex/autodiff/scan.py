@@ -65,7 +65,15 @@ def scan_contributions(t: Tensor, deps: Sequence[Tensor], adj: Tensor,
     else:
         lam = _adjoint_recurrence(op, step, heads, name, differentiate)
     out: dict[Tensor, Tensor | Zero] = {}
-    outside = [d for d in deps if d not in op.init]
+    # an update computed before the scan (it reads no state) gives the rows from n0 on
+    copied = {u: k for k, u in enumerate(op.update) if u.op not in op.body_ops}
+    outside = [d for d in deps if d not in op.init and d not in copied]
+    for d in deps:
+        if d in copied:
+            lk = lam[copied[d]]
+            out[d] = Zero(d.shape, adj.dtype) if lk is None else compute(
+                d.shape, lambda t_, *i, lk=lk: tex_select(t_ >= n0, lk[(t_, *i)], 0.0),
+                name=f"{name}_{grad_name(d.name)}_grad", tag="gradient")
     for d in deps:
         if d in op.init:
             k = op.init.index(d)
@@ -132,6 +140,23 @@ def _adjoint_recurrence(op: ScanOp, step: _Step, heads: Sequence[Tensor | None],
          for k, (h, s, d) in enumerate(zip(heads, op.shapes, op.dtypes))]
     Q = [placeholder(s, d, name=f"{name}_adj{k}") for k, (s, d) in
          enumerate(zip(op.shapes, op.dtypes))]
+    if rows == 1:
+        # one step (the last row): nothing follows it, so its head is the given one and
+        # the adjoint is that step's gradient added to the head, no recurrence (with one
+        # row, zero elimination may drop the time axis the backward scan would index)
+        last = [compute((1, *s[1:]), lambda _, *i, g=g: g[(steps - 1, *i)],
+                        name=f"{name}_head{k}", tag="gradient")
+                for k, (g, s) in enumerate(zip(G, op.shapes))]
+        table = {**{h.op: x for h, x in zip(H, last)},
+                 **{p.op: o for p, o in zip(step.P, op.outputs)}}
+        lam1: list[Tensor | None] = []
+        for k in range(K):
+            parts = [_rewritten([g], table, set()).get(g, g) for g in dP[k]]
+            Gk = G[k]
+            lam1.append(compute(op.shapes[k], lambda *i, Gk=Gk, parts=parts: _sum(
+                [Gk[i], *(p[i] for p in parts)]), name=f"{name}_{k}_grad" if K > 1
+                else f"{name}_grad", tag="gradient"))
+        return lam1
     dep_h = _depending(dP, set(H))
     # the forward values, reading the outputs themselves
     forward = _rewritten([g for gs in dP for g in gs], {p.op: o for p, o in
@@ -191,6 +216,11 @@ def _outside_gradients(op: ScanOp, step: _Step, lam: Sequence[Tensor | None],
             d.shape, lambda *i, gs=gs: _sum([g[i] for g in gs]),
             name=f"{name}_{grad_name(d.name)}_grad", tag="gradient")
     return result
+
+
+def tex_select(cond: Expr, a: Expr, b: float) -> Expr:
+    """``cond ? a : b`` (``b`` in ``a``'s dtype)."""
+    return fold.select(cond, a, fold.const(b, a.dtype))
 
 
 def _and(a: Expr, b: Expr) -> Expr:

@@ -318,6 +318,8 @@ class ScanOp(Operation):
                                 f"{len(state_placeholder)} states")
         body_set = set(body_ops)
         reads: dict[Tensor, None] = dict.fromkeys(init)
+        # an update that reads no state is computed before the scan (its rows are copied)
+        reads.update((u, None) for u in update if u.op not in body_set)
         for op in body_ops:
             for t in op.input_tensors:
                 if t.op not in body_set and t not in state_placeholder:

@@ -124,7 +124,7 @@ class NestBuilder:
         """Where ``st``'s body is evaluated: its axes' domains, the time axis of a stage
         computed at a scan's steps over those steps only."""
         dom = dom_of([*st.op.axis, *st.op.reduce_axis])
-        scan = st.scan
+        scan = self.sch.scan_body.get(st) or st.scan  # (a body stage inlined: its scan's)
         if scan is not None and st.op.axis and \
                 st.op.axis[0].dom.extent == scan.op.shapes[0][0]:
             # (a body stage, or one a primitive made of it: its time axis first)
