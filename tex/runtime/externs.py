@@ -106,54 +106,57 @@ def _scalar(d: DType, bits: int) -> Any:
 
 class Externs:
     """The extern calls of one built function and the ctypes callback running them
-    (``address`` goes into the error record)."""
+    (``address`` goes into the error record). What each call passes is worked out once
+    (``_plan``): a call converts pointers and slots, nothing more."""
 
     def __init__(self, specs: Sequence[ExternSpec], function: str) -> None:
         self.specs = tuple(specs)
         self.function = function
+        self._plans = [_plan(s) for s in self.specs]
         self._pending = threading.local()
         self._callback = CALLBACK(self._call)  # kept alive as long as this object
         self.address = ctypes.cast(self._callback, ctypes.c_void_p).value
 
     def _call(self, index: int, buffers: int, scalars: int) -> int:
         try:
-            self.run(self.specs[index], buffers, scalars)
+            self.run(index, buffers, scalars)
             return 0
         except BaseException as exc:  # noqa: BLE001 - raised again by the caller
             self._pending.error = exc
             return 1
 
-    def run(self, spec: ExternSpec, buffers: int, scalars: int) -> None:
-        """Call ``spec``'s function on the buffers at the pointers in ``buffers`` and the
-        scalars in the 64-bit slots at ``scalars``."""
+    def run(self, index: int, buffers: int, scalars: int) -> None:
+        """Call extern ``index``'s function on the buffers at the pointers in ``buffers``
+        and the scalars in the 64-bit slots at ``scalars``."""
+        spec = self.specs[index]
+        pointers, slots, steps = self._plans[index]
         fn = resolve(spec.func)
         is_c = isinstance(fn, ctypes._CFuncPtr)  # type: ignore[attr-defined]
-        nb = sum(1 for a in spec.args if a[0] == "buffer")
-        ns = sum(1 for a in spec.args if a[0] == "scalar")
-        ptrs = (ctypes.c_void_p * max(nb, 1)).from_address(buffers)
-        vals = (ctypes.c_int64 * max(ns, 1)).from_address(scalars)
+        ptrs = pointers.from_address(buffers)
+        vals = slots.from_address(scalars)
         args: list[Any] = []
         kb = ks = 0
-        for a in spec.args:
-            if a[0] == "buffer":
-                _, d, shape, written = a
+        for kind, a, b, c, written in steps:
+            if kind == 0:  # a buffer: its bytes as a ctypes type, shape, dtype
                 p = ptrs[kb]
                 kb += 1
                 if is_c:
                     args.append(ctypes.c_void_p(p))
-                    continue
-                arr = _array(p, d, shape)
-                if not written:
-                    arr.flags.writeable = False  # an input: the caller's data
-                args.append(arr.view(NDArray))
-            elif a[0] == "scalar":
-                v = _scalar(a[1], vals[ks])
+                elif p and a is not None:
+                    arr = np.ndarray.__new__(NDArray, b, c, a.from_address(p))
+                    if not written:
+                        arr.flags.writeable = False  # an input: the caller's data
+                    args.append(arr)
+                else:  # an empty buffer
+                    args.append(np.empty(b, c).view(NDArray))
+            elif kind == 1:  # a scalar of dtype a
+                v = _scalar(a, vals[ks])
                 ks += 1
                 if is_c and isinstance(v, float) and not fn.argtypes:
                     v = ctypes.c_double(v)
                 args.append(v)
-            else:
-                args.append(a[1].encode() if is_c else a[1])
+            else:  # a string
+                args.append(a.encode() if is_c else a)
         fn(*args)
 
     def raise_pending(self) -> None:
@@ -167,11 +170,20 @@ class Externs:
         raise exc
 
 
-def _array(p: int | None, d: DType, shape: tuple[int, ...]) -> np.ndarray:
-    """The C-contiguous array of dtype ``d`` and ``shape`` at address ``p``."""
-    n = math.prod(shape)
-    dtype = np.dtype(d.name)
-    if n == 0 or not p:
-        return np.empty(shape, dtype)
-    raw = (ctypes.c_char * (n * dtype.itemsize)).from_address(p)
-    return np.frombuffer(raw, dtype=dtype).reshape(shape)
+def _plan(spec: ExternSpec) -> tuple[Any, Any, list[tuple[int, Any, Any, Any, bool]]]:
+    """The ctypes array types of a call's pointer and scalar slots, and one step per
+    argument: ``(0, bytes type or None, shape, dtype, written)`` for a buffer, ``(1,
+    dtype, ...)`` for a scalar, ``(2, text, ...)`` for a string."""
+    nb = sum(1 for a in spec.args if a[0] == "buffer")
+    ns = sum(1 for a in spec.args if a[0] == "scalar")
+    steps: list[tuple[int, Any, Any, Any, bool]] = []
+    for a in spec.args:
+        if a[0] == "buffer":
+            dtype = np.dtype(a[1].name)
+            nbytes = math.prod(a[2]) * dtype.itemsize
+            steps.append((0, ctypes.c_char * nbytes if nbytes else None, a[2], dtype, a[3]))
+        elif a[0] == "scalar":
+            steps.append((1, a[1], None, None, False))
+        else:
+            steps.append((2, a[1], None, None, False))
+    return ctypes.c_void_p * max(nb, 1), ctypes.c_int64 * max(ns, 1), steps

@@ -95,13 +95,17 @@ def device(dev_type: Any, dev_id: int = 0) -> Device:
     return cuda(dev_id) if kind == "cuda" else cpu(dev_id)
 
 
+# the host (a constant: every array made without a device is on it)
+_HOST = Device("cpu", 0)
+
+
 class NDArray(np.ndarray):
     """A NumPy array with TVM's ``NDArray`` methods (module docstring)."""
 
     _device: Device
 
     def __array_finalize__(self, obj: Any) -> None:
-        self._device = getattr(obj, "_device", None) or cpu(0)
+        self._device = getattr(obj, "_device", None) or _HOST
 
     @property
     def device(self) -> Device:
