@@ -436,3 +436,29 @@ def test_an_update_that_reads_no_state_and_a_one_dimensional_state():
     kk = te.reduce_axis((0, m), "kk")
     tex.testing.check_grad(te.compute((), lambda: te.sum(S1[kk] * S1[kk], axis=kk),
                                       name="L1"), [Y])
+
+
+def test_rnn_as_a_torch_autograd_function():
+    torch = pytest.importorskip("torch")
+    from tex.contrib import torch as tex_torch
+
+    inputs, hs = _rnn(dtype="float32")
+    fn = tex_torch.function(hs, list(inputs))
+    feed = _feed(inputs, seed=1)
+    tx = [torch.tensor(feed[t], requires_grad=True) for t in inputs]
+    y = fn(*tx)
+    (y * y).sum().backward()
+    got = [t.grad.clone() for t in tx]
+    for t in tx:
+        t.grad = None
+    X, W, U, h0 = tx
+    h = h0[0]
+    ref = [h]
+    for t in range(1, 5):
+        h = torch.tanh(W @ h + U @ X[t])
+        ref.append(h)
+    ref = torch.stack(ref)
+    torch.testing.assert_close(y, ref, rtol=1e-5, atol=1e-5)
+    (ref * ref).sum().backward()
+    for g, t in zip(got, tx):
+        torch.testing.assert_close(g, t.grad, rtol=1e-4, atol=1e-4)
