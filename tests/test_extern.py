@@ -362,7 +362,7 @@ def test_extern_reads_a_cache_read_copy():
     np.testing.assert_allclose(d, a * 2 + 2.5, rtol=1e-6)
 
 
-def test_cuda_builds_refuse_extern_calls():
+def test_cuda_builds_refuse_loopless_calls():
     A, B, C, D = _pipeline()
     s = tex.schedule.auto_schedule([D], "cuda")
     with pytest.raises(ValueError, match="'C' is an extern call .* runs on the host CPU"):

@@ -184,7 +184,7 @@ class Stage:
                             f"(e.g. {self.name}.op.axis[0]), got {type(iv).__name__} {iv!r}")
         if any(iv is v for v in self.leaf_iter_vars):
             return iv
-        self.refuse_extern(primitive)
+        self.refuse_loopless(primitive)
         if any(iv is v for v in self.all_iter_vars):
             raise ScheduleError(f"{primitive} on stage '{self.name}': axis '{iv.name}' has already "
                                 "been split or fused; use the axes that split/fuse returned")
@@ -192,7 +192,7 @@ class Stage:
                             f"of this stage (its axes are "
                             f"{', '.join(v.name for v in self.leaf_iter_vars)})")
 
-    def refuse_extern(self, primitive: str) -> None:
+    def refuse_loopless(self, primitive: str) -> None:
         """A ``ScheduleError`` when this stage is an extern call (it has no loops: it runs
         once, at the root, after its inputs are computed in full) or a scan (its one loop
         is its steps; schedule the stages of its body)."""
@@ -311,7 +311,7 @@ class Stage:
         if len(ivs) == 1 and isinstance(ivs[0], (list, tuple)):
             ivs = tuple(ivs[0])
         if not ivs:
-            self.refuse_extern("fuse")
+            self.refuse_loopless("fuse")
             single = _new_iter_var("singleton", 1, "axis")
             self.relations.append(Singleton(single))
             self.leaf_iter_vars = [single, *self.leaf_iter_vars]
@@ -428,7 +428,7 @@ class Stage:
         if self.is_output:
             raise ScheduleError(f"compute_inline: '{self.name}' is an output of the schedule; "
                                 "outputs must be stored")
-        self.refuse_extern("compute_inline")
+        self.refuse_loopless("compute_inline")
         for reader in self.schedule._readers.get(self.op, ()):
             if isinstance(reader.op, ExternOp):
                 raise ScheduleError(f"compute_inline: '{self.name}' is read by the extern call "
@@ -470,7 +470,7 @@ class Stage:
                                 "to another schedule")
         if parent is self:
             raise ScheduleError(f"compute_at: stage '{self.name}' cannot be attached to itself")
-        self.refuse_extern("compute_at")
+        self.refuse_loopless("compute_at")
         for reader in self.schedule._readers.get(self.op, ()):
             if isinstance(reader.op, ExternOp):
                 raise ScheduleError(f"compute_at: '{self.name}' is read by the extern call "
