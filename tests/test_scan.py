@@ -365,7 +365,7 @@ def _random_recurrence(seed: int):
     st = te.placeholder((T, n), name="st", dtype=f64)
     init = te.compute((n0, n), lambda t, i: X[t, i] * 0.5 + b[i], name="init")
     lag = int(rng.integers(1, n0 + 1))
-    shape = int(rng.integers(0, 3))
+    shape = int(rng.integers(0, 5))
     if shape == 0:  # element-wise
         upd = te.compute((T, n), lambda t, i: te.sin(st[t - lag, i]) * 0.8 + X[t, i] * b[i],
                          name="upd")
@@ -375,6 +375,20 @@ def _random_recurrence(seed: int):
                          name="pre")
         upd = te.compute((T, n), lambda t, j: te.tanh(pre[t, j] + X[t, j])
                          + st[t - lag, j] * 0.1, name="upd")
+    elif shape == 4:  # two matrix-vector products in a chain, both read by the update
+        k = te.reduce_axis((0, n), "k")
+        p1 = te.compute((T, n), lambda t, j: te.sum(W[j, k] * st[t - 1, k] * 0.5, axis=k),
+                        name="p1")
+        k2 = te.reduce_axis((0, n), "k2")
+        p2 = te.compute((T, n), lambda t, j: te.sum(W[k2, j] * p1[t, k2] * 0.5, axis=k2),
+                        name="p2")
+        upd = te.compute((T, n), lambda t, j: te.tanh(p1[t, j] + p2[t, j] + X[t, j]),
+                         name="upd")
+    elif shape == 3:  # a diamond: the update reads a stage directly and through another
+        a = te.compute((T, n), lambda t, i: te.sin(st[t - 1, i]), name="a")
+        bb = te.compute((T, n), lambda t, i: a[t, i] * X[t, i] + st[t - lag, i] * 0.5,
+                        name="bb")
+        upd = te.compute((T, n), lambda t, i: a[t, i] * bb[t, i] + b[i], name="upd")
     else:  # an intermediate read twice, and a state read at another column
         mid = te.compute((T, n), lambda t, i: st[t - 1, (i + 1) % n] * X[t, i], name="mid")
         upd = te.compute((T, n), lambda t, i: mid[t, i] * mid[t, i] * 0.3 + st[t - lag, i]

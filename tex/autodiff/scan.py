@@ -312,7 +312,10 @@ class _Reverser:
             for node in post_order(*o.body):
                 if isinstance(node, TensorRead) and node.tensor.op in self.depending:
                     pending.append((node.tensor.op, off + _offset(node, row, o)))
-        for o, off in reversed(order):  # producers first
+        # producers first (the walk met each consumer first, but a producer read by two
+        # of them may have come before the second)
+        rank = {o: k for k, o in enumerate(topo_sort_ops([o.output(0) for o, _ in order]))}
+        for o, off in sorted(order, key=lambda p: rank[p[0]]):
             self._make(o, off)
         return self.made[key]
 
