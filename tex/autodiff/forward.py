@@ -11,6 +11,7 @@ from ..ir.visit import substitute, topo_sort_ops
 from .builders import new_axes, zero_tensor
 from .derivative import DifferentiationError, tangent
 from .jacobian import reduce_tangent
+from .scan import scan_tangents
 from .tidy import tidy
 
 __all__ = ["jvp"]
@@ -73,11 +74,10 @@ def jvp(out: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Tenso
                     f"jvp: '{op.name}' is an extern call (te.extern) on the path from the "
                     "inputs; forward mode cannot see inside it (reverse mode takes its "
                     f"derivative: tex.differentiate(..., override={{{op.name}: ...}}))")
-            if isinstance(op, ScanOp) and any(d in tan for d in op.input_tensors):
-                raise DifferentiationError(
-                    f"jvp: '{op.name}' is a scan (te.scan) on the path from the inputs; "
-                    "forward mode does not run through scans (reverse mode does: "
-                    "tex.differentiate)")
+            if isinstance(op, ScanOp) and any(d in tan for d in op.input_tensors) and \
+                    not any(o in tan for o in op.outputs):
+                tan.update((o, t) for o, t in zip(op.outputs, scan_tangents(op, tan, jvp))
+                           if o.dtype.is_float)
             continue
         if not any(d in tan for d in op.input_tensors):
             continue

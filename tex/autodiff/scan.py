@@ -1,4 +1,5 @@
-"""Reverse mode through a scan: the adjoint recurrence, as a scan backward in time.
+"""Reverse and forward mode through a scan: the adjoint recurrence as a scan backward in
+time, the tangents as a scan forward in time (``scan_tangents``).
 
 A scan ``O[t] = U(O[t-1], ..., D)[t]`` for ``t >= n0`` (``O[:n0]`` its init) has
 ``Λ[t] = G[t] + Σ_{t' > t} (∂U[t']/∂O[t])ᵀ Λ[t']`` as the adjoint of its output, given the
@@ -39,7 +40,7 @@ from ..te.scan import scan
 from .builders import Zero, fresh_names, grad_name, new_axes
 from .derivative import DifferentiationError
 
-__all__ = ["scan_contributions"]
+__all__ = ["scan_contributions", "scan_tangents"]
 
 ReadFn = Callable[[TensorRead], "Expr | None"]
 
@@ -86,6 +87,75 @@ def scan_contributions(t: Tensor, deps: Sequence[Tensor], adj: Tensor,
     for d in outside:
         out.setdefault(d, Zero(d.shape, adj.dtype))
     return out
+
+
+def scan_tangents(op: ScanOp, tan: Mapping[Tensor, Tensor],
+                  jvp: Callable[..., Tensor]) -> list[Tensor]:
+    """Forward mode through a scan: the tangents of its outputs, given ``tan`` (the
+    tangents of tensors it reads; ``jvp``: ``tex.autodiff.jvp``). They are a scan of
+    their own: ``Ṡ[t] = (∂U/∂S) Ṡ[<t] + (∂U/∂D) Ḋ`` from the inits' tangents, its step the
+    tangent of one recomputed step re-indexed from ``r`` to ``t = r + n0``."""
+    steps, n0 = op.shapes[0][0], op.init_len
+    name = grad_name(op.name)
+    zero = [compute(s, lambda *i, d=d: fold.const(0, d), name=f"{name}_zero{k}",
+                    tag="gradient") for k, (s, d) in enumerate(zip(op.shapes, op.dtypes))]
+    inits = []
+    for k, init in enumerate(op.init):
+        ti = tan.get(init)
+        inits.append(ti if ti is not None else compute(
+            init.shape, lambda *i, d=op.dtypes[k]: fold.const(0, d),
+            name=f"{name}_tinit{k}", tag="gradient"))
+    if steps == n0:
+        return inits
+    step = _Step(op, name)
+    TP = [placeholder(s, d, name=f"{name}_tstate{k}")
+          for k, (s, d) in enumerate(zip(op.shapes, op.dtypes))]
+    outside = [d for d in op.input_tensors if d in tan and d not in op.init]
+    TS = [placeholder(s, d, name=f"{name}_tan{k}")
+          for k, (s, d) in enumerate(zip(op.shapes, op.dtypes))]
+    dU = [None if u is None else jvp(u, [*step.P, *outside], [*TP, *(tan[d] for d in outside)])
+          for u in step.updates]
+    made = [g for g in dU if g is not None]
+    if step.rows == 1:
+        # one step: it reads the inits' tangents only, so no recurrence (zero elimination
+        # may drop a one-row time axis the tangent scan would index; as in the adjoint)
+        known = [compute(s, lambda t, *i, ti=ti: tex_select(t < n0, ti[(t % n0, *i)], 0.0),
+                         name=f"{name}_tknown{k}", tag="gradient")
+                 for k, (s, ti) in enumerate(zip(op.shapes, inits))]
+        table = {**{p.op: x for p, x in zip(TP, known)},
+                 **{p.op: o for p, o in zip(step.P, op.outputs)}}
+        outs1 = []
+        for k, (u, g, ti) in enumerate(zip(op.update, dU, inits)):
+            last = tan.get(u, zero[k]) if g is None else _rewritten([g], table, set()).get(g, g)
+            at = (lambda t: t) if g is None else (lambda t: t - n0)
+            outs1.append(compute(op.shapes[k], lambda t, *i, ti=ti, last=last, at=at:
+                                 fold.select(t < n0, ti[(t % n0, *i)], last[(at(t), *i)]),
+                                 name=f"{name}_{k}_tangent", tag="gradient"))
+        return outs1
+    dep = _depending([made], set(TP))
+    forward = _rewritten(made, {p.op: o for p, o in zip(step.P, op.outputs)}, dep)
+    # a state tangent's row e is the tangent scan's own row e
+    fwd = _Reindexer(steps, 1, lambda e: e, dict(zip(TP, TS)),
+                     dict(zip(step.P, op.outputs)), forward, dep, "tan")
+    updates = []
+    for k, (u, g) in enumerate(zip(op.update, dU)):
+        shape = op.shapes[k]
+        if g is None:  # an update computed before the scan: its tangent's rows are copied
+            tu = tan.get(u, zero[k])
+            updates.append(compute(shape, lambda *i, tu=tu: tu[i], name=f"{name}_tupd{k}",
+                                   tag="gradient"))
+            continue
+        part = fwd.at(g, -n0) if g.op in dep else forward.get(g, g)
+        own = g.op in dep
+
+        def body(t: Var, *i: Var, part: Tensor = part, own: bool = own) -> Expr:
+            if own:
+                return TensorRead(part, (t, *i))
+            return tex_select(t >= n0, TensorRead(part, (t - n0, *i)), 0.0)
+
+        updates.append(compute(shape, body, name=f"{name}_tupd{k}", tag="gradient"))
+    outs = scan(inits, updates, TS, name=f"{name}_tangent")
+    return outs if isinstance(outs, list) else [outs]
 
 
 class _Step:
@@ -161,8 +231,9 @@ def _adjoint_recurrence(op: ScanOp, step: _Step, heads: Sequence[Tensor | None],
     # the forward values, reading the outputs themselves
     forward = _rewritten([g for gs in dP for g in gs], {p.op: o for p, o in
                                                          zip(step.P, op.outputs)}, dep_h)
-    rev = _Reverser(steps, n0, dict(zip(H, Q)), dict(zip(step.P, op.outputs)), forward,
-                    dep_h)
+    # H[e] is Λ[e + n0], the backward scan's row T-1-n0-e
+    rev = _Reindexer(steps, -1, lambda e: fold.binary(Op.SUB, fold.const(steps - 1 - n0), e),
+                     dict(zip(H, Q)), dict(zip(step.P, op.outputs)), forward, dep_h, "rev")
     inits, updates = [], []
     for k in range(K):
         shape = op.shapes[k]
@@ -275,19 +346,23 @@ def _rewritten(tensors: Sequence[Tensor], table: Mapping[Operation, Tensor],
     return new
 
 
-class _Reverser:
-    """The gradient operations that depend on the head, re-indexed into the backward
-    scan's steps: ``at(Y, a)`` is ``Y'`` with ``Y'[q] = Y[a - q]`` (zero where ``a - q`` is
-    not a row of ``Y``)."""
+class _Reindexer:
+    """The operations that depend on a recurrence's own values (the head of a backward
+    scan, the state tangents of a forward one), re-indexed into that scan's steps:
+    ``at(Y, a)`` is ``Y'`` with ``Y'[q] = Y[a + sign * q]`` (zero where that is not a row
+    of ``Y``); their reads of ``heads[H][e]`` become reads of the scan's state at
+    ``head_row(e)``."""
 
-    def __init__(self, steps: int, n0: int, heads: Mapping[Tensor, Tensor],
-                 outputs: Mapping[Tensor, Tensor], forward: Mapping[Tensor, Tensor],
-                 depending: set[Operation]) -> None:
-        self.steps, self.n0 = steps, n0
+    def __init__(self, steps: int, sign: int, head_row: Callable[[Expr], Expr],
+                 heads: Mapping[Tensor, Tensor], outputs: Mapping[Tensor, Tensor],
+                 forward: Mapping[Tensor, Tensor], depending: set[Operation],
+                 suffix: str) -> None:
+        self.steps, self.sign, self.head_row = steps, sign, head_row
         self.heads = heads  # H_j -> Q_j
         self.outputs = outputs  # P_k -> O_k
         self.forward = forward  # forward value -> the same reading the outputs
         self.depending = depending
+        self.suffix = suffix
         self.made: dict[tuple[Tensor, int], Tensor] = {}
 
     def at(self, y: Tensor, a: int) -> Tensor:
@@ -323,14 +398,12 @@ class _Reverser:
         if (o.output(0), a) in self.made:
             return
         row = o.axis[0].var
-        steps, n0 = self.steps, self.n0
 
         def read(node: TensorRead) -> Expr | None:
             src = node.tensor
-            if src in self.heads:  # H[e] -> Q[T-1-n0-e]
-                e = node.indices[0]
-                return TensorRead(self.heads[src], (simplify(fold.binary(
-                    Op.SUB, fold.const(steps - 1 - n0), e)), *node.indices[1:]))
+            if src in self.heads:
+                return TensorRead(self.heads[src], (simplify(self.head_row(node.indices[0])),
+                                                    *node.indices[1:]))
             if src in self.outputs:
                 return TensorRead(self.outputs[src], node.indices)
             if src.op in self.depending:
@@ -348,8 +421,9 @@ class _Reverser:
                 return TensorRead(dst, (q, *node.indices[1:]))
             return None
 
-        new = reindexed(o, f"{o.name}_rev", self.steps,
-                        lambda q: fold.binary(Op.SUB, fold.const(a), q),
+        op_ = Op.SUB if self.sign < 0 else Op.ADD
+        new = reindexed(o, f"{o.name}_{self.suffix}", self.steps,
+                        lambda q: fold.binary(op_, fold.const(a), q),
                         o.axis[0].dom.extent, read, own_row)
         for out in new.outputs:
             self.made[(o.output(out.value_index), a)] = out
