@@ -11,6 +11,7 @@ import pytest
 
 import tex
 from tex import te, tir, topi
+from tex.error import ScheduleError
 
 
 def _vector_add(n: int = 10):
@@ -186,6 +187,39 @@ def test_te_has_schedule_names():
     assert te.create_schedule is tex.create_schedule
     assert te.thread_axis is tex.thread_axis
     assert {"create_schedule", "thread_axis", "gradient"} <= set(dir(te))
+
+
+def test_set_store_predicate_guards_only_the_stages_own_stores():
+    n, m = 16, 64
+    A = te.placeholder((n, m), name="A")
+    C = te.compute((n,), lambda i: A[i, 0] * 2, name="C")
+    s = te.create_schedule(C.op)
+    s[C].set_store_predicate(C.op.axis[0] < 5)
+    a = np.random.default_rng(6).standard_normal((n, m)).astype("float32")
+    c = np.full(n, -1.0, "float32")
+    tex.build(s, [A, C])(a, c)
+    np.testing.assert_allclose(c[:5], a[:5, 0] * 2, rtol=1e-6)
+    assert (c[5:] == -1.0).all()
+    with pytest.raises(TypeError, match="must be a condition"):
+        s[C].set_store_predicate(C.op.axis[0] + 1)
+    # TVM's cross-thread reduction: thread 0 stores, every thread's partial sum counts
+    k = te.reduce_axis((0, m), "k")
+    B = te.compute((n,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    s = te.create_schedule(B.op)
+    ko, ki = s[B].split(B.op.reduce_axis[0], factor=16)
+    BF = s.rfactor(B, ki)
+    tx = s[B].op.reduce_axis[0]
+    thread_x = te.thread_axis("threadIdx.x")
+    s[B].bind(tx, thread_x)
+    s[BF].compute_at(s[B], tx)
+    s[B].bind(B.op.axis[0], te.thread_axis("blockIdx.x"))
+    s[B].set_store_predicate(thread_x.var.equal(0))
+    b = np.zeros(n, "float32")
+    tex.build(s, [A, B], "cuda").simulate(a, b)
+    np.testing.assert_allclose(b, a.sum(axis=1), rtol=1e-5, atol=1e-5)
+    s[B].set_store_predicate(te.thread_axis("threadIdx.y").var.equal(0))
+    with pytest.raises(ScheduleError, match="uses threadIdx.y, which no loop of 'B'"):
+        tex.lower(s, [A, B])
 
 
 # -- 9. te.scan and te.extern (tests/test_scan.py and tests/test_extern.py in full) ------

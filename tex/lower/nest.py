@@ -46,6 +46,8 @@ from .stmt import (
     make_buffer,
     run_nested,
     seq,
+    stmt_children,
+    with_stmt_children,
 )
 from .storage import INT32_LIMIT, Names, Storage, flatten_reads, i32, int64
 
@@ -296,7 +298,26 @@ class NestBuilder:
         kind, form = body_kind(st, body, levels, bool(children or outer))
         stage_body = StageBody(st, body, levels, point, env, own_guards, self.names,
                                self.checker, self.scalars, form)
-        return wrap_guards(top_guards, BODY_BUILDERS[kind](stage_body))
+        nest = BODY_BUILDERS[kind](stage_body)
+        if st.store_predicate is not None:
+            nest = _predicated(nest, {env[t].buffer for t in st.op.outputs},
+                               self.store_predicate(st, value, point))
+        return wrap_guards(top_guards, nest)
+
+    def store_predicate(self, st: Stage, value: Mapping[IterVar, Expr],
+                        point: Mapping[Var, Expr]) -> Expr:
+        """``st``'s store predicate over its loops: axis variables by their values, a
+        ``ThreadAxis.var`` by the loop bound to its tag."""
+        at: dict[Expr, Expr] = {iv.var: v for iv, v in value.items()}
+        at.update(point)
+        tags = {ta.tag: value[iv] for iv, ta in st.bindings.items()}
+        for n in post_order(st.store_predicate):
+            if isinstance(n, Var) and n.kind == "thread":
+                if n.name not in tags:
+                    raise ScheduleError(f"lower: the store predicate of '{st.name}' uses "
+                                        f"{n.name}, which no loop of '{st.name}' is bound to")
+                at[n] = tags[n.name]
+        return substitute(st.store_predicate, at)
 
     def place_guards(self, levels: list[Level], guards: Sequence[Expr],
                      outer: Sequence[Level]) -> tuple[list[Expr], list[Expr]]:
@@ -369,6 +390,25 @@ class NestBuilder:
             env[t] = Storage(buf, box.exts, box.los)
         return ((yield self.nest(child, root_min, root_ext, clip, env, enclosing)), buffers,
                 self.bound.scope_of(child, enclosing))
+
+
+def _predicated(root: Stmt, buffers: AbstractSet[Tensor], pred: Expr) -> Stmt:
+    """``root`` with each store into one of ``buffers`` done only where ``pred`` holds
+    (TVM's store predicate: other stores, a thread's partial sums, run as before)."""
+    done: dict[int, Stmt] = {}
+    stack: list[tuple[Stmt, bool]] = [(root, False)]
+    while stack:
+        s, expanded = stack.pop()
+        kids = stmt_children(s)
+        if not expanded:
+            stack.append((s, True))
+            stack.extend((c, False) for c in kids)
+            continue
+        if isinstance(s, Store) and s.buffer in buffers:
+            done[id(s)] = IfThenElse(pred, s)
+        else:
+            done[id(s)] = with_stmt_children(s, [done[id(c)] for c in kids])
+    return done[id(root)]
 
 
 def _restore(env: dict[Tensor, Storage], undo: Undo) -> None:

@@ -12,9 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from ..dtype import int32
 from ..error import ScheduleError
 from ..ir.codec import IR_CODECS, Codec
-from ..ir.expr import IterVar, Range
+from ..ir.expr import IterVar, Range, Var
 
 __all__ = ["CODECS", "THREAD_TAGS", "Fuse", "PARALLEL", "Relation", "SERIAL", "Singleton",
            "Split", "THREAD",
@@ -77,6 +78,13 @@ class ThreadAxis:
 
     def __str__(self) -> str:
         return self.tag
+
+    @property
+    def var(self) -> Var:
+        """The hardware index as a variable, for conditions on it (TVM's ``tx.var``:
+        ``s[B].set_store_predicate(tx.var.equal(0))``); it stands for the loop bound to
+        this tag in the stage the condition is given to."""
+        return Var(self.tag, int32, kind="thread")
 
 
 def thread_axis(dom: Any = None, tag: str = "", name: str = "", span: Any = None

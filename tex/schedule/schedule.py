@@ -124,6 +124,7 @@ class Stage:
         self.scope = "global"
         self.is_output = False
         self.pragmas: dict[IterVar, list[tuple[str, Any]]] = {}
+        self.store_predicate: Any = None  # (set_store_predicate)
 
     @property
     def op(self) -> ComputeOp:
@@ -525,6 +526,19 @@ class Stage:
         self.attach_stage = None
         self.attach_ivar = None
 
+    def set_store_predicate(self, predicate: Any) -> None:
+        """Store this stage's values only where ``predicate`` (a bool expression over its
+        loop and axis variables) holds; the stages computed inside it run as before
+        (TVM's: a cross-thread reduction stored by thread 0)."""
+        self.refuse_loopless("set_store_predicate")
+        from ..ir.expr import as_expr
+
+        pred = as_expr(predicate, f"set_store_predicate on stage '{self.name}'")
+        if not pred.dtype.is_bool:
+            raise TypeError(f"set_store_predicate on stage '{self.name}': the predicate must be "
+                            f"a condition (bool), got {pred} of dtype {pred.dtype}")
+        self.store_predicate: Any = pred
+
     # -- reductions ------------------------------------------------------------------------
     def set_scope(self, scope: str) -> None:
         """Memory scope of this stage's buffer: "global", "shared" or "local"."""
@@ -669,6 +683,7 @@ class Schedule:
             st.scope = state["scope"]
             st.is_output = state["is_output"]
             st.pragmas = {iv: list(p) for iv, p in state["pragmas"].items()}
+            st.store_predicate = state["store_predicate"]
             sch.stages.append(st)
             made.append(st)
         for st, row in zip(made, stages):
@@ -921,7 +936,7 @@ class Schedule:
 # the attributes of a Stage in Schedule.snapshot, in order
 SNAPSHOT_FIELDS = ("op", "origin_op", "all_iter_vars", "leaf_iter_vars", "relations",
                    "annotations", "bindings", "attach_type", "attach_stage", "attach_ivar",
-                   "scope", "is_output", "pragmas")
+                   "scope", "is_output", "pragmas", "store_predicate")
 
 
 def _replace_tensors(e: Any, mapping: Mapping[Tensor, Tensor]) -> Any:
