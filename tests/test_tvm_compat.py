@@ -133,6 +133,30 @@ def test_tir_missing_names_say_what_to_use():
         tir.PrimExpr()
 
 
+# -- 3. size variables (shapes of them: issue 25) ------------------------------------------
+def test_size_var_is_a_non_negative_scalar():
+    n, m = tex.size_var("n"), tex.var("m")
+    assert te.size_var is tex.size_var and n.kind == "size"
+    assert isinstance(n, tir.SizeVar) and not isinstance(m, tir.SizeVar)
+    assert tir.SizeVar("k", "int64").dtype == "int64" and isinstance(n, tir.Var)
+    # the simplifier knows a size is never negative (a plain var proves nothing)
+    assert tex.arith.can_prove(n >= 0) and not tex.arith.can_prove(m >= 0)
+    assert tex.arith.simplify(tex.max(n, 0)) is n
+    assert tex.arith.can_prove(n // 4 + n % 4 >= 0)
+    with pytest.raises(TypeError, match="a size is an integer"):
+        tex.size_var("f", "float32")
+    # a built function takes it as a scalar argument and refuses a negative size
+    A = te.placeholder((8,), name="A")
+    B = te.compute((8,), lambda i: A[i] * n.astype("float32"), name="B")
+    f = tex.build(te.create_schedule(B.op), [A, B, n])
+    a = np.arange(8, dtype="float32")
+    b = np.zeros(8, "float32")
+    f(a, b, 3)
+    np.testing.assert_allclose(b, a * 3)
+    with pytest.raises(ValueError, match="does not fit in a size"):
+        f(a, b, -1)
+
+
 # -- 4. lower's keywords -----------------------------------------------------------------
 def test_lower_takes_tvm_keywords():
     A, B, C = _vector_add(16)

@@ -54,6 +54,7 @@ from .te import (
     select,
     sigmoid,
     sin,
+    size_var,
     sqrt,
     sum,
     tan,

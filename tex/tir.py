@@ -103,6 +103,10 @@ def _var(name: str = "v", dtype: Any = "int32", span: Any = None) -> _e.Var:
     return te.var(name, dtype)
 
 
+def _size_var(name: str = "size", dtype: Any = "int32", span: Any = None) -> _e.Var:
+    return te.size_var(name, dtype)
+
+
 def _cast(dtype: Any, value: Any, span: Any = None) -> _e.Expr:
     return fold.cast(as_dtype(dtype, "tir.Cast"), value)
 
@@ -122,8 +126,9 @@ PrimExpr = _view("PrimExpr", lambda x: isinstance(x, _e.Expr), _no_make("PrimExp
                  "Any scalar expression (tex.Expr).")
 Var = _view("Var", lambda x: isinstance(x, _e.Var), _var,
             "A scalar variable: tir.Var(name, dtype) is tex.var(name, dtype).")
-SizeVar = _view("SizeVar", lambda x: isinstance(x, _e.Var), _var,
-                "A variable known to be >= 0 (a shape variable); a plain tex.var for now.")
+SizeVar = _view("SizeVar", lambda x: isinstance(x, _e.Var) and x.kind == "size", _size_var,
+                "A variable known to be >= 0: tir.SizeVar(name, dtype) is "
+                "tex.size_var(name, dtype).")
 IntImm = _view("IntImm", _is_int_const, _imm,
                "An integer or bool constant: tir.IntImm(dtype, value).")
 FloatImm = _view("FloatImm", _is_float_const, _imm,

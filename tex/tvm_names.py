@@ -77,13 +77,11 @@ INSTEAD: dict[str, dict[str, str]] = {
         "metal": "tex.cuda() (tex targets the host CPU and NVIDIA GPUs only)",
         "rocm": "tex.cuda() (tex targets the host CPU and NVIDIA GPUs only)",
         "convert": "tex.const(value) for a scalar; Python lists stay lists",
-        "size_var": "tex.var (a dimension must be an int for now)",
         "hybrid": "tex.compute",
         "parser": "tex.compute (tex has no TVMScript)",
         "script": "tex.compute (tex has no TVMScript)",
     },
     "tex.te": {
-        "size_var": "tex.var (a dimension must be an int for now)",
         "hybrid": "te.compute",
         "decl_tensor_intrin": "nothing: tensorize and custom intrinsics are not supported",
         "tag_scope": "the tag= argument of te.compute",

@@ -325,6 +325,8 @@ def normalize_dom(dom: DomainLike) -> dict[Var, Interval]:
 # --------------------------------------------------------------------------------------
 
 def _default_var(v: Var) -> Interval:
+    if v.kind == "size":  # (a size: never negative, within its dtype)
+        return Interval(0, dtype_interval(v.dtype).hi)
     return _EVERYTHING if v.dtype.kind == "int" else dtype_interval(v.dtype)
 
 

@@ -267,6 +267,8 @@ class SympyBridge:
         self._names.add(name)
         if isinstance(atom, Var):
             iv = self.dom.get(atom)
+            if iv is None and atom.kind == "size":
+                iv = Interval(0, None)  # (a size: non-negative)
         else:
             iv = self._atom_bounds(atom) if self._atom_bounds is not None else None
         sym = sympy.Symbol(name, **_assumptions(atom.dtype, iv))

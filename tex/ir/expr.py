@@ -256,8 +256,9 @@ class Const(Expr):
 class Var(Expr):
     """A named scalar variable; every call makes a distinct variable.
 
-    ``kind`` is ``"var"`` for free variables (``tex.var``), ``"axis"`` for a compute's
-    data-parallel axis, ``"reduce"`` for a reduction axis and ``"thread"`` for a GPU
+    ``kind`` is ``"var"`` for free variables (``tex.var``), ``"size"`` for free variables
+    known to be non-negative (``tex.size_var``, TVM's ``SizeVar``: a size), ``"axis"`` for a
+    compute's data-parallel axis, ``"reduce"`` for a reduction axis and ``"thread"`` for a GPU
     hardware index (``threadIdx.x``, ``blockIdx.y``, ...) in a lowered kernel.
     """
 
@@ -267,7 +268,7 @@ class Var(Expr):
     kind: str
 
     def __new__(cls, name: str, dtype: DType = int32, kind: str = "var") -> Var:
-        if kind not in ("var", "axis", "reduce", "thread"):
+        if kind not in ("var", "size", "axis", "reduce", "thread"):
             raise InternalError(f"bad Var kind {kind!r}")
         node = object.__new__(cls)
         object.__setattr__(node, "name", str(name))

@@ -244,7 +244,7 @@ def _check_args(args: Any) -> list[Tensor | Var]:
         if not isinstance(a, (Tensor, Var)):
             raise TypeError(f"lower: args[{pos}] is {type(a).__name__} {a!r}; expected a "
                             "Tensor or a tex.var")
-        if isinstance(a, Var) and a.kind != "var":
+        if isinstance(a, Var) and a.kind not in ("var", "size"):
             raise TypeError(f"lower: args[{pos}] '{a.name}' is a loop variable, not a tex.var")
         if any(a is b for b in out):
             raise ValueError(f"lower: args[{pos}] '{a.name}' appears twice in args")

@@ -84,7 +84,7 @@ def flatten_reads(e: Expr, env: Mapping[Tensor, Storage], scalars: AbstractSet[V
             if where is None:
                 raise debug.InternalError(f"lower: no storage for '{node.tensor.name}'")
             return TensorRead(where.buffer, [where.flat_index(node.indices)])
-        if isinstance(node, Var) and node.kind == "var" and node not in scalars:
+        if isinstance(node, Var) and node.kind in ("var", "size") and node not in scalars:
             raise ValueError(f"lower: the computation uses the free variable '{node.name}' "
                              "(a tex.var); pass it in args to make it a scalar argument")
         return None

@@ -103,9 +103,9 @@ class ArgSpec:
         return f"argument {self.position} ('{self.name}')"
 
 
-def _int_converter(d: DType) -> Callable[[Any, ArgSpec], Any]:
+def _int_converter(d: DType, size: bool = False) -> Callable[[Any, ArgSpec], Any]:
     info = np.iinfo(d.numpy)
-    lo, hi = int(info.min), int(info.max)
+    lo, hi = 0 if size else int(info.min), int(info.max)
 
     def convert(v: Any, spec: ArgSpec) -> Any:
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
@@ -113,8 +113,9 @@ def _int_converter(d: DType) -> Callable[[Any, ArgSpec], Any]:
                             f"{d.name} scalar parameter, got {type(v).__name__} {v!r}")
         v = int(v)
         if not lo <= v <= hi:
-            raise ValueError(f"{spec.where()}: {v} does not fit in {d.name} "
-                             f"(range [{lo}, {hi}])")
+            what = "a size (tex.size_var) of" if size else ""
+            raise ValueError(f"{spec.where()}: {v} does not fit in {what}{' ' if size else ''}"
+                             f"{d.name} (range [{lo}, {hi}])")
         return v
 
     return convert
@@ -140,10 +141,10 @@ def _bool_converter(v: Any, spec: ArgSpec) -> Any:
     return 1 if v else 0
 
 
-def _converter(d: DType) -> Callable[[Any, ArgSpec], Any]:
+def _converter(d: DType, size: bool = False) -> Callable[[Any, ArgSpec], Any]:
     if d.is_bool:
         return _bool_converter
-    return _float_converter(d) if d.is_float else _int_converter(d)
+    return _float_converter(d) if d.is_float else _int_converter(d, size)
 
 
 def param_signature(params: Sequence[BufferParam | ScalarParam]) -> Signature:
@@ -161,7 +162,8 @@ def arg_specs(signature: Signature) -> tuple[ArgSpec, ...]:
                                  tuple(int(n) for n in a.shape), None))
         else:
             d = a.dtype
-            specs.append(ArgSpec(k, a.name, False, False, d.numpy, (), _converter(d)))
+            specs.append(ArgSpec(k, a.name, False, False, d.numpy, (),
+                                 _converter(d, a.kind == "size")))
     return tuple(specs)
 
 

@@ -37,7 +37,7 @@ from .intrin import (
     trunc,
     truncdiv,
 )
-from .operation import check_shape, compute, const, placeholder, reduce_axis, var
+from .operation import check_shape, compute, const, placeholder, reduce_axis, size_var, var
 from .reducers import Reducer, all, any, comm_reducer, max, min, prod, sum
 from .scan import scan
 
@@ -46,7 +46,7 @@ __all__ = [
     "if_then_else", "log",
     "log2", "log10", "max_value", "min_value", "power", "round", "rsqrt", "select", "sigmoid",
     "sin", "sqrt", "tan", "tanh", "trunc", "truncdiv", "check_shape", "compute", "const",
-    "placeholder", "reduce_axis", "var", "Reducer", "all", "any", "comm_reducer", "max",
+    "placeholder", "reduce_axis", "var", "size_var", "Reducer", "all", "any", "comm_reducer", "max",
     "min", "prod", "sum", "Tensor", "tensor", "extern", "call_packed", "scan",
 ]
 

@@ -17,7 +17,7 @@ from ..ir.expr import Const, Expr, IterVar, Range, Var, as_expr
 from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor, TensorSlice
 from ..ir.verify import check_compute_body
 
-__all__ = ["placeholder", "compute", "reduce_axis", "var", "const", "check_shape"]
+__all__ = ["placeholder", "compute", "reduce_axis", "var", "size_var", "const", "check_shape"]
 
 
 _INT32_MAX = 2**31 - 1  # index variables and loop counters are int32
@@ -137,6 +137,15 @@ def reduce_axis(dom: Any, name: str = "rv") -> IterVar:
 def var(name: str = "v", dtype: Any = "int32") -> Var:
     """A free scalar variable (every call makes a new one, even with an equal name)."""
     return Var(_check_name(name, "var"), as_dtype(dtype, f"var '{name}'"), kind="var")
+
+
+def size_var(name: str = "size", dtype: Any = "int32") -> Var:
+    """A free integer variable known to be non-negative (TVM's ``size_var``): bounds and
+    the simplifier use it, and a built function refuses a negative value for it."""
+    d = as_dtype(dtype, f"size_var '{name}'")
+    if not d.is_integral or d.is_bool:
+        raise TypeError(f"size_var '{name}': a size is an integer, got dtype {d}")
+    return Var(_check_name(name, "size_var"), d, kind="size")
 
 
 def const(value: Any, dtype: Any = None) -> Const:

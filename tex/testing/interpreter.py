@@ -540,7 +540,7 @@ def _eval_var(it: _Interpreter, node: Var, args: list[Array], mask: Array | None
     value = it.grid.env.get(node)
     if value is not None:
         return value
-    if node.kind == "var":
+    if node.kind in ("var", "size"):
         raise ValueError(f"evaluate: compute '{it.grid.op_name}' uses the free variable "
                          f"'{node.name}' (a tex.var); evaluate has no value for it. Replace "
                          "it by a constant or an index of the compute")
