@@ -483,3 +483,31 @@ def test_no_zero_is_proved_through_an_extern():
     x = np.array(np.random.default_rng(3).permutation(24).reshape(4, 6), "float32")
     tex.testing.check_grad(L, [X], data={X: x}, override={C: ([E], square_vjp)})
     gc.collect()
+
+
+def test_two_extern_stages_in_one_function_keep_their_own_calls():
+    seen = []
+
+    def first(x, y, k):
+        seen.append(("first", k))
+        y[...] = x.numpy() + k
+
+    def second(x, y, scale, flag):
+        seen.append(("second", scale, flag))
+        y[...] = x.numpy() * scale if flag else x.numpy()
+
+    A = te.placeholder((6,), name="A", dtype="float64")
+    k = te.var("k", dtype="int64")
+    C1 = te.extern(A.shape, [A], lambda ins, outs: tir.call_packed(first, ins[0], outs[0], k),
+                   name="C1")
+    M = te.compute(A.shape, lambda i: C1[i] * 2.0, name="M")
+    C2 = te.extern(A.shape, [M], lambda ins, outs: tir.call_packed(
+        second, ins[0], outs[0], tex.const(0.5, "float64"), False), name="C2")
+    D = te.compute(A.shape, lambda i: C2[i] + C1[i], name="D")
+    f = tex.build(te.create_schedule(D.op), [A, D, k])
+    assert [s.name for s in f.extern_specs] == ["C1", "C2"]
+    a = np.arange(6, dtype="float64")
+    d = np.zeros(6)
+    f(a, d, 2**35)
+    assert seen == [("first", 2**35), ("second", 0.5, False)]
+    np.testing.assert_allclose(d, (a + 2**35) * 3)
