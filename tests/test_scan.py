@@ -489,3 +489,22 @@ def test_rnn_as_a_torch_autograd_function():
     (ref * ref).sum().backward()
     for g, t in zip(got, tx):
         torch.testing.assert_close(g, t.grad, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("seed", [1, 4, 6, 42])
+def test_random_recurrences_on_the_gpu_simulator(seed):
+    """The same family auto-scheduled for CUDA (host loops of launches, the body rows over
+    threads), forward and gradient, run by the simulator against evaluate."""
+    inputs, S, L = _random_recurrence(seed)
+    feed = _feed(inputs, seed)
+    used = [t for t in inputs if t in placeholders_of([L])]
+    f = tex.build(tex.schedule.auto_schedule([S], "cuda"), [*used, S], "cuda")
+    out = np.zeros(S.shape)
+    f.simulate(*[feed[t] for t in used], out)
+    np.testing.assert_allclose(out, tex.testing.evaluate(S, feed), rtol=1e-10, atol=1e-12)
+    grads = list(tex.differentiate(L, used))
+    g = tex.build(tex.schedule.auto_schedule(grads, "cuda"), [*used, *grads], "cuda")
+    outs = [np.zeros(t.shape) for t in grads]
+    g.simulate(*[feed[t] for t in used], *outs)
+    for o, r in zip(outs, tex.testing.evaluate(grads, feed)):
+        np.testing.assert_allclose(o, r, rtol=1e-9, atol=1e-11)
