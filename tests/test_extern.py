@@ -110,6 +110,8 @@ def test_extern_outputs_shapes_dtypes_and_printing():
                      name="XY", dtype=["float64", "int32"])
     assert (X.shape, X.dtype, Y.shape, Y.dtype) == ((4, 3), "float64", (2,), "int32")
     assert X.op is Y.op and X.op.input_tensors == [A]
+    assert X.op.input_placeholders[0].shape == (4, 3)  # TVM's names of the buffers
+    assert [b.dtype for b in X.op.output_placeholders] == ["float64", "int32"]
     assert str(X) == "XY.v0, XY.v1 = extern f.two(A, XY.v0, XY.v1, n, 'mode', True)"
     # the default dtype is the first input's
     Z = te.extern((2,), [A], lambda ins, outs: tir.call_packed("f", ins[0], outs[0]))

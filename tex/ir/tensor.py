@@ -275,6 +275,16 @@ class ExternOp(Operation):
         return ExternOp(self.name, inputs, self.in_buffers, self.out_buffers, self.call,
                         self.tag, self.attrs)
 
+    @property
+    def input_placeholders(self) -> tuple[ExternBuffer, ...]:
+        """TVM's name of ``in_buffers``."""
+        return self.in_buffers
+
+    @property
+    def output_placeholders(self) -> tuple[ExternBuffer, ...]:
+        """TVM's name of ``out_buffers``."""
+        return self.out_buffers
+
     def buffer_tensor(self, buf: ExternBuffer) -> Tensor:
         """The tensor behind one of this operation's buffers."""
         return self.inputs[buf.index] if buf.role == "in" else self._outputs[buf.index]
