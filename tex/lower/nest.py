@@ -44,10 +44,9 @@ from .stmt import (
     Stmt,
     Store,
     make_buffer,
+    map_stmts,
     run_nested,
     seq,
-    stmt_children,
-    with_stmt_children,
 )
 from .storage import INT32_LIMIT, Names, Storage, flatten_reads, i32, int64
 
@@ -395,20 +394,8 @@ class NestBuilder:
 def _predicated(root: Stmt, buffers: AbstractSet[Tensor], pred: Expr) -> Stmt:
     """``root`` with each store into one of ``buffers`` done only where ``pred`` holds
     (TVM's store predicate: other stores, a thread's partial sums, run as before)."""
-    done: dict[int, Stmt] = {}
-    stack: list[tuple[Stmt, bool]] = [(root, False)]
-    while stack:
-        s, expanded = stack.pop()
-        kids = stmt_children(s)
-        if not expanded:
-            stack.append((s, True))
-            stack.extend((c, False) for c in kids)
-            continue
-        if isinstance(s, Store) and s.buffer in buffers:
-            done[id(s)] = IfThenElse(pred, s)
-        else:
-            done[id(s)] = with_stmt_children(s, [done[id(c)] for c in kids])
-    return done[id(root)]
+    return map_stmts(root, lambda s: IfThenElse(pred, s)
+                     if isinstance(s, Store) and s.buffer in buffers else s)
 
 
 def _restore(env: dict[Tensor, Storage], undo: Undo) -> None:

@@ -41,7 +41,7 @@ __all__ = [
     "ExternCall",
     "BufferParam", "ScalarParam", "Param", "LoweredFunc", "make_buffer", "seq",
     "stmt_children", "stmt_exprs", "with_stmt_children", "walk_stmts", "stored_buffers",
-    "map_exprs",
+    "map_exprs", "map_stmts",
     "symbol_name", "Nested", "run_nested", "each_nested",
 ]
 
@@ -376,6 +376,12 @@ def map_exprs(root: Stmt, fn: Callable[[Expr], Expr]) -> Stmt:
                                   tuple(fn(e) for e in s.scalars))
         return s
 
+    return map_stmts(root, apply)
+
+
+def map_stmts(root: Stmt, fn: Callable[[Stmt], Stmt]) -> Stmt:
+    """``root`` rebuilt bottom-up: each statement, its children rebuilt first, replaced by
+    ``fn`` of it. Iterative."""
     done: dict[int, Stmt] = {}  # id(original) -> rebuilt (originals stay alive in the tree)
     stack: list[tuple[Stmt, bool]] = [(root, False)]
     while stack:
@@ -385,5 +391,5 @@ def map_exprs(root: Stmt, fn: Callable[[Expr], Expr]) -> Stmt:
             stack.append((s, True))
             stack.extend((c, False) for c in reversed(kids))
             continue
-        done[id(s)] = apply(with_stmt_children(s, [done[id(c)] for c in kids]))
+        done[id(s)] = fn(with_stmt_children(s, [done[id(c)] for c in kids]))
     return done[id(root)]
