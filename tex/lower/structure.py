@@ -28,9 +28,8 @@ from .stmt import (
     Seq,
     Stmt,
     Store,
-    stmt_children,
+    map_stmts,
     walk_stmts,
-    with_stmt_children,
 )
 
 __all__ = ["structure", "renamed"]
@@ -136,39 +135,27 @@ def renamed(root: Stmt, mapping: Mapping[Tensor | Var, Tensor | Var]) -> Stmt | 
     def get(obj: Any) -> Any:
         return mapping.get(obj, obj)
 
-    done: dict[int, Stmt] = {}
-    stack: list[tuple[Stmt, bool]] = [(root, False)]
+    def one(s: Stmt) -> Stmt:  # (its children renamed already)
+        match s:
+            case For():
+                return For(get(s.var), ex(s.min), ex(s.extent), s.kind, s.body, s.thread_tag)
+            case Store():
+                return Store(get(s.buffer), ex(s.index), ex(s.value))
+            case Allocate():
+                return Allocate(get(s.buffer), s.scope, s.body)
+            case IfThenElse():
+                return IfThenElse(ex(s.cond), s.then_case, s.else_case)
+            case LetStmt():
+                return LetStmt(get(s.var), ex(s.value), s.body)
+            case ExternCall():
+                return ExternCall(s.op, s.index, tuple(get(b) for b in s.buffers), s.written,
+                                  tuple(ex(e) for e in s.scalars))
+        return s
+
     try:
-        while stack:
-            s, expanded = stack.pop()
-            kids = stmt_children(s)
-            if not expanded:
-                stack.append((s, True))
-                stack.extend((k, False) for k in kids)
-                continue
-            new_kids = [done[id(k)] for k in kids]
-            match s:
-                case For():
-                    out: Stmt = For(get(s.var), ex(s.min), ex(s.extent), s.kind, new_kids[0],
-                                    s.thread_tag)
-                case Store():
-                    out = Store(get(s.buffer), ex(s.index), ex(s.value))
-                case Allocate():
-                    out = Allocate(get(s.buffer), s.scope, new_kids[0])
-                case IfThenElse():
-                    out = IfThenElse(ex(s.cond), new_kids[0],
-                                     new_kids[1] if len(new_kids) > 1 else None)
-                case LetStmt():
-                    out = LetStmt(get(s.var), ex(s.value), new_kids[0])
-                case ExternCall():
-                    out = ExternCall(s.op, s.index, tuple(get(b) for b in s.buffers),
-                                     s.written, tuple(ex(e) for e in s.scalars))
-                case _:
-                    out = with_stmt_children(s, new_kids)
-            done[id(s)] = out
+        return map_stmts(root, one)
     except _NotRenamed:
         return None
-    return done[id(root)]
 
 
 class _NotRenamed(Exception):
