@@ -58,6 +58,7 @@ def test_scan_output_and_printing():
         "scan = scan(init init, update update, state state) over scan.idx in [1, 10)",
         "  update[t, i] = state[t - 1, i] + X[t, i]"]
     assert placeholders_of([S]) == [X]
+    assert tex.graph(S).nodes[S.op]["kind"] == "scan" and "#ece4f4" in tex.to_dot(S)
 
 
 def test_scan_builder_refuses_what_cannot_run():

@@ -1,14 +1,14 @@
 """The tensor DAG as a networkx graph, and as Graphviz DOT text.
 
-Nodes are operations (``PlaceholderOp``/``ComputeOp``/``ExternOp``) with attributes ``name``,
-``kind``, ``shape`` and ``dtype``; an edge runs producer -> consumer.
+Nodes are operations (``PlaceholderOp``/``ComputeOp``/``ExternOp``/``ScanOp``) with
+attributes ``name``, ``kind``, ``shape`` and ``dtype``; an edge runs producer -> consumer.
 """
 from __future__ import annotations
 
 import networkx as nx
 
 from .printer import format_op
-from .tensor import ExternOp, PlaceholderOp, Tensor
+from .tensor import ExternOp, PlaceholderOp, ScanOp, Tensor
 from .visit import topo_sort_ops
 
 __all__ = ["graph", "to_dot", "DOT_STYLES"]
@@ -34,7 +34,8 @@ def graph(*tensors: Tensor) -> nx.DiGraph:
     g = nx.DiGraph()
     for op in topo_sort_ops(tensors):
         kind = "placeholder" if isinstance(op, PlaceholderOp) else \
-            "extern" if isinstance(op, ExternOp) else "compute"
+            "extern" if isinstance(op, ExternOp) else \
+            "scan" if isinstance(op, ScanOp) else "compute"
         out = op.output(0)
         g.add_node(op, name=op.name, kind=kind, shape=out.shape, dtype=out.dtype.name)
         if not isinstance(op, PlaceholderOp):
@@ -54,6 +55,7 @@ DOT_STYLES: dict[str, str] = {
     "compute": 'shape=box, style="rounded,filled", fillcolor="#f4f4f4", color="#666666"',
     "gradient": 'shape=box, style="rounded,filled", fillcolor="#fde3c8", color="#c2692a"',
     "extern": 'shape=box3d, style=filled, fillcolor="#e4f2e0", color="#4c8a3f"',
+    "scan": 'shape=box, style="rounded,filled,bold", fillcolor="#ece4f4", color="#6f4c9b"',
 }
 
 
@@ -62,13 +64,16 @@ def _kind(op: object) -> str:
         return "placeholder"
     if isinstance(op, ExternOp):
         return "extern"
+    if isinstance(op, ScanOp):
+        return "scan"
     return "gradient" if getattr(op, "tag", "") == "gradient" else "compute"
 
 
 def to_dot(*tensors: Tensor, name: str = "tex") -> str:
     """Graphviz DOT text of the DAG, deterministic (node ids n0, n1, ... in topological
     order). Placeholders are blue ellipses, computes grey boxes labelled with their defining
-    equation, gradient tensors (made by ``tex.differentiate``) orange boxes; the tensors
+    equation, gradient tensors (made by ``tex.differentiate``) orange boxes, extern calls
+    green 3-d boxes, scans purple boxes with their bodies; the tensors
     given have a bold border; each edge is labelled with the shape of the tensor it carries.
     ``tex.viz.save`` renders it.
     """
