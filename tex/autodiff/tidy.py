@@ -65,17 +65,22 @@ def tidy(roots: Sequence[Tensor], keep: Collection[Tensor],
         if not any(d in inline or d in new for d in op.input_tensors):
             new[t] = t
             continue
-        if op in rebuilt:
-            pass
-        elif isinstance(op, ExternOp):  # (its inputs are never inlined)
-            rebuilt[op] = op.with_inputs([new.get(d, d) for d in op.inputs])
-        elif isinstance(op, ScanOp):
-            rebuilt[op] = op.replaced({d: new[d] for d in op.input_tensors if d in new})
-        else:
-            assert isinstance(op, ComputeOp)
-            rebuilt[op] = _rebuild(op, [inline_reads(b, inline, new, memo) for b in op.body])
+        if op not in rebuilt:
+            rebuilt[op] = _reading_new(op, inline, new, memo)
         new[t] = rebuilt[op].output(t.value_index)
     return {t: n for t, n in new.items() if n is not t}
+
+
+def _reading_new(op: Operation, inline: set[Tensor], new: dict[Tensor, Tensor],
+                 memo: dict[Expr, Expr]) -> Operation:
+    """``op`` over the inlined bodies and rebuilt tensors it reads (an extern call's or a
+    scan's inputs are never inlined: they read them from memory)."""
+    if isinstance(op, ExternOp):
+        return op.with_inputs([new.get(d, d) for d in op.inputs])
+    if isinstance(op, ScanOp):
+        return op.replaced({d: new[d] for d in op.input_tensors if d in new})
+    assert isinstance(op, ComputeOp)
+    return _rebuild(op, [inline_reads(b, inline, new, memo) for b in op.body])
 
 
 def inline_reads(body: Expr, inline: set[Tensor], new: dict[Tensor, Tensor],
