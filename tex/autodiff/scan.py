@@ -73,7 +73,7 @@ def scan_contributions(t: Tensor, deps: Sequence[Tensor], adj: Tensor,
         if d in copied:
             lk = lam[copied[d]]
             out[d] = Zero(d.shape, adj.dtype) if lk is None else compute(
-                d.shape, lambda t_, *i, lk=lk: tex_select(t_ >= n0, lk[(t_, *i)], 0.0),
+                d.shape, lambda t_, *i, lk=lk: _select_or_zero(t_ >= n0, lk[(t_, *i)]),
                 name=f"{name}_{grad_name(d.name)}_grad", tag="gradient")
     for d in deps:
         if d in op.init:
@@ -119,7 +119,7 @@ def scan_tangents(op: ScanOp, tan: Mapping[Tensor, Tensor],
     if step.rows == 1:
         # one step: it reads the inits' tangents only, so no recurrence (zero elimination
         # may drop a one-row time axis the tangent scan would index; as in the adjoint)
-        known = [compute(s, lambda t, *i, ti=ti: tex_select(t < n0, ti[(t % n0, *i)], 0.0),
+        known = [compute(s, lambda t, *i, ti=ti: _select_or_zero(t < n0, ti[(t % n0, *i)]),
                          name=f"{name}_tknown{k}", tag="gradient")
                  for k, (s, ti) in enumerate(zip(op.shapes, inits))]
         table = {**{p.op: x for p, x in zip(TP, known)},
@@ -151,7 +151,7 @@ def scan_tangents(op: ScanOp, tan: Mapping[Tensor, Tensor],
         def body(t: Var, *i: Var, part: Tensor = part, own: bool = own) -> Expr:
             if own:
                 return TensorRead(part, (t, *i))
-            return tex_select(t >= n0, TensorRead(part, (t - n0, *i)), 0.0)
+            return _select_or_zero(t >= n0, TensorRead(part, (t - n0, *i)))
 
         updates.append(compute(shape, body, name=f"{name}_tupd{k}", tag="gradient"))
     outs = scan(inits, updates, TS, name=f"{name}_tangent")
@@ -183,7 +183,7 @@ class _Step:
 
         for b in op.body_ops:
             assert isinstance(b, ComputeOp)
-            new = reindexed(b, f"{b.name}_step", self.rows,
+            new = _reindexed(b, f"{b.name}_step", self.rows,
                             lambda r: fold.binary(Op.ADD, r, fold.const(n0)), None, read)
             made.update(zip(b.outputs, new.outputs))
         self.updates = [made.get(u) for u in op.update]
@@ -289,9 +289,9 @@ def _outside_gradients(op: ScanOp, step: _Step, lam: Sequence[Tensor | None],
     return result
 
 
-def tex_select(cond: Expr, a: Expr, b: float) -> Expr:
-    """``cond ? a : b`` (``b`` in ``a``'s dtype)."""
-    return fold.select(cond, a, fold.const(b, a.dtype))
+def _select_or_zero(cond: Expr, a: Expr) -> Expr:
+    """``cond ? a : 0`` (a zero of ``a``'s dtype)."""
+    return fold.select(cond, a, fold.const(0, a.dtype))
 
 
 def _and(a: Expr, b: Expr) -> Expr:
@@ -422,7 +422,7 @@ class _Reindexer:
             return None
 
         op_ = Op.SUB if self.sign < 0 else Op.ADD
-        new = reindexed(o, f"{o.name}_{self.suffix}", self.steps,
+        new = _reindexed(o, f"{o.name}_{self.suffix}", self.steps,
                         lambda q: fold.binary(op_, fold.const(a), q),
                         o.axis[0].dom.extent, read, own_row)
         for out in new.outputs:
@@ -441,7 +441,7 @@ def _offset(node: TensorRead, row: Var, reader: ComputeOp) -> int:
     return int(diff.value)
 
 
-def reindexed(o: ComputeOp, name: str, rows: int, row_of: Callable[[Var], Expr],
+def _reindexed(o: ComputeOp, name: str, rows: int, row_of: Callable[[Var], Expr],
               guard_rows: int | None, read: ReadFn,
               own_row: Callable[[TensorRead, Var], Expr | None] | None = None) -> ComputeOp:
     """``o`` over ``rows`` rows with fresh axes: its first axis variable replaced by
