@@ -509,3 +509,54 @@ def test_random_recurrences_on_the_gpu_simulator(seed):
     g.simulate(*[feed[t] for t in used], *outs)
     for o, r in zip(outs, tex.testing.evaluate(grads, feed)):
         np.testing.assert_allclose(o, r, rtol=1e-9, atol=1e-11)
+
+
+def _lstm(T=4, H=3, I=2):
+    """An LSTM as a scan of two states (h, c): four gates of matrix-vector products."""
+    f64 = "float64"
+    X = te.placeholder((T, I), name="X", dtype=f64)
+    Wx = te.placeholder((4, H, I), name="Wx", dtype=f64)
+    Wh = te.placeholder((4, H, H), name="Wh", dtype=f64)
+    h_st = te.placeholder((T, H), name="h", dtype=f64)
+    c_st = te.placeholder((T, H), name="c", dtype=f64)
+    h0 = te.compute((1, H), lambda _, j: 0.0 * X[0, 0], name="h0")
+    c0 = te.compute((1, H), lambda _, j: 0.0 * X[0, 0], name="c0")
+    k = te.reduce_axis((0, H), "k")
+    gh = te.compute((T, 4, H), lambda t, g, j: te.sum(Wh[g, j, k] * h_st[t - 1, k], axis=k),
+                    name="gh")
+    m = te.reduce_axis((0, I), "m")
+    gx = te.compute((T, 4, H), lambda t, g, j: te.sum(Wx[g, j, m] * X[t, m], axis=m),
+                    name="gx")
+    gate = te.compute((T, 4, H), lambda t, g, j: gh[t, g, j] + gx[t, g, j], name="gate")
+    c_new = te.compute((T, H), lambda t, j: te.sigmoid(gate[t, 1, j]) * c_st[t - 1, j]
+                       + te.sigmoid(gate[t, 0, j]) * te.tanh(gate[t, 2, j]), name="c_new")
+    h_new = te.compute((T, H), lambda t, j: te.sigmoid(gate[t, 3, j]) * te.tanh(c_new[t, j]),
+                       name="h_new")
+    hs, cs = te.scan([h0, c0], [h_new, c_new], [h_st, c_st], name="lstm")
+    return [X, Wx, Wh], hs, cs
+
+
+def test_lstm_two_states_forward_and_gradient_match_torch():
+    torch = pytest.importorskip("torch")
+    inputs, hs, cs = _lstm()
+    L = _weighted_square_sum(hs)
+    tex.testing.check_grad(L, inputs)
+    feed = _feed(inputs, seed=11)
+    grads = list(tex.differentiate(L, inputs))
+    f = tex.build([hs, cs, *grads])
+    outs = [np.zeros(t.shape) for t in (hs, cs, *grads)]
+    f(*[feed[t] for t in inputs], *outs)
+    X, Wx, Wh = (torch.tensor(feed[t], requires_grad=True) for t in inputs)
+    h = torch.zeros(3, dtype=torch.float64)
+    c = torch.zeros(3, dtype=torch.float64)
+    hs_ref, loss = [h], (h * h).sum()
+    for t in range(1, 4):
+        g = torch.einsum("gjk,k->gj", Wh, h) + torch.einsum("gjm,m->gj", Wx, X[t])
+        c = torch.sigmoid(g[1]) * c + torch.sigmoid(g[0]) * torch.tanh(g[2])
+        h = torch.sigmoid(g[3]) * torch.tanh(c)
+        hs_ref.append(h)
+        loss = loss + (h * h).sum() * (t + 1)
+    loss.backward()
+    np.testing.assert_allclose(outs[0], torch.stack(hs_ref).detach().numpy(), rtol=1e-12)
+    for got, ref in zip(outs[2:], (X, Wx, Wh)):
+        np.testing.assert_allclose(got, ref.grad.numpy(), rtol=1e-9, atol=1e-12)
