@@ -511,7 +511,7 @@ def test_random_recurrences_on_the_gpu_simulator(seed):
         np.testing.assert_allclose(o, r, rtol=1e-9, atol=1e-11)
 
 
-def _lstm(T=4, H=3, I=2):
+def _lstm(T=4, H=3, I=2):  # noqa: E741
     """An LSTM as a scan of two states (h, c): four gates of matrix-vector products."""
     f64 = "float64"
     X = te.placeholder((T, I), name="X", dtype=f64)
