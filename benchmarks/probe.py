@@ -7,7 +7,7 @@ raised RecursionError; a stride-2 depthwise convolution over ``topi.nn.pad`` ran
 than without padding). Each case here is a small op at an odd shape (convolutions at
 widths 9-57, strided, 1 x 1 and 5 x 5; depthwise convolutions written over
 ``topi.nn.pad``; dense layers of 7, 197 and 333 rows; pooling; softmax over 10 to 30,522
-columns; layer norms over 394 and 1,000 rows; GELU; an Elman RNN as ``te.scan``). For each: ``auto_schedule`` and
+columns; layer norms over 394 and 1,000 rows; GELU; an Elman RNN and an LSTM as ``te.scan``). For each: ``auto_schedule`` and
 ``tex.build`` of the forward and of ``differentiate(sum(Y * G))`` (the loss and every
 gradient in one function), checked against PyTorch's forward and autograd, then timed in
 turns with PyTorch eager at the same thread count (median of ``--repeat`` rounds).
@@ -135,6 +135,45 @@ def rnn(t: int, h: int, i: int) -> Case:
     return [X, W, U, H0], tex.scan(init, upd, state, name="rnn"), reference
 
 
+def lstm(t: int, h: int, i: int) -> Case:
+    """An LSTM as a two-state ``te.scan`` (h, c), four gates of matrix-vector products
+    (weights scaled as ``rnn``'s)."""
+    a, b = 0.5 / h ** 0.5, 1.0 / i ** 0.5
+    X = tex.placeholder((t, i), name="X")
+    Wx = tex.placeholder((4, h, i), name="Wx")
+    Wh = tex.placeholder((4, h, h), name="Wh")
+    h_st = tex.placeholder((t, h), name="h")
+    c_st = tex.placeholder((t, h), name="c")
+    h0 = tex.compute((1, h), lambda _, j: X[0, 0] * 0.0, name="h0")
+    c0 = tex.compute((1, h), lambda _, j: X[0, 0] * 0.0, name="c0")
+    k = tex.reduce_axis((0, h), "k")
+    gh = tex.compute((t, 4, h), lambda s, g, j: tex.sum(Wh[g, j, k] * h_st[s - 1, k] * a,
+                                                        axis=k), name="gh")
+    m = tex.reduce_axis((0, i), "m")
+    gx = tex.compute((t, 4, h), lambda s, g, j: tex.sum(Wx[g, j, m] * X[s, m] * b, axis=m),
+                     name="gx")
+    c_new = tex.compute((t, h), lambda s, j: tex.sigmoid(gh[s, 1, j] + gx[s, 1, j])
+                        * c_st[s - 1, j] + tex.sigmoid(gh[s, 0, j] + gx[s, 0, j])
+                        * tex.tanh(gh[s, 2, j] + gx[s, 2, j]), name="c_new")
+    h_new = tex.compute((t, h), lambda s, j: tex.sigmoid(gh[s, 3, j] + gx[s, 3, j])
+                        * tex.tanh(c_new[s, j]), name="h_new")
+    hs, _ = tex.scan([h0, c0], [h_new, c_new], [h_st, c_st], name="lstm")
+
+    def reference(x: Any, wx: Any, wh: Any) -> Any:
+        hh = torch.zeros(h)
+        cc = torch.zeros(h)
+        out = [hh]
+        gxs = torch.einsum("gjm,sm->sgj", wx, x) * b
+        for s in range(1, t):
+            g = torch.einsum("gjk,k->gj", wh, hh) * a + gxs[s]
+            cc = torch.sigmoid(g[1]) * cc + torch.sigmoid(g[0]) * torch.tanh(g[2])
+            hh = torch.sigmoid(g[3]) * torch.tanh(cc)
+            out.append(hh)
+        return torch.stack(out)
+
+    return [X, Wx, Wh], hs, reference
+
+
 CASES: dict[str, Callable[[], Case]] = {
     "conv 8x24x27 k48 3x3": lambda: conv(8, 24, 27, 48, 3, 1, 1),
     "conv 4x96x15 k100 3x3": lambda: conv(4, 96, 15, 100, 3, 1, 1),
@@ -162,6 +201,7 @@ CASES: dict[str, Callable[[], Case]] = {
     "gelu 1576x3072": lambda: gelu(197 * 8, 3072),
     "rnn 100x256x128": lambda: rnn(100, 256, 128),
     "rnn 50x1024x256": lambda: rnn(50, 1024, 256),
+    "lstm 50x256x128": lambda: lstm(50, 256, 128),
 }
 
 
