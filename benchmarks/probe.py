@@ -7,10 +7,11 @@ raised RecursionError; a stride-2 depthwise convolution over ``topi.nn.pad`` ran
 than without padding). Each case here is a small op at an odd shape (convolutions at
 widths 9-57, strided, 1 x 1 and 5 x 5; depthwise convolutions written over
 ``topi.nn.pad``; dense layers of 7, 197 and 333 rows; pooling; softmax over 10 to 30,522
-columns; layer norms over 394 and 1,000 rows; GELU; an Elman RNN and an LSTM as ``te.scan``). For each: ``auto_schedule`` and
-``tex.build`` of the forward and of ``differentiate(sum(Y * G))`` (the loss and every
-gradient in one function), checked against PyTorch's forward and autograd, then timed in
-turns with PyTorch eager at the same thread count (median of ``--repeat`` rounds).
+columns; layer norms over 394 and 1,000 rows; GELU; an Elman RNN and an LSTM as
+``te.scan``). For each: ``auto_schedule`` and ``tex.build`` of the forward and of
+``differentiate(sum(Y * G))`` (the loss and every gradient in one function), checked
+against PyTorch's forward and autograd, then timed in turns with PyTorch eager at the same
+thread count (median of ``--repeat`` rounds).
 
     python benchmarks/probe.py                    # every case, 2 threads
     python benchmarks/probe.py --only dw conv     # cases whose name starts so
