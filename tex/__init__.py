@@ -71,6 +71,7 @@ from .te.extern import (
     remove_global_func,
 )
 from .te.scan import scan
+from .te.specialize import free_vars, shape_vars, specialize
 from .tvm_names import tex_getattr as __getattr__
 
 __version__ = "0.1.0"

@@ -38,8 +38,10 @@ def register_tensor_operators(table: dict[str, Callable[..., Any]]) -> None:
 
 
 class Shape(tuple):  # type: ignore[type-arg]
-    """A tensor's shape: a tuple of ints that, as TVM's shape arrays, also concatenates
-    with lists (``A.shape[:1] + [4]``, ``[2] + A.shape``) and slices to a ``Shape``."""
+    """A tensor's shape: a tuple of extents, each an int or (a symbolic extent) an integer
+    expression over ``tex.var``/``tex.size_var``, that, as TVM's shape arrays, also
+    concatenates with lists (``A.shape[:1] + [4]``, ``[2] + A.shape``) and slices to a
+    ``Shape``."""
 
     __slots__ = ()
 
@@ -59,6 +61,17 @@ class Shape(tuple):  # type: ignore[type-arg]
 
     def __reduce__(self) -> Any:
         return (Shape, (tuple(self),))
+
+    def __repr__(self) -> str:
+        # symbolic extents print as expressions: (n, 128), not (Var(n), 128)
+        return "(" + ", ".join(str(d) for d in self) + ("," if len(self) == 1 else "") + ")"
+
+    __str__ = __repr__
+
+    @property
+    def is_symbolic(self) -> bool:
+        """Whether an extent is an expression (over ``tex.var``/``tex.size_var``)."""
+        return not all(isinstance(d, int) for d in self)
 
 
 class Operation:
@@ -116,9 +129,12 @@ class PlaceholderOp(Operation):
     dtype: DType
     seq: int  # creation order: only used to order a built function's default arguments
 
-    def __init__(self, name: str, shape: Sequence[int], dtype: DType) -> None:
+    def __init__(self, name: str, shape: Sequence[int], dtype: DType,
+                 seq: int | None = None) -> None:
+        """``seq``: the creation order to take (a copy made by ``specialize`` keeps its
+        original's place among the arguments)."""
         self._init(name=name, tag="", attrs={}, shape=Shape(shape), dtype=as_dtype(dtype),
-                   seq=next(_CREATION_ORDER))
+                   seq=next(_CREATION_ORDER) if seq is None else seq)
         self._init(_outputs=(Tensor(self, 0),))
 
     def __repr__(self) -> str:
@@ -428,9 +444,10 @@ class Tensor:
 
     @property
     def size(self) -> int:
+        """The number of elements (an expression when the shape is symbolic)."""
         n = 1
         for d in self.shape:
-            n *= d
+            n = d * n if isinstance(d, Expr) else n * d
         return n
 
     @property

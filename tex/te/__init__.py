@@ -37,9 +37,19 @@ from .intrin import (
     trunc,
     truncdiv,
 )
-from .operation import check_shape, compute, const, placeholder, reduce_axis, size_var, var
+from .operation import (
+    check_shape,
+    compute,
+    const,
+    placeholder,
+    reduce_axis,
+    size_var,
+    symbolic_extent,
+    var,
+)
 from .reducers import Reducer, all, any, comm_reducer, max, min, prod, sum
 from .scan import scan
+from .specialize import free_vars, shape_vars, specialize
 
 __all__ = [
     "abs", "ceil", "cos", "erf", "exp", "extreme_value", "floor", "floordiv", "floormod",
@@ -48,6 +58,7 @@ __all__ = [
     "sin", "sqrt", "tan", "tanh", "trunc", "truncdiv", "check_shape", "compute", "const",
     "placeholder", "reduce_axis", "var", "size_var", "Reducer", "all", "any", "comm_reducer", "max",
     "min", "prod", "sum", "Tensor", "tensor", "extern", "call_packed", "scan",
+    "symbolic_extent", "specialize", "shape_vars", "free_vars",
 ]
 
 # TVM's te names that live in lower layers

@@ -13,11 +13,24 @@ import numpy as np
 
 from ..dtype import as_dtype
 from ..ir import fold
-from ..ir.expr import Const, Expr, IterVar, Range, Var, as_expr
+from ..ir.expr import (
+    Binary,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    IterVar,
+    Range,
+    Select,
+    Unary,
+    Var,
+    as_expr,
+)
 from ..ir.tensor import ComputeOp, PlaceholderOp, Tensor, TensorSlice
 from ..ir.verify import check_compute_body
 
-__all__ = ["placeholder", "compute", "reduce_axis", "var", "size_var", "const", "check_shape"]
+__all__ = ["placeholder", "compute", "reduce_axis", "var", "size_var", "const", "check_shape",
+           "symbolic_extent"]
 
 
 _INT32_MAX = 2**31 - 1  # index variables and loop counters are int32
@@ -37,38 +50,79 @@ def _int_value(value: Any) -> int | None:
     return None
 
 
-_SYMBOLIC = ("; shapes must be integers in this version (symbolic extents such as a "
-             "tex.var are not supported): build the program for a concrete size")
-
-
 def _is_symbolic(value: Any) -> bool:
     """Whether ``value`` is a tex expression or iteration variable (a symbolic extent)."""
     return isinstance(value, (Expr, IterVar))
 
 
-def check_shape(shape: Any, what: str) -> tuple[int, ...]:
-    """A shape as a tuple of positive Python ints (a single int means 1-D)."""
-    if _int_value(shape) is not None:
+_SHAPE_VAR_KINDS = ("var", "size")
+
+
+def symbolic_extent(value: Any, what: str) -> Expr | None:
+    """``value`` as a symbolic extent, or None when it is not an expression: an integer
+    expression over ``tex.var``/``tex.size_var`` variables and constants (no tensor reads,
+    reductions or index variables), simplified so that equal sizes are the same node."""
+    from ..arith import simplify
+    from ..ir.visit import post_order
+
+    if isinstance(value, IterVar):
+        raise TypeError(f"{what}: the index variable '{value.name}' cannot be an extent; "
+                        "extents are ints or expressions over tex.var/tex.size_var")
+    if not isinstance(value, Expr):
+        return None
+    if not value.dtype.is_int:
+        raise TypeError(f"{what}: extent {value} has dtype {value.dtype}; extents are integers")
+    for node in post_order(value):
+        if isinstance(node, Var) and node.kind not in _SHAPE_VAR_KINDS:
+            raise TypeError(f"{what}: extent {value} uses the index variable '{node.name}'; "
+                            "extents are ints or expressions over tex.var/tex.size_var")
+        if not isinstance(node, (Var, Const, Binary, Unary, Select, Compare, Cast)):
+            raise TypeError(f"{what}: extent {value} reads {node}; extents are ints or "
+                            "expressions over tex.var/tex.size_var")
+    return simplify(value)
+
+
+def _extent(value: Any, what: str) -> int | Expr | None:
+    """An int extent as an int, a symbolic one as its simplified expression (a constant
+    one as an int), anything else None."""
+    got = _int_value(value)
+    if got is not None:
+        return got
+    e = symbolic_extent(value, what)
+    if isinstance(e, Const):
+        return int(e.value)
+    return e
+
+
+def check_shape(shape: Any, what: str) -> tuple[int | Expr, ...]:
+    """A shape as a tuple of positive Python ints and symbolic extents (integer
+    expressions over ``tex.var``/``tex.size_var``; a single int or expression means 1-D)."""
+    if _int_value(shape) is not None or isinstance(shape, Expr):
         shape = (shape,)
     if not isinstance(shape, (tuple, list)):
         raise TypeError(f"{what}: shape must be a tuple of ints, got {type(shape).__name__} "
                         f"{shape!r}")
-    dims = []
+    dims: list[int | Expr] = []
     for d, extent in enumerate(shape):
-        value = _int_value(extent)
+        value = _extent(extent, f"{what}: dimension {d}")
         if value is None:
-            raise TypeError(f"{what}: dimension {d} of shape {tuple(shape)} is "
-                            f"{type(extent).__name__} {extent!r}; expected an int"
-                            f"{_SYMBOLIC if _is_symbolic(extent) else ''}")
-        if value <= 0:
-            raise ValueError(f"{what}: dimension {d} of shape {tuple(shape)} is {value}; "
-                             "extents must be positive")
-        if value > _INT32_MAX:
-            raise ValueError(f"{what}: dimension {d} of shape {tuple(shape)} is {value}; "
-                             f"extents must fit in int32 (at most {_INT32_MAX}), the dtype "
-                             "of index variables")
+            raise TypeError(f"{what}: dimension {d} of shape {_show(shape)} is "
+                            f"{type(extent).__name__} {extent!r}; expected an int or an "
+                            "integer expression over tex.var/tex.size_var")
+        if isinstance(value, int):
+            if value <= 0:
+                raise ValueError(f"{what}: dimension {d} of shape {_show(shape)} is {value}; "
+                                 "extents must be positive")
+            if value > _INT32_MAX:
+                raise ValueError(f"{what}: dimension {d} of shape {_show(shape)} is {value}; "
+                                 f"extents must fit in int32 (at most {_INT32_MAX}), the "
+                                 "dtype of index variables")
         dims.append(value)
     return tuple(dims)
+
+
+def _show(shape: Any) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
 def _check_name(name: Any, what: str) -> str:
@@ -116,22 +170,28 @@ def reduce_axis(dom: Any, name: str = "rv") -> IterVar:
     >>> k = tex.reduce_axis((0, 100), name="k")
     """
     name = _check_name(name, "reduce_axis")
+    what = f"reduce_axis '{name}'"
     if isinstance(dom, Range):
         lo, hi = dom.min, dom.stop
     elif isinstance(dom, (tuple, list)) and len(dom) == 2:
-        lo, hi = (_int_value(v) for v in dom)
-        if lo is None or hi is None:
-            symbolic = _SYMBOLIC if any(_is_symbolic(v) for v in dom) else ""
-            raise TypeError(f"reduce_axis '{name}': bounds must be ints, got {tuple(dom)}"
-                            f"{symbolic}")
+        lo, hi = dom
     else:
-        raise TypeError(f"reduce_axis '{name}': expected a (lo, hi) pair, got {dom!r}")
-    if hi <= lo:
-        raise ValueError(f"reduce_axis '{name}': empty range [{lo}, {hi}); need lo < hi")
-    if lo < -_INT32_MAX - 1 or hi - lo > _INT32_MAX or hi > _INT32_MAX + 1:
-        raise ValueError(f"reduce_axis '{name}': range [{lo}, {hi}) does not fit in int32, "
-                         "the dtype of index variables")
-    return IterVar(Var(name, "int32", kind="reduce"), Range(lo, hi - lo))
+        raise TypeError(f"{what}: expected a (lo, hi) pair, got {dom!r}")
+    lo_, hi_ = _extent(lo, f"{what}: lower bound"), _extent(hi, f"{what}: upper bound")
+    if lo_ is None or hi_ is None:
+        raise TypeError(f"{what}: bounds must be ints or integer expressions over "
+                        f"tex.var/tex.size_var, got ({lo!r}, {hi!r})")
+    if isinstance(lo_, int) and isinstance(hi_, int):
+        if hi_ <= lo_:
+            raise ValueError(f"{what}: empty range [{lo_}, {hi_}); need lo < hi")
+        if lo_ < -_INT32_MAX - 1 or hi_ - lo_ > _INT32_MAX or hi_ > _INT32_MAX + 1:
+            raise ValueError(f"{what}: range [{lo_}, {hi_}) does not fit in int32, "
+                             "the dtype of index variables")
+        return IterVar(Var(name, "int32", kind="reduce"), Range(lo_, hi_ - lo_))
+    extent = _extent(hi_ - lo_, f"{what}: extent")
+    if isinstance(extent, int) and extent <= 0:
+        raise ValueError(f"{what}: empty range [{lo_}, {hi_}); need lo < hi")
+    return IterVar(Var(name, "int32", kind="reduce"), Range(lo_, extent))
 
 
 def var(name: str = "v", dtype: Any = "int32") -> Var:

@@ -86,6 +86,13 @@ from ..ir.tensor import (
 )
 from ..ir.visit import post_order, topo_sort_ops
 from ..te.extern import call, python_value, scalar_args
+from ..te.specialize import (
+    bind_shape_vars,
+    check_binding,
+    free_vars,
+    shape_vars,
+    specialize_dag,
+)
 
 __all__ = ["MAX_TEMP_ELEMENTS", "OutOfBoundsError", "bind_feed", "evaluate"]
 
@@ -147,6 +154,9 @@ def evaluate(tensors: Tensor | Sequence[Tensor],
         raise TypeError(f"evaluate: feed must be a mapping {{placeholder: ndarray}}, got "
                         f"{type(feed).__name__}")
     ops = topo_sort_ops(outputs)
+    if free_vars(outputs):
+        outputs, feed = specialized(outputs, ops, feed, "evaluate")
+        ops = topo_sort_ops(outputs)
     values = bind_feed(ops, feed)
     wanted = set(outputs)
     pending: Counter[Tensor] = Counter()
@@ -230,6 +240,37 @@ def _evaluate_scan(op: ScanOp, values: Mapping[Tensor, np.ndarray]) -> list[np.n
         for out, upd in zip(outs, op.update):
             out[step] = local[upd][step]
     return outs
+
+
+def specialized(outputs: Sequence[Tensor], ops: Sequence[Operation], feed: Mapping[Any, Any],
+                who: str) -> tuple[list[Tensor], dict[Any, Any]]:
+    """A DAG with free variables (symbolic shapes, ``tex.var`` in bodies) at the values the
+    feed gives: ``{var: int}`` entries (or by the variable's name, when no placeholder has
+    it) and the shapes of the placeholders' arrays (``tex.te.specialize``). Returns the
+    specialized outputs and the feed keyed by their placeholders."""
+    placeholders = [op.output(0) for op in ops if isinstance(op, PlaceholderOp)]
+    names = {t.name for t in placeholders}
+    free = {v.name: v for v in free_vars(outputs)}
+    given: dict[Var, Any] = {}
+    rest: dict[Any, Any] = {}
+    for key, value in feed.items():
+        if isinstance(key, Var):
+            given[key] = value
+        elif isinstance(key, str) and key in free and key not in names:
+            given[free[key]] = value
+        else:
+            rest[key] = value
+    given = check_binding(given, who)
+    arrays = resolve_feed(placeholders, rest, who)
+    shapes = {t: tuple(a.shape) for t, a in arrays.items() if isinstance(a, np.ndarray)}
+    bound = bind_shape_vars([t for t in placeholders if t in shapes], shapes, given, who)
+    for v in shape_vars(outputs):
+        if v not in bound:
+            raise ValueError(f"{who}: no value for the shape variable '{v.name}' (no array "
+                             f"has a dimension that is '{v.name}'); give it in the feed: "
+                             f"{{{v.name}: value}}")
+    new_outputs, table = specialize_dag(outputs, bound, who)
+    return new_outputs, {table[t]: a for t, a in arrays.items()}
 
 
 def _as_tensors(tensors: Any) -> tuple[list[Tensor], bool]:
@@ -542,8 +583,8 @@ def _eval_var(it: _Interpreter, node: Var, args: list[Array], mask: Array | None
         return value
     if node.kind in ("var", "size"):
         raise ValueError(f"evaluate: compute '{it.grid.op_name}' uses the free variable "
-                         f"'{node.name}' (a tex.var); evaluate has no value for it. Replace "
-                         "it by a constant or an index of the compute")
+                         f"'{node.name}' (a tex.var); evaluate has no value for it. Give it "
+                         f"in the feed ({{{node.name}: value}}) or replace it by a constant")
     raise ValueError(f"evaluate: compute '{it.grid.op_name}' uses the {node.kind} variable "
                      f"'{node.name}' where it is not bound")
 

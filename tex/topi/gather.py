@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import te
+from ..arith.extent import exceeds_int32
 from ..dtype import DTYPES, int32
 from ..ir import fold
 from ..ir.expr import Expr, as_expr
@@ -80,7 +81,7 @@ def take(a: Tensor, indices: Any, axis: int | None = None, mode: str = "clip",
         """The index, widened to hold ``n - 1`` (int64 past 2**31 - 1 elements) and to at
         least int32, so that clipping or wrapping into ``[0, n)`` is exact."""
         ix = indices[pos] if isinstance(indices, Tensor) else indices
-        wide = int64 if n - 1 > _INT32_MAX else int32
+        wide = int64 if exceeds_int32(n - 1) else int32
         return ix if ix.dtype.bits >= wide.bits else fold.cast(wide, ix)
 
     if axis is None:

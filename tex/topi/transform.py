@@ -15,9 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .. import te
+from ..arith.extent import Extent, as_extent, same_extent
 from ..dtype import int32
 from ..ir.expr import Const, Expr
-from ..ir.tensor import Tensor
+from ..ir.tensor import Shape, Tensor
 from .tag import INJECTIVE
 from .utils import (
     Index,
@@ -36,24 +38,36 @@ from .utils import (
 __all__ = ["expand_dims", "flip", "reshape", "squeeze", "transpose"]
 
 
-def _reshape_target(x: Tensor, newshape: Any) -> tuple[int, ...]:
-    dims = int_list(newshape, "topi.reshape", "newshape")
-    wanted = tuple(dims)
-    if dims.count(-1) > 1:
+def _reshape_target(x: Tensor, newshape: Any) -> tuple[Extent, ...]:
+    values = list(newshape) if isinstance(newshape, (list, tuple)) else [newshape]
+    dims: list[Extent] = []
+    for v in values:
+        if is_int(v):
+            dims.append(int(v))
+            continue
+        e = te.symbolic_extent(v, "topi.reshape: newshape") if isinstance(v, Expr) else None
+        if e is None:
+            raise TypeError(f"topi.reshape: newshape must be an int or a sequence of ints "
+                            f"(or extents over tex.var/tex.size_var), got {newshape!r}")
+        dims.append(as_extent(e))
+    wanted = Shape(dims)
+    if sum(1 for d in dims if isinstance(d, int) and d == -1) > 1:
         raise ValueError(f"topi.reshape: newshape {wanted} has more than one -1")
-    if any(d == 0 or d < -1 for d in dims):
+    if any(isinstance(d, int) and (d == 0 or d < -1) for d in dims):
         raise ValueError(f"topi.reshape: newshape {wanted} must hold positive extents "
                          "(and at most one -1)")
-    known = prod(d for d in dims if d != -1)
-    if -1 in dims:
-        if x.size % known:
+    infer = [k for k, d in enumerate(dims) if isinstance(d, int) and d == -1]
+    known = prod([d for k, d in enumerate(dims) if k not in infer])
+    size = prod(x.shape)
+    if infer:
+        if not same_extent(as_extent(size % known), 0):
             raise ValueError(f"topi.reshape: cannot reshape '{x.name}' of shape {x.shape} "
-                             f"({x.size} elements) into {wanted}: {x.size} is not a "
+                             f"({size} elements) into {wanted}: {size} is not a "
                              f"multiple of {known}")
-        dims[dims.index(-1)] = x.size // known
-    if prod(dims) != x.size:
+        dims[infer[0]] = as_extent(size // known)
+    if not same_extent(prod(dims), size):
         raise ValueError(f"topi.reshape: cannot reshape '{x.name}' of shape {x.shape} "
-                         f"({x.size} elements) into {wanted} ({prod(dims)} elements)")
+                         f"({size} elements) into {wanted} ({prod(dims)} elements)")
     return tuple(dims)
 
 

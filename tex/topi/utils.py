@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .. import te
+from ..arith.extent import Extent, exceeds_int32, extent_product, same_extent
 from ..arith.simplifier import simplify
 from ..dtype import DTYPES, int32
 from ..ir import fold
@@ -75,12 +76,10 @@ def int_list(value: Any, op: str, arg: str) -> list[int]:
     return [int(v) for v in values]
 
 
-def prod(values: Sequence[int]) -> int:
-    """The product of ints (1 for an empty sequence)."""
-    out = 1
-    for v in values:
-        out *= int(v)
-    return out
+def prod(values: Sequence[Extent]) -> Extent:
+    """The product of extents (1 for an empty sequence; an expression when one is
+    symbolic)."""
+    return extent_product(values)
 
 
 def broadcast_shape(*shapes: Sequence[int], op: str = "broadcast") -> tuple[int, ...]:
@@ -93,10 +92,14 @@ def broadcast_shape(*shapes: Sequence[int], op: str = "broadcast") -> tuple[int,
             k = d - (ndim - len(s))
             if k < 0:
                 continue
-            e = int(s[k])
-            if e == 1:
+            e = s[k]
+            if isinstance(e, int) and e == 1:
                 continue
-            if extent not in (1, e):
+            if isinstance(extent, int) and extent == 1:
+                extent = e
+                continue
+            if not same_extent(extent, e):
+                # TVM's rule for symbolic extents: equal symbols, or 1
                 listed = " and ".join(str(tuple(x)) for x in shapes)
                 raise ValueError(f"{op}: shapes {listed} do not broadcast (dimension {d} "
                                  f"from the left of the result has extents {extent} and {e})")
@@ -109,7 +112,8 @@ def broadcast_indices(indices: Sequence[Expr], in_shape: Sequence[int]) -> tuple
     """Indices into a tensor of ``in_shape`` broadcast against an output indexed by
     ``indices`` (trailing dimensions align; extent-1 dimensions read index 0)."""
     offset = len(indices) - len(in_shape)
-    return tuple(Const(0, indices[offset + d].dtype) if in_shape[d] == 1 else indices[offset + d]
+    return tuple(Const(0, indices[offset + d].dtype)
+                 if isinstance(in_shape[d], int) and in_shape[d] == 1 else indices[offset + d]
                  for d in range(len(in_shape)))
 
 
@@ -191,7 +195,7 @@ def reduce_axes(extents: Sequence[int], names: Sequence[str] | None = None) -> l
     """Fresh reduce axes over ``[0, extent)``, named ``k`` (one) or ``k0, k1, ...``."""
     if names is None:
         names = ["k"] if len(extents) == 1 else [f"k{d}" for d in range(len(extents))]
-    return [te.reduce_axis((0, int(e)), name=n) for e, n in zip(extents, names)]
+    return [te.reduce_axis((0, e), name=n) for e, n in zip(extents, names)]
 
 
 # -- row-major flat positions (reshape, take with axis=None) -------------------------------
@@ -211,7 +215,7 @@ def _strides(shape: Sequence[int]) -> list[int]:
 def ravel(idx: Index, shape: Sequence[int]) -> Expr:
     """The row-major flat position of ``idx`` in ``shape``: ``i*s0 + j*s1 + ...`` (in
     int64 when ``shape`` has more elements than int32 can count)."""
-    wide = prod(shape) > _INT32_MAX
+    wide = exceeds_int32(prod(shape))
     flat: Expr = Const(0, _INT64 if wide else int32)
     for ix, stride in zip(idx, _strides(shape)):
         if wide:
@@ -223,14 +227,14 @@ def ravel(idx: Index, shape: Sequence[int]) -> Expr:
 def unravel(flat: Expr, shape: Sequence[int]) -> Index:
     """The index of flat position ``flat`` (known to be in range) in ``shape``; with more
     elements than int32 can count, divided in int64 and each index narrowed after."""
-    wide = prod(shape) > _INT32_MAX
+    wide = exceeds_int32(prod(shape))
     if wide:
         flat = fold.cast(_INT64, flat)
     out = []
     for d, stride in enumerate(_strides(shape)):
         q = te.floordiv(flat, fold.const(stride, flat.dtype))
         ix = q if d == 0 else te.floormod(q, fold.const(shape[d], flat.dtype))
-        out.append(fold.cast(int32, ix) if ix.dtype is not int32 and shape[d] <= _INT32_MAX
+        out.append(fold.cast(int32, ix) if ix.dtype is not int32 and not exceeds_int32(shape[d])
                    else ix)  # q < shape[0] already
     return tuple(out)
 

@@ -1,0 +1,95 @@
+"""Extents that may be symbolic: an int, or an integer expression over ``tex.var`` /
+``tex.size_var`` variables (TVM's symbolic shapes), and the arithmetic shapes need on them.
+
+Symbolic extents are kept simplified, so two equal sizes are the same node; these helpers
+compare, multiply and bind them without the caller asking which kind it holds.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..ir.expr import Const, Expr, Var
+from ..ir.visit import collect_vars, substitute
+from .simplifier import can_prove, simplify
+
+__all__ = ["Extent", "extent_vars", "is_static", "same_extent", "extent_product",
+           "extent_sum", "exceeds_int32", "bind_extent", "as_extent", "static_or_none"]
+
+Extent = int | Expr
+
+_INT32_MAX = 2**31 - 1
+
+
+def as_extent(value: Any) -> Extent:
+    """An int stays an int; an expression is simplified, and a constant one becomes an int."""
+    if isinstance(value, Expr):
+        e = simplify(value) if not isinstance(value, (Const, Var)) else value
+        return int(e.value) if isinstance(e, Const) else e
+    return int(value)
+
+
+def is_static(value: Any) -> bool:
+    """Whether an extent (or every extent of a shape) is a plain int."""
+    if isinstance(value, (tuple, list)):
+        return all(isinstance(v, int) for v in value)
+    return isinstance(value, int)
+
+
+def static_or_none(value: Extent) -> int | None:
+    """The int value of an extent, or None when it is symbolic."""
+    return value if isinstance(value, int) else None
+
+
+def same_extent(a: Extent, b: Extent) -> bool:
+    """Whether two extents are equal for every value of their variables (two ints are
+    compared; a symbolic extent equals only one the simplifier proves equal)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    if isinstance(a, int) or isinstance(b, int):
+        d = as_extent(b - a) if isinstance(a, int) else as_extent(a - b)
+        return isinstance(d, int) and d == 0
+    return a is b or can_prove(a == b)
+
+
+def extent_product(values: Sequence[Extent]) -> Extent:
+    """The product of extents (an int when all are ints; 1 for none)."""
+    out: Extent = 1
+    for v in values:
+        out = out * v
+    return as_extent(out)
+
+
+def extent_sum(values: Sequence[Extent]) -> Extent:
+    """The sum of extents (an int when all are ints; 0 for none)."""
+    out: Extent = 0
+    for v in values:
+        out = out + v
+    return as_extent(out)
+
+
+def exceeds_int32(value: Extent) -> bool:
+    """Whether an extent is known to exceed int32's range (a symbolic one is not: shape
+    variables are int32, and a built function refuses sizes whose element counts
+    overflow)."""
+    return isinstance(value, int) and value > _INT32_MAX
+
+
+def extent_vars(*values: Any) -> list[Var]:
+    """The variables the extents (or shapes) use, in order of first appearance."""
+    seen: dict[Var, None] = {}
+    for v in values:
+        for e in (v if isinstance(v, (tuple, list)) else (v,)):
+            if isinstance(e, Expr):
+                seen.update(dict.fromkeys(collect_vars(e)))
+    return list(seen)
+
+
+def bind_extent(value: Extent, bind: Mapping[Var, int]) -> Extent:
+    """``value`` with the bound variables replaced by their values (an int when every
+    variable it uses is bound)."""
+    if isinstance(value, int):
+        return value
+    mapping: dict[Expr, Expr] = {v: Const(int(bind[v]), v.dtype)
+                                 for v in collect_vars(value) if v in bind}
+    return as_extent(substitute(value, mapping)) if mapping else value
