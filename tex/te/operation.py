@@ -179,8 +179,8 @@ def reduce_axis(dom: Any, name: str = "rv") -> IterVar:
         raise TypeError(f"{what}: expected a (lo, hi) pair, got {dom!r}")
     lo_, hi_ = _extent(lo, f"{what}: lower bound"), _extent(hi, f"{what}: upper bound")
     if lo_ is None or hi_ is None:
-        raise TypeError(f"{what}: bounds must be ints or integer expressions over "
-                        f"tex.var/tex.size_var, got ({lo!r}, {hi!r})")
+        raise TypeError(f"{what}: bounds must be ints, got ({lo!r}, {hi!r}); a symbolic "
+                        "bound is an integer expression over tex.var/tex.size_var")
     if isinstance(lo_, int) and isinstance(hi_, int):
         if hi_ <= lo_:
             raise ValueError(f"{what}: empty range [{lo_}, {hi_}); need lo < hi")
