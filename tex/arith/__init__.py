@@ -6,7 +6,15 @@ select, &&/||) and fall back to sympy (``sympy_bridge.py``, the only sympy impor
 where the rules are stuck. ``float_is_zero`` asks sympy whether a float expression is
 identically zero (for the autodiff's zero proofs).
 """
-from .bounds import Bounds, Interval, bounds, dom_of, normalize_dom
+from .bounds import (
+    Bounds,
+    Interval,
+    SymbolicInterval,
+    bounds,
+    dom_of,
+    normalize_dom,
+    range_interval,
+)
 from .linear import LinearForm
 from .rules import Analyzer
 from .simplifier import can_prove, node_count, prove, simplify
@@ -15,6 +23,7 @@ from .sympy_float import float_is_zero
 
 __all__ = [
     "Analyzer", "Bounds", "Interval", "LinearForm", "SympyBridge", "bounds", "can_prove",
-    "dom_of", "float_is_zero", "from_sympy", "node_count", "normalize_dom", "prove", "simplify",
+    "dom_of", "float_is_zero", "range_interval", "SymbolicInterval", "from_sympy",
+    "node_count", "normalize_dom", "prove", "simplify",
     "to_sympy",
 ]

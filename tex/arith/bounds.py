@@ -51,7 +51,8 @@ from ..ir.expr import (
 )
 from ..ir.visit import evaluate_bottom_up
 
-__all__ = ["Interval", "Bounds", "bounds", "dom_of", "normalize_dom", "dtype_interval",
+__all__ = ["Interval", "SymbolicInterval", "Bounds", "extent_facts", "range_interval",
+           "bounds", "dom_of", "normalize_dom", "dtype_interval",
            "DomainLike"]
 
 # Arithmetic on interval ends uses "extended integers": Python ints, or -inf / +inf floats.
@@ -233,6 +234,24 @@ class Interval:
         return f"{lo}, {hi}"
 
 
+@dataclass(frozen=True, slots=True)
+class SymbolicInterval(Interval):
+    """The domain of a variable whose range is symbolic (``[0, n)`` for a ``tex.var``
+    ``n``): ``lo``/``hi`` are int ends that hold for every value of the shape variables,
+    ``sym_lo``/``sym_hi`` the exact ends as expressions over them (None: the int end is
+    exact). Only domains hold these; interval arithmetic gives plain ``Interval``s, and
+    ``Analyzer.linear_bounds`` substitutes the symbolic ends (``i - n`` for ``i`` in
+    ``[0, n - 1]`` is at most ``-1``)."""
+
+    sym_lo: Expr | None = None
+    sym_hi: Expr | None = None
+
+    def __str__(self) -> str:
+        lo = self.sym_lo if self.sym_lo is not None else self.lo
+        hi = self.sym_hi if self.sym_hi is not None else self.hi
+        return f"[{lo}, {hi}]"
+
+
 _EVERYTHING = Interval(None, None)
 _BOOL = Interval(0, 1)
 _TRUE = Interval(1, 1)
@@ -268,11 +287,49 @@ def _range_interval(r: Range, what: str) -> Interval:
     lo = lo.value if isinstance(lo, Const) else lo
     ext = ext.value if isinstance(ext, Const) else ext
     if not isinstance(lo, (int, np.integer)) or not isinstance(ext, (int, np.integer)):
-        return _EVERYTHING  # a symbolic range gives no information
+        return symbolic_range_interval(r)
     if ext < 1:
         raise ValueError(f"domain of {what}: range {r} is empty (extent {ext}); an index "
                          "expression over an empty range is never evaluated")
     return Interval(int(lo), int(lo) + int(ext) - 1)
+
+
+def range_interval(r: Range) -> Interval:
+    """The domain ``[min, min + extent - 1]`` of a range (a ``SymbolicInterval`` when the
+    range is symbolic)."""
+    return _range_interval(r, "range")
+
+
+def symbolic_range_interval(r: Range) -> Interval:
+    """The domain ``[min, min + extent - 1]`` of a symbolic range: int ends that hold for
+    every value of its variables (an extent is at least 1), and the exact ends as
+    expressions."""
+    lo_e, hi_e = as_expr(r.min), as_expr(r.min + r.extent - 1)
+    if not (lo_e.dtype.is_int and hi_e.dtype.is_int):
+        return _EVERYTHING
+    b = Bounds(_extent_facts(r.extent))
+    lo, hi = b(lo_e).lo, b(hi_e).hi
+    if lo is not None and hi is not None and lo > hi:
+        return _EVERYTHING  # (no integer satisfies both: never evaluated)
+    return SymbolicInterval(lo, hi, None if isinstance(lo_e, Const) else lo_e,
+                            None if isinstance(hi_e, Const) else hi_e)
+
+
+def _extent_facts(extent: Any) -> dict[Var, Interval]:
+    """What an extent being positive says: a variable that is an extent is at least 1
+    (and an int32 extent at most int32's maximum)."""
+    if isinstance(extent, Var) and extent.kind in ("var", "size") and extent.dtype.is_int:
+        return {extent: Interval(1, dtype_interval(extent.dtype).hi)}
+    return {}
+
+
+def extent_facts(*axes: IterVar | Iterable[IterVar]) -> dict[Var, Interval]:
+    """The domains of the shape variables that are the extents of ``axes`` (at least 1)."""
+    out: dict[Var, Interval] = {}
+    for group in axes:
+        for iv in ([group] if isinstance(group, IterVar) else list(group)):
+            out.update(_extent_facts(iv.dom.extent))
+    return out
 
 
 def dom_of(*axes: IterVar | Iterable[IterVar]) -> dict[Var, Interval]:
@@ -287,6 +344,9 @@ def dom_of(*axes: IterVar | Iterable[IterVar]) -> dict[Var, Interval]:
             if not isinstance(iv, IterVar):
                 raise TypeError(f"dom_of: expected IterVars, got {type(iv).__name__} {iv!r}")
             out[iv.var] = _range_interval(iv.dom, iv.var.name)
+            if not isinstance(iv.dom.extent, int):
+                for v, fact in _extent_facts(iv.dom.extent).items():
+                    out.setdefault(v, fact)
     return out
 
 

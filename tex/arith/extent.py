@@ -9,12 +9,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..dtype import int32
 from ..ir.expr import Const, Expr, Var
 from ..ir.visit import collect_vars, substitute
 from .simplifier import can_prove, simplify
+from .sympy_bridge import exact_quotient
 
 __all__ = ["Extent", "extent_vars", "is_static", "same_extent", "extent_product",
-           "extent_sum", "exceeds_int32", "bind_extent", "as_extent", "static_or_none"]
+           "extent_sum", "extent_quotient", "exceeds_int32", "bind_extent", "as_extent",
+           "static_or_none", "as_expr_int"]
 
 Extent = int | Expr
 
@@ -73,6 +76,19 @@ def exceeds_int32(value: Extent) -> bool:
     variables are int32, and a built function refuses sizes whose element counts
     overflow)."""
     return isinstance(value, int) and value > _INT32_MAX
+
+
+def extent_quotient(a: Extent, b: Extent) -> Extent | None:
+    """``a / b`` when ``b`` divides ``a`` for every value of the variables (an int or a
+    polynomial with integer coefficients), else None."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a // b if b and a % b == 0 else None
+    q = exact_quotient(as_expr_int(a), as_expr_int(b))
+    return None if q is None else as_extent(q)
+
+
+def as_expr_int(value: Extent) -> Expr:
+    return value if isinstance(value, Expr) else Const(value, int32)
 
 
 def extent_vars(*values: Any) -> list[Var]:

@@ -32,7 +32,7 @@ from ..dtype import boolean
 from ..ir import fold
 from ..ir.expr import Binary, Const, Expr, IterVar, Op, Range, TensorRead, Var
 from ..ir.visit import collect_vars, post_order, substitute
-from . import Analyzer, Interval
+from . import Analyzer, Interval, range_interval
 from .solve import box_of
 
 if TYPE_CHECKING:
@@ -210,7 +210,7 @@ def _phase(axes: Sequence[IterVar], reduce: Sequence[IterVar], value: Expr, cond
         if stepped is None:
             return None
         reduce, value, cond = stepped
-    r_dom = {iv.var: Interval(iv.dom.min, iv.dom.min + iv.dom.extent - 1) for iv in reduce}
+    r_dom = {iv.var: range_interval(iv.dom) for iv in reduce}
     an = Analyzer({**t_dom, **r_dom})
     p_cond = an.rewrite(substitute(cond, sub))
     if isinstance(p_cond, Const) and not p_cond.value:
@@ -238,7 +238,7 @@ def _phase(axes: Sequence[IterVar], reduce: Sequence[IterVar], value: Expr, cond
         r = IterVar(Var(iv.var.name, iv.var.dtype, kind="reduce"), Range(0, b.hi - b.lo + 1))
         red.append(r)
         full[iv.var] = fold.binary(Op.ADD, r.var, Const(b.lo, iv.var.dtype))
-    new_dom = {iv.var: Interval(0, iv.dom.extent - 1) for iv in (*grid, *red)}
+    new_dom = {iv.var: range_interval(Range(0, iv.dom.extent)) for iv in (*grid, *red)}
     an = Analyzer(new_dom)
     new_cond = an.rewrite(substitute(cond, full))
     if isinstance(new_cond, Const) and not new_cond.value:
@@ -254,7 +254,7 @@ def _step_taps(reduce: Sequence[IterVar], value: Expr, cond: Expr, sub: dict[Var
     that a strided division holds stepped by the divisor, ``k = m*k2 + q``, when the phase's
     conditions leave exactly one ``q``; the value and condition rewritten over them. None
     when no tap of some such axis is left (the phase is empty)."""
-    r_dom = {r.var: Interval(r.dom.min, r.dom.min + r.dom.extent - 1) for r in reduce}
+    r_dom = {r.var: range_interval(r.dom) for r in reduce}
     an = Analyzer({**t_dom, **r_dom})  # (m*t + r + a - k) % m is (r + a - k) % m
     moduli = moduli_of([an.rewrite(substitute(value, sub)), an.rewrite(substitute(cond, sub))],
                        reduce)

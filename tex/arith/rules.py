@@ -115,6 +115,10 @@ class Analyzer:
         self._constraints: dict[Expr, Constraint | bool] = {}
         self._consts: dict[tuple[int, DType], Const] = {}
         self._ruleset: BoundRules | None = None
+        # whether a domain end is an expression (a symbolic shape's range)
+        self._symbolic = any(getattr(iv, "sym_lo", None) is not None
+                             or getattr(iv, "sym_hi", None) is not None
+                             for iv in self.dom.values())
 
     # -- rewriting ------------------------------------------------------------------------
     @property
@@ -345,7 +349,57 @@ class Analyzer:
         return is_term(e, atom, c)
 
     def linear_bounds(self, lf: LinearForm) -> Interval:
-        """Bounds of a linear form: the sum of ``coef * bounds(atom)``, plus the constant."""
+        """Bounds of a linear form: the sum of ``coef * bounds(atom)``, plus the constant.
+        Where the domain has symbolic ends (``i`` in ``[0, n - 1]``), each end is also
+        bounded with the ends substituted (``i - n <= (n - 1) - n``), and the tighter
+        bound kept."""
+        plain = self._plain_linear_bounds(lf)
+        if not self._symbolic:
+            return plain
+        lo = self._plain_linear_bounds(self._substituted(lf, upper=False)).lo
+        hi = self._plain_linear_bounds(self._substituted(lf, upper=True)).hi
+        got = plain.intersect(Interval._ext(-INF if lo is None else lo,
+                                            INF if hi is None else hi))
+        return plain if got is None else got
+
+    def within(self, e: Expr, lo: int | Expr, hi: int | Expr) -> bool:
+        """Whether ``lo <= e <= hi`` holds on the domain (ends may be symbolic)."""
+        lf = self.linear(e)
+        below = lf.sub(self._linear_end(lo, lf.dtype))
+        above = self._linear_end(hi, lf.dtype).sub(lf)
+        b1, b2 = self.linear_bounds(below), self.linear_bounds(above)
+        return b1.lo is not None and b1.lo >= 0 and b2.lo is not None and b2.lo >= 0
+
+    def _linear_end(self, end: int | Expr, dtype: DType) -> LinearForm:
+        if isinstance(end, int):
+            return LinearForm.constant(end, dtype)
+        if end.dtype is not dtype:
+            end = fold.cast(dtype, end)
+        return self.linear(end)
+
+    def _substituted(self, lf: LinearForm, upper: bool) -> LinearForm:
+        """``lf`` with each variable that has a symbolic end replaced by the end that bounds
+        ``lf`` from above (``upper``) or below, a few rounds deep (an end may use another
+        such variable)."""
+        for _ in range(4):
+            out = LinearForm.constant(lf.const, lf.dtype)
+            changed = False
+            for atom, c in lf.terms.items():
+                iv = self.dom.get(atom) if isinstance(atom, Var) else None
+                end = None
+                if iv is not None:
+                    end = getattr(iv, "sym_hi" if (c > 0) == upper else "sym_lo", None)
+                if end is None:
+                    out = out.add(LinearForm.atom(atom, c))
+                else:
+                    out = out.add(self.linear(end).scale(c))
+                    changed = True
+            lf = out
+            if not changed:
+                break
+        return lf
+
+    def _plain_linear_bounds(self, lf: LinearForm) -> Interval:
         lo: int | float = lf.const
         hi: int | float = lf.const
         for atom, c in lf.terms.items():

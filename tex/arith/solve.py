@@ -43,7 +43,7 @@ from ..dtype import boolean, int32
 from ..ir import fold
 from ..ir.expr import Binary, Compare, Const, Expr, IterVar, Op, Range, Var
 from ..ir.visit import evaluate_bottom_up, post_order, rewrite, substitute
-from .bounds import DomainLike, Interval, normalize_dom
+from .bounds import DomainLike, Interval, SymbolicInterval, dom_of, extent_facts, normalize_dom
 from .linear import LinearForm
 from .logic_rules import chain_operands
 from .rules import Analyzer
@@ -80,6 +80,7 @@ class _Solver:
         self.order: list[Var] = list(unknowns)
         self.conditions: list[Expr] = []
         self.divmod_vars: dict[tuple[Expr, int], tuple[Var, Var]] = {}
+        self.symbolic: dict[Var, Range] = {}  # unknown -> its symbolic range
         self.an = Analyzer({**params, **{v: r for v, r in unknowns.items() if r is not None}})
 
     # -- helpers ----------------------------------------------------------------------
@@ -539,6 +540,9 @@ def solve_domain(unknowns: Sequence[IterVar], equations: Sequence[Expr],
     """Re-parameterize ``{x in ranges : equations == 0, conditions}`` (memoized up to a
     renaming of the unknowns and parameters; see ``_solve_domain``)."""
     pdom = normalize_dom(params)
+    if _is_symbolic(unknowns, pdom):
+        # symbolic ranges name the shape variables, which the renaming below would miss
+        return _solve_domain(unknowns, equations, conditions, pdom)
     slots = [iv.var for iv in unknowns] + [v for v in pdom if v not in
                                             {iv.var for iv in unknowns}]
     fwd = {v: _canonical(k, v) for k, v in enumerate(slots)}
@@ -577,6 +581,16 @@ def solve_domain(unknowns: Sequence[IterVar], equations: Sequence[Expr],
                         substitute(res.inner, back), substitute(res.outer, back))
 
 
+def _is_symbolic(unknowns: Sequence[IterVar], pdom: dict[Var, Interval]) -> bool:
+    """Whether a range is symbolic (an extent over ``tex.var``/``tex.size_var``)."""
+    return any(not isinstance(iv.dom.min, int) or not isinstance(iv.dom.extent, int)
+               for iv in unknowns) or any(
+        isinstance(iv, SymbolicInterval) or v.kind in _SHAPE_KINDS for v, iv in pdom.items())
+
+
+_SHAPE_KINDS = ("var", "size")
+
+
 def _solve_domain(unknowns: Sequence[IterVar], equations: Sequence[Expr],
                   conditions: Sequence[Expr], params: DomainLike) -> SolvedDomain | None:
     """Re-parameterize ``{x in ranges : equations == 0, conditions}``.
@@ -597,8 +611,10 @@ def _solve_domain(unknowns: Sequence[IterVar], equations: Sequence[Expr],
     -------
     SolvedDomain, or None when the set is provably empty.
     """
-    pdom = normalize_dom(params)
-    s = _Solver({iv.var: Interval(iv.dom.min, iv.dom.stop - 1) for iv in unknowns}, pdom)
+    pdom = {**extent_facts(unknowns), **normalize_dom(params)}
+    s = _Solver({iv.var: dom_of(iv)[iv.var] for iv in unknowns}, pdom)
+    s.symbolic.update((iv.var, iv.dom) for iv in unknowns
+                    if not (isinstance(iv.dom.min, int) and isinstance(iv.dom.extent, int)))
     pending = list(equations)
     conds: list[Expr] = []
     for c in conditions:
@@ -635,14 +651,24 @@ def _solve_domain(unknowns: Sequence[IterVar], equations: Sequence[Expr],
     for v, rng in s.ranges.items():
         if v in s.subst and rng is not None:
             val = s.value(v)
-            if rng.lo is not None:
-                conds.append(fold.compare(Op.GE, val, Const(rng.lo, val.dtype)))
-            if rng.hi is not None:
-                conds.append(fold.compare(Op.LE, val, Const(rng.hi, val.dtype)))
+            lo, hi = _ends(rng, val.dtype)
+            if lo is not None:
+                conds.append(fold.compare(Op.GE, val, lo))
+            if hi is not None:
+                conds.append(fold.compare(Op.LE, val, hi))
     final: dict[Var, Expr] = {v: s.value(v) for v in s.subst}
     conds = [substitute(c, final) for c in conds]
     free = [v for v in s.order if v not in s.subst]
     return _bound_free(s, free, conds, final, pdom, unknowns)
+
+
+def _ends(rng: Interval, dtype: Any) -> tuple[Expr | None, Expr | None]:
+    """An unknown's range as expressions: its symbolic ends where it has them."""
+    sym_lo = getattr(rng, "sym_lo", None)
+    sym_hi = getattr(rng, "sym_hi", None)
+    lo = sym_lo if sym_lo is not None else None if rng.lo is None else Const(rng.lo, dtype)
+    hi = sym_hi if sym_hi is not None else None if rng.hi is None else Const(rng.hi, dtype)
+    return lo, hi
 
 
 Bound = tuple[LinearForm, int]  # (num, div): the bound num / div of one unknown
@@ -660,11 +686,32 @@ def _bound_free(s: _Solver, free: list[Var], conds: list[Expr], final: dict[Var,
         an = Analyzer({**known, **{u: r for u in pending if (r := s.ranges[u]) is not None}})
         rng = s.ranges[v]
         lows, highs = _linear_bounds(v, conds, shift, an, pending)
-        if rng is not None and rng.is_bounded:
+        symbolic = s.symbolic.get(v)
+        if symbolic is not None:
+            # a symbolic range: a narrower pair of bounds is taken only when the number of
+            # points between them is a constant (kernel taps); else the range stays the
+            # loop, and the conditions (kept below) select the points
+            assert rng is not None
+            best = _tightest(lows, highs, an, constant_span=True)
+            if best is None or best[0] >= (rng.hi or 0) - (rng.lo or 0) + 1:
+                d = Var(v.name, int32, kind="reduce")
+                axes.append(IterVar(d, symbolic))
+                known[d] = dom_of(IterVar(d, symbolic))[d]
+                shift[v] = d
+                continue
+            lo_e, hi_e = _ends(rng, int32)
+            if lo_e is not None:
+                conds.append(fold.compare(Op.GE, v, lo_e))
+            if hi_e is not None:
+                conds.append(fold.compare(Op.LE, v, hi_e))
+            rng = None
+        elif rng is not None and rng.is_bounded:
             lows.append((LinearForm.constant(rng.lo, int32), 1))
             highs.append((LinearForm.constant(rng.hi, int32), 1))
+            best = _tightest(lows, highs, an)
+        else:
+            best = _tightest(lows, highs, an)
         static = (rng.hi - rng.lo + 1) if rng is not None and rng.is_bounded else math.inf
-        best = _tightest(lows, highs, an)
         if best is None:
             raise ValueError(f"solve_domain: variable {v.name} is unbounded")
         ext, (num, div) = best
@@ -716,12 +763,16 @@ def _linear_bounds(v: Var, conds: list[Expr], shift: dict[Var, Expr], an: Analyz
     return lows, highs
 
 
-def _tightest(lows: list[Bound], highs: list[Bound], an: Analyzer
+def _tightest(lows: list[Bound], highs: list[Bound], an: Analyzer, constant_span: bool = False
               ) -> tuple[int, Bound] | None:
-    """The pair of bounds with the fewest points between them: (extent, its lower bound)."""
+    """The pair of bounds with the fewest points between them: (extent, its lower bound).
+    ``constant_span``: only pairs whose distance holds no shape variable."""
     best: tuple[int, Bound] | None = None
     for lo in lows:
         for hi in highs:
+            if constant_span and not _same_slope(lo, hi) and (
+                    _mentions_shape(lo[0]) or _mentions_shape(hi[0])):
+                continue
             hlo, hhi = _frac_bounds(hi[0], hi[1], an.bounds)
             llo, lhi = _frac_bounds(lo[0], lo[1], an.bounds)
             if lo[0].terms.keys() == hi[0].terms.keys() and lo[1] == hi[1] and \
@@ -733,6 +784,17 @@ def _tightest(lows: list[Bound], highs: list[Bound], an: Analyzer
             if best is None or ext < best[0]:
                 best = (ext, lo)
     return best
+
+
+def _same_slope(lo: Bound, hi: Bound) -> bool:
+    return lo[0].terms.keys() == hi[0].terms.keys() and lo[1] == hi[1] and \
+        all(lo[0].terms[a] == hi[0].terms[a] for a in lo[0].terms)
+
+
+def _mentions_shape(lf: LinearForm) -> bool:
+    """Whether a linear form holds a shape variable (``tex.var``/``tex.size_var``)."""
+    return any(isinstance(n, Var) and n.kind in _SHAPE_KINDS
+               for t in lf.terms for n in post_order(t))
 
 
 def _resolve(known: dict[Var, Interval], axes: list[IterVar], shift: dict[Var, Expr],

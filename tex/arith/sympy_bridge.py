@@ -60,7 +60,7 @@ from .bounds import Bounds, DomainLike, Interval, dtype_interval, normalize_dom
 
 __all__ = ["SympyBridge", "to_sympy", "from_sympy", "sympy_simplify", "sympy_prove",
            "is_structural", "convert_post_order", "SYMPY_MAX_DEPTH", "SYMPY_BINARY",
-           "SYMPY_UNARY", "SYMPY_COMPARE", "SYMPY_BOOL_COMPARE"]
+           "SYMPY_UNARY", "SYMPY_COMPARE", "SYMPY_BOOL_COMPARE", "exact_quotient"]
 
 SympyExpr = Any  # sympy.Basic: an integer expression or a Boolean
 
@@ -699,3 +699,22 @@ def _decide_by_sign(rel: SympyExpr) -> bool | None:
     if getattr(diff, tests[1]) is True:
         return False
     return None
+
+
+def exact_quotient(a: Expr, b: Expr) -> Expr | None:
+    """``a / b`` when it is a polynomial with integer coefficients in the variables (``8*n``
+    over ``n`` is ``8``), else None: how ``reshape`` infers a ``-1`` extent of a symbolic
+    shape. The quotient is exact wherever ``b`` is not 0."""
+    bridge = SympyBridge()
+    try:
+        q = sympy.cancel(to_sympy(a, bridge) / to_sympy(b, bridge))
+    except (TypeError, ValueError):
+        return None
+    num, den = sympy.fraction(q)
+    gens = list(bridge.symbols)
+    if den != 1 or (gens and not num.is_polynomial(*gens)):
+        return None
+    coeffs = sympy.Poly(num, *gens).coeffs() if gens else [num]
+    if not all(c.is_integer for c in coeffs):
+        return None
+    return from_sympy(num, bridge.symbols, a.dtype)

@@ -37,7 +37,7 @@ import math
 from collections.abc import Sequence
 
 from .. import te
-from ..arith import Analyzer, Bounds, Interval, dom_of, normalize_dom
+from ..arith import Analyzer, Bounds, Interval, dom_of, normalize_dom, range_interval
 from ..arith.phases import Phase, split_phases
 from ..arith.solve import box_of, solve_domain
 from ..dtype import boolean, int32
@@ -265,15 +265,24 @@ class _Edge:
         # + |grad| iterations instead of |grad| x |inner|.
         used = set(collect_vars(value)) | set(collect_vars(solved.inner))
         ax = [iv for iv in self.axis if iv.var in used]
-        box = box_of(solved.outer, {iv.var: Interval(0, iv.dom.extent - 1) for iv in ax})
+        # (an axis of symbolic extent is kept whole: its box would be the int bounds of
+        # its extent, which hold for every size and fit none)
+        symbolic = {iv.var for iv in ax if not isinstance(iv.dom.extent, int)}
+        box = box_of(solved.outer, {iv.var: Interval(0, iv.dom.extent - 1) for iv in ax
+                                    if iv.var not in symbolic})
         if box is None:
             self.step(f"a read {read} never hits '{self.inp.name}': dropped")
             return
+        box.update((iv.var, range_interval(iv.dom)) for iv in ax if iv.var in symbolic)
         # a box of the gradient's size (dropped axes of extent 1) saves nothing
-        whole = math.prod(b.hi - b.lo + 1 for b in box.values()) == math.prod(self.shape)
+        used_axes = {iv.var for iv in ax}
+        whole = all(iv.var in symbolic or (box[iv.var].lo == 0 and
+                                           box[iv.var].hi == iv.dom.extent - 1) for iv in ax) \
+            and all(isinstance(iv.dom.extent, int) and iv.dom.extent == 1
+                    for iv in self.axis if iv.var not in used_axes)
         if whole:
             ax = list(self.axis)
-            box = {iv.var: Interval(0, iv.dom.extent - 1) for iv in ax}
+            box = {iv.var: range_interval(iv.dom) for iv in ax}
             cond = fold.binary(Op.AND, solved.outer, solved.inner)
             outside: Expr | None = None
         else:  # the outer atoms on dropped axes go outside; those the box enforces go
@@ -303,7 +312,8 @@ class _Edge:
             self.tensors.append(t)
             self.terms.append(TensorRead(t, self.axis_vars()))
             return
-        t = make_compute(name + "_sum", [box[iv.var].hi - box[iv.var].lo + 1 for iv in ax],
+        t = make_compute(name + "_sum", [iv.dom.extent if iv.var in symbolic else
+                                         box[iv.var].hi - box[iv.var].lo + 1 for iv in ax],
                          body, [iv.var.name for iv in ax])
         self.step(f"summed over the box {t.shape} of the indices it uses")
         at = [fold.binary(Op.SUB, iv.var, Const(box[iv.var].lo, int32)) for iv in ax]
@@ -316,6 +326,8 @@ class _Edge:
         """The sum computed per stride phase of the gradient axes (``phases.py``), when
         that iterates less than one sum over the box; returns whether it did. ``outer``:
         the conditions on the axes the sum does not use (None: it uses them all)."""
+        if any(not isinstance(iv.dom.extent, int) for iv in (*ax, *inner_axes)):
+            return False  # (the phase split counts iterations: concrete extents only)
         boxed = [IterVar(iv.var, Range(box[iv.var].lo, box[iv.var].hi - box[iv.var].lo + 1))
                  for iv in ax]
         split = split_phases(boxed, inner_axes, value, cond)

@@ -2,16 +2,20 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+from ..arith.extent import as_extent, bind_extent
+from ..ir.expr import Expr, Var
 from ..ir.scatter import scatter_form
 from ..ir.tensor import ExternOp, Operation, PlaceholderOp, ScanOp, Tensor
 from ..ir.visit import topo_sort_ops
+from ..te.specialize import check_binding
 
 __all__ = ["iteration_count", "op_iterations"]
 
 
-def iteration_count(*tensors: Tensor, given: Sequence[Tensor] = ()) -> int:
+def iteration_count(*tensors: Tensor, given: Sequence[Tensor] = (),
+                    bind: Mapping[Var, int] | None = None) -> int | Expr:
     """Iteration points needed to compute ``tensors`` from placeholders, unscheduled.
 
     The sum, over every compute operation the tensors depend on (each counted once), of
@@ -24,6 +28,10 @@ def iteration_count(*tensors: Tensor, given: Sequence[Tensor] = ()) -> int:
     nest runs: (output points), for the init, plus (free-axis points) x (reduction
     points), for the update; its scatter axes are not iterated, they are computed. An
     extern call (``te.extern``) counts the elements it writes, a scan its steps' rows.
+
+    With symbolic shapes (``tex.var``/``tex.size_var`` extents) the count is an expression
+    in the shape variables; ``bind`` (``{n: 64}``) gives their values, and the count is an
+    int once every variable it uses is bound.
 
     ``given``: tensors already computed, such as a forward pass's output whose tensors a
     tape holds; the operations they depend on are not counted. A gradient's backward cost
@@ -51,9 +59,11 @@ def iteration_count(*tensors: Tensor, given: Sequence[Tensor] = ()) -> int:
         if not isinstance(t, Tensor):
             raise TypeError(f"iteration_count: given must hold Tensors, got "
                             f"{type(t).__name__} {t!r}")
+    values = check_binding(bind or {}, "iteration_count")
     done = set(topo_sort_ops(given))
-    return sum(op_iterations(op) for op in topo_sort_ops(flat)
-               if not isinstance(op, PlaceholderOp) and op not in done)
+    total = sum(op_iterations(op) for op in topo_sort_ops(flat)
+                if not isinstance(op, PlaceholderOp) and op not in done)
+    return bind_extent(as_extent(total), values) if values else as_extent(total)
 
 
 def op_iterations(op: Operation) -> int:

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from ..arith import Bounds, Interval, dom_of, float_is_zero
+from ..arith import Analyzer, Bounds, Interval, dom_of, float_is_zero
 from ..ir import fold
 from ..ir.expr import (
     Binary,
@@ -410,11 +410,17 @@ class _SumMatcher:
     def _indices(self, k: Tensor, axes: list[Var], bind: dict[Var, Expr]) -> list[Expr] | None:
         """K's read indices from the binding (an unused axis reads 0), within K's shape."""
         bounds = Bounds(self.dom)
+        an: Analyzer | None = None
         out: list[Expr] = []
         for v, n in zip(axes, k.shape):
             ix = bind.get(v, Const(0, v.dtype))
-            if not Interval(0, n - 1).contains(bounds(ix)):
-                return None
+            if isinstance(n, int):
+                if not Interval(0, n - 1).contains(bounds(ix)):
+                    return None
+            else:  # a symbolic extent: proved on linear forms
+                an = an or Analyzer(self.dom)
+                if not an.within(ix, 0, n - 1):
+                    return None
             out.append(ix)
         return out
 

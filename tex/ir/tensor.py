@@ -632,7 +632,8 @@ def _index_expr(tensor: Tensor, dim: int, index: Any) -> Expr:
         raise TypeError(f"tensor '{tensor.name}': index {e} in dimension {dim} has dtype "
                         f"{e.dtype}; indices must be integer expressions (use "
                         "x.astype('int32') to convert)")
-    if isinstance(e, Const) and not 0 <= e.value < tensor.shape[dim]:
+    extent = tensor.shape[dim]
+    if isinstance(e, Const) and (e.value < 0 or isinstance(extent, int) and e.value >= extent):
         raise ValueError(f"tensor '{tensor.name}': constant index {e.value} is out of bounds "
                          f"for dimension {dim} of extent {tensor.shape[dim]}")
     return e

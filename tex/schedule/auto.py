@@ -66,7 +66,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..arith import Interval
+from ..arith import range_interval
 from ..arith.rules import Analyzer
 from ..debug import timed
 from ..ir.expr import Binary, Compare, Const, Expr, IterVar, Op, Reduce, TensorRead, Unary, Var
@@ -304,7 +304,7 @@ class AutoScheduler:
         run = 2 * self.info.lanes(32)  # the widest vector tile (``_vector_tile``)
         # indices through a reshape divide a flat offset: (j*1024 + l*32 + m) % 32 is m on
         # the axes' domains, which decides the contiguous axis (a group norm's statistics)
-        an = Analyzer({iv.var: Interval(iv.dom.min, iv.dom.min + iv.dom.extent - 1)
+        an = Analyzer({iv.var: range_interval(iv.dom)
                        for iv in (*op.axis, *op.reduce_axis)})
         for node in post_order(*self.expanded(op)):
             if not isinstance(node, TensorRead) or not node.indices:

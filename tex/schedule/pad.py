@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..arith import Analyzer, Interval
+from ..arith import Analyzer, range_interval
 from ..ir import fold
 from ..ir.expr import (
     Binary,
@@ -86,7 +86,7 @@ def pad_guarded_reads(s: Schedule, stage: Stage, lane_var: Var | None = None,
     hoisted: dict[Expr, Expr] = {
         f: f.a for f in _factors(src) if isinstance(f, Select) and
         isinstance(f.b, Const) and f.b.value == 0 and isinstance(f.a, TensorRead)}
-    dom = {iv.var: Interval(iv.dom.min, iv.dom.stop - 1) for iv in (*op.axis, *body.axis)}
+    dom = {iv.var: range_interval(iv.dom) for iv in (*op.axis, *body.axis)}
     norm = Analyzer()
     ranged = Analyzer(dom)
     must_drop = set()

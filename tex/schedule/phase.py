@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 
-from ..arith import Analyzer, Interval
+from ..arith import Analyzer, range_interval
 from ..arith.phases import Phase
 from ..arith.phases import split_phases as phase_split
 from ..ir import fold
@@ -107,7 +107,7 @@ def split_phases(s: Schedule, stage: Stage, lanes: int) -> Tensor | None:
     if not isinstance(body, Reduce):
         return None
     x = op.axis[-1]
-    dom = {iv.var: Interval(iv.dom.min, iv.dom.stop - 1) for iv in (*op.axis, *body.axis)}
+    dom = {iv.var: range_interval(iv.dom) for iv in (*op.axis, *body.axis)}
     m = _modulus(body, x.var, Analyzer(dom))
     if m is None or m >= lanes or x.dom.min != 0 or x.dom.extent % m or \
             x.dom.extent // m < 2:
@@ -118,7 +118,7 @@ def split_phases(s: Schedule, stage: Stage, lanes: int) -> Tensor | None:
     mapping: dict[Expr, Expr] = {old.var: new.var for old, new in zip(op.axis[:-1], axes)}
     mapping[x.var] = fold.binary(Op.ADD, fold.binary(Op.MUL, x2.var, fold.const(m, x.var.dtype)),
                                  phase.var)
-    new_dom = {iv.var: Interval(iv.dom.min, iv.dom.stop - 1)
+    new_dom = {iv.var: range_interval(iv.dom)
                for iv in (*axes, phase, x2, *body.axis)}
     new_body = Analyzer(new_dom).rewrite(substitute(body, mapping))
     phases = ComputeOp(f"{op.name}.phases", [*axes, phase, x2], [new_body], op.tag, op.attrs)
@@ -169,7 +169,7 @@ def deinterleave(s: Schedule, stage: Stage, lanes: int) -> list[Stage]:
         return []
     w = op.axis[-1].var
     reduce = {iv.var: iv for iv in body.axis}
-    an = Analyzer({iv.var: Interval(iv.dom.min, iv.dom.stop - 1)
+    an = Analyzer({iv.var: range_interval(iv.dom)
                    for iv in (*op.axis, *body.axis)})
     found: dict[TensorRead, int] = {}  # a strided read -> its constant offset
     form: tuple[Tensor, int, Var] | None = None

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ..arith import Analyzer, Interval
+from ..arith import Analyzer, range_interval
 from ..ir.expr import Expr, IterVar, Range, Reduce, TensorRead, Var
 from ..ir.tensor import ComputeOp, Tensor
 from ..ir.visit import collect_vars, post_order, rewrite, substitute
@@ -160,7 +160,7 @@ def transpose_reused_operand(s: Schedule, stage: Stage, body: Expr, i: Var,
     doms = {iv.var: iv.dom for iv in stage.op.axis}
     if isinstance(body, Reduce):
         doms.update({iv.var: iv.dom for iv in body.axis})
-    an = Analyzer({v: Interval(d.min, d.min + d.extent - 1) for v, d in doms.items()})
+    an = Analyzer({v: range_interval(d) for v, d in doms.items()})
     for node in post_order(body):
         if not isinstance(node, TensorRead) or len(node.indices) < 2 or \
                 math.prod(int(n) for n in node.tensor.shape) < min_size:

@@ -31,10 +31,14 @@ from typing import Any
 
 import numpy as np
 
+from ..arith.extent import bind_extent
 from ..dtype import DType
+from ..ir.expr import Var
+from ..ir.feed import resolve_feed
 from ..ir.tensor import PlaceholderOp, Tensor, TensorSlice
 from ..ir.visit import topo_sort_ops
 from ..te import placeholder
+from ..te.specialize import bind_shape_vars, check_binding, free_vars, shape_vars
 from .interpreter import bind_feed, evaluate
 from .widen import float64_copy
 
@@ -123,12 +127,13 @@ def check_grad(out: Tensor, inputs: Tensor | Sequence[Tensor],
     _check_out(out)
     inputs = _check_inputs(inputs)
     options = _check_options(precision, eps, max_points, rtol, atol)
-    data = _check_data(data)
+    data, bound = _shape_binding(out, inputs, _check_data(data))
     if isinstance(head, Tensor):
         head = _head_from_data(head, data)
     rng = np.random.default_rng(seed)
-    head_arr = _make_head(out, head, rng)
-    feed = _make_feed(out, inputs, data, rng)
+    head_arr = _make_head(out, head, rng, bound)
+    feed: dict[Any, Any] = _make_feed(out, inputs, data, rng, bound)
+    feed.update(bound)  # evaluate binds the shape variables from these (and the arrays)
     if precision == "float64" and not _all_float64([out, *inputs]):
         twin = float64_copy([out, *inputs, *(override or {})])
         out, inputs, feed = _float64_twin(out, inputs, feed, twin)
@@ -236,16 +241,55 @@ def _head_from_data(head: Tensor, data: Mapping[Any, Any]) -> Any:
                      f"array for it; add {{{head.name}: ndarray}} to data")
 
 
-def _make_head(out: Tensor, head: Any, rng: np.random.Generator) -> np.ndarray:
+def _shape_binding(out: Tensor, inputs: Sequence[Tensor], data: Mapping[Any, Any]
+                   ) -> tuple[Mapping[Any, Any], dict[Var, int]]:
+    """``data`` without its ``{var: int}`` entries, and the values of the DAG's shape
+    variables: those entries and what the arrays' shapes say (``{}`` when the DAG's shapes
+    are all ints)."""
+    tensors = [out, *inputs]
+    free = {v.name: v for v in free_vars(tensors)}
+    if not free:
+        return data, {}
+    ops = topo_sort_ops(tensors)
+    placeholders = [op.output(0) for op in ops if isinstance(op, PlaceholderOp)]
+    names = {t.name for t in placeholders}
+    given: dict[Var, Any] = {}
+    rest: dict[Any, Any] = {}
+    for key, value in data.items():
+        if isinstance(key, Var):
+            given[key] = value
+        elif isinstance(key, str) and key in free and key not in names:
+            given[free[key]] = value
+        else:
+            rest[key] = value
+    arrays = resolve_feed(placeholders, rest, "check_grad")
+    shapes = {t: tuple(a.shape) for t, a in arrays.items() if isinstance(a, np.ndarray)}
+    bound = bind_shape_vars([t for t in placeholders if t in shapes], shapes,
+                            check_binding(given, "check_grad"), "check_grad")
+    missing = [v.name for v in shape_vars(tensors) if v not in bound]
+    if missing:
+        raise ValueError(f"check_grad: no value for the shape variable '{missing[0]}'; give "
+                         f"it in data ({{{missing[0]}: 8}}) or an array that has it as a "
+                         "dimension")
+    return rest, bound
+
+
+def _concrete(shape: Sequence[Any], bound: Mapping[Var, int]) -> tuple[int, ...]:
+    return tuple(int(bind_extent(d, bound)) for d in shape)
+
+
+def _make_head(out: Tensor, head: Any, rng: np.random.Generator,
+               bound: Mapping[Var, int]) -> np.ndarray:
     """The head as float64 holding values exactly representable in ``out``'s dtype."""
+    shape = _concrete(out.shape, bound)
     if head is None:
-        head = rng.standard_normal(out.shape)
+        head = rng.standard_normal(shape)
     elif not isinstance(head, np.ndarray):
-        raise TypeError(f"check_grad: head must be a numpy.ndarray of shape {out.shape}, got "
+        raise TypeError(f"check_grad: head must be a numpy.ndarray of shape {shape}, got "
                         f"{type(head).__name__}")
-    if head.shape != out.shape:
+    if head.shape != shape:
         raise ValueError(f"check_grad: head has shape {head.shape} but '{out.name}' has shape "
-                         f"{out.shape}; they must match")
+                         f"{shape}; they must match")
     return np.asarray(head).astype(out.dtype.numpy).astype(np.float64)
 
 
@@ -258,7 +302,7 @@ def _random_data(dtype: DType, shape: tuple[int, ...], rng: np.random.Generator)
 
 
 def _make_feed(out: Tensor, inputs: Sequence[Tensor], data: Mapping[Any, Any],
-               rng: np.random.Generator) -> dict[Tensor, np.ndarray]:
+               rng: np.random.Generator, bound: Mapping[Var, int]) -> dict[Tensor, np.ndarray]:
     """Every placeholder of the DAG (and every input) -> its checked array."""
     ops = topo_sort_ops([out, *inputs])
     names = {key for key in data if isinstance(key, str)}
@@ -267,7 +311,11 @@ def _make_feed(out: Tensor, inputs: Sequence[Tensor], data: Mapping[Any, Any],
         if isinstance(op, PlaceholderOp):
             tensor = op.output(0)
             if tensor not in data and op.name not in names:
-                merged[tensor] = _random_data(op.dtype, op.shape, rng)
+                merged[tensor] = _random_data(op.dtype, _concrete(op.shape, bound), rng)
+    if bound:  # (bind_feed checks the shapes of concrete placeholders)
+        return {t: a for t, a in resolve_feed(
+            [op.output(0) for op in ops if isinstance(op, PlaceholderOp)], merged,
+            "check_grad").items()}
     return bind_feed(ops, merged)
 
 
@@ -356,8 +404,8 @@ def _numeric_grad(out: Tensor, inp: Tensor, feed: Mapping[Tensor, np.ndarray],
     x = feed[inp]
     dtype = x.dtype
     head = np.asarray(head, dtype=np.float64)
-    grad = np.empty(inp.shape, dtype=np.float64)
-    for index in np.ndindex(*inp.shape):
+    grad = np.empty(x.shape, dtype=np.float64)
+    for index in np.ndindex(*x.shape):
         plus, minus = x.copy(), x.copy()
         plus[index] = dtype.type(float(x[index]) + eps)
         minus[index] = dtype.type(float(x[index]) - eps)
@@ -411,13 +459,14 @@ def _check_input(out: Tensor, inp: Tensor, feed: Mapping[Tensor, np.ndarray],
     g = np.asarray(grad, dtype=np.float64)
     step = options.eps if options.eps is not None else DEFAULT_EPS[inp.dtype.name]
     what = f"the gradient of '{out.name}' with respect to '{inp.name}'"
-    if inp.size <= options.max_points:
+    size = feed[inp].size
+    if size <= options.max_points:
         numeric = _numeric_grad(out, inp, feed, head, step)
         _assert_close(what, g, numeric, options.rtol, options.atol)
         return
-    directions = [dir_rng.standard_normal(inp.shape) for _ in range(NUM_DIRECTIONS)]
+    directions = [dir_rng.standard_normal(feed[inp].shape) for _ in range(NUM_DIRECTIONS)]
     analytic, numeric = _directional(out, inp, feed, head, g, step, directions)
-    note = (f"(<grad, t>; '{inp.name}' has {inp.size} elements > max_points="
+    note = (f"(<grad, t>; '{inp.name}' has {size} elements > max_points="
             f"{options.max_points}; raise max_points to check element by element)")
     _assert_close(what, analytic, numeric, options.rtol, options.atol, directions=note)
 

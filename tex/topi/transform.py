@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import te
-from ..arith.extent import Extent, as_extent, same_extent
+from ..arith.extent import Extent, as_extent, extent_quotient, same_extent
 from ..dtype import int32
 from ..ir.expr import Const, Expr
 from ..ir.tensor import Shape, Tensor
@@ -60,11 +60,12 @@ def _reshape_target(x: Tensor, newshape: Any) -> tuple[Extent, ...]:
     known = prod([d for k, d in enumerate(dims) if k not in infer])
     size = prod(x.shape)
     if infer:
-        if not same_extent(as_extent(size % known), 0):
+        inferred = extent_quotient(size, known)
+        if inferred is None:
             raise ValueError(f"topi.reshape: cannot reshape '{x.name}' of shape {x.shape} "
                              f"({size} elements) into {wanted}: {size} is not a "
                              f"multiple of {known}")
-        dims[infer[0]] = as_extent(size // known)
+        dims[infer[0]] = inferred
     if not same_extent(prod(dims), size):
         raise ValueError(f"topi.reshape: cannot reshape '{x.name}' of shape {x.shape} "
                          f"({size} elements) into {wanted} ({prod(dims)} elements)")

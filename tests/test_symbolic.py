@@ -1,0 +1,242 @@
+"""Symbolic shapes: extents over tex.var/tex.size_var in the IR and topi, specialize, the
+reference interpreter binding shape variables from arrays, the arithmetic that reasons with
+symbolic ranges, and gradients over symbolic extents checked at several sizes."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tex
+from tex import topi
+from tex.arith import dom_of, prove, simplify
+from tex.autodiff import iteration_count
+from tex.testing import check_grad, evaluate
+
+
+def _rand(*shape: int, seed: int = 0, dtype: str = "float32") -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+# -- the IR ---------------------------------------------------------------------------------
+
+def test_shapes_hold_expressions_and_print_them() -> None:
+    n = tex.size_var("n")
+    A = tex.placeholder((n, 4), name="A")
+    B = tex.compute((n * 2, 4), lambda i, j: A[i // 2, j], name="B")
+    assert A.shape[0] is n and A.shape[1] == 4
+    assert str(A.shape) == "(n, 4)"
+    assert str(B.shape) == "(n * 2, 4)"
+    assert A.shape.is_symbolic and not tex.placeholder((2,)).shape.is_symbolic
+    assert tex.shape_vars([B]) == [n]
+    # a constant expression is an int extent
+    assert tex.placeholder((n - n + 3,)).shape == (3,)
+
+
+def test_equal_extents_are_one_node() -> None:
+    n = tex.var("n")
+    A = tex.placeholder((2 * n,), name="A")
+    B = tex.placeholder((n + n,), name="B")
+    assert A.shape[0] is B.shape[0]
+    C = A + B  # broadcasts: the same symbol
+    assert C.shape[0] is A.shape[0]
+
+
+@pytest.mark.parametrize("extent, match", [
+    (1.5, "expected an int"),
+    (tex.var("f", "float32"), "extents are integers"),
+])
+def test_bad_extents_name_the_dimension(extent: object, match: str) -> None:
+    with pytest.raises(TypeError, match=match):
+        tex.placeholder((4, extent), name="X")
+
+
+def test_an_index_variable_is_not_an_extent() -> None:
+    n = tex.var("n")
+    A = tex.placeholder((n,), name="A")
+    with pytest.raises(TypeError, match="index variable 'i'"):
+        tex.compute((n,), lambda i: tex.sum(A[i], axis=tex.reduce_axis((0, i), name="k")))
+    with pytest.raises(TypeError, match="reads"):
+        tex.placeholder((A[0].astype("int32"),), name="B")
+
+
+def test_symbolic_reduce_axis() -> None:
+    n, m = tex.size_var("n"), tex.var("m")
+    k = tex.reduce_axis((1, m), name="k")
+    assert str(k.dom.extent) == "m - 1"
+    A = tex.placeholder((n, m), name="A")
+    S = tex.compute((n,), lambda i: tex.sum(A[i, k], axis=k), name="S")
+    a = _rand(3, 5)
+    np.testing.assert_allclose(evaluate(S, {A: a}), a[:, 1:].sum(1), rtol=1e-5)
+
+
+# -- topi --------------------------------------------------------------------------------------
+
+def test_broadcast_follows_tvm_rules() -> None:
+    n, m = tex.size_var("n"), tex.size_var("m")
+    A = tex.placeholder((n, 4), name="A")
+    assert (A + tex.placeholder((1, 4))).shape == A.shape
+    assert (A + tex.placeholder((4,))).shape == A.shape
+    assert (A + tex.placeholder((n, 1))).shape == A.shape
+    with pytest.raises(ValueError, match="do not broadcast"):
+        A + tex.placeholder((m, 4))  # two symbols: not known equal
+    with pytest.raises(ValueError, match="do not broadcast"):
+        A + tex.placeholder((3, 4))  # a symbol against a constant other than 1
+
+
+def test_reshape_with_symbolic_extents() -> None:
+    n = tex.size_var("n")
+    A = tex.placeholder((n, 6), name="A")
+    R = topi.reshape(A, (-1, 3))
+    assert str(R.shape) == "(n * 2, 3)"
+    a = _rand(4, 6)
+    np.testing.assert_array_equal(evaluate(R, {A: a}), a.reshape(-1, 3))
+    with pytest.raises(ValueError, match="not a multiple"):
+        topi.reshape(A, (-1, 4))
+    with pytest.raises(ValueError, match="cannot reshape"):
+        topi.reshape(A, (n, 5))
+
+
+# -- specialize and evaluate ---------------------------------------------------------------
+
+def test_specialize_binds_extents_and_bodies() -> None:
+    n = tex.size_var("n")
+    A = tex.placeholder((n, 4), name="A")
+    k = tex.reduce_axis((0, n), name="k")
+    B = tex.compute((4,), lambda j: tex.sum(A[k, j] * n, axis=k), name="B")
+    B3 = tex.specialize(B, {n: 3})
+    (A3,) = [t for t in B3.op.input_tensors]
+    assert A3.shape == (3, 4) and A3 is not A and A3.name == "A"
+    assert tex.free_vars([B3]) == []
+    a = _rand(3, 4)
+    np.testing.assert_allclose(evaluate(B3, {A3: a}), 3 * a.sum(0), rtol=1e-5)
+    # the original is unchanged, and a partial binding keeps the rest symbolic
+    assert A.shape[0] is n
+    m = tex.var("m")
+    C = tex.compute((n, m), lambda i, j: A[i, 0] * j, name="C")
+    assert str(tex.specialize(C, {m: 2}).shape) == "(n, 2)"
+
+
+def test_specialize_refuses_bad_values() -> None:
+    n = tex.size_var("n")
+    m = tex.var("m")
+    A = tex.placeholder((m - 2,), name="A")
+    with pytest.raises(ValueError, match=r"dimension 0 of placeholder 'A' is m - 2 = 0"):
+        tex.specialize(A, {m: 2})
+    with pytest.raises(ValueError, match="size_var and cannot be -1"):
+        tex.specialize(tex.placeholder((n,)), {n: -1})
+    with pytest.raises(TypeError, match="must be an int"):
+        tex.specialize(A, {m: 2.5})
+
+
+@pytest.mark.parametrize("batch", [1, 7, 64])
+def test_evaluate_binds_from_arrays(batch: int) -> None:
+    n = tex.size_var("n")
+    A = tex.placeholder((n, 16), name="A")
+    W = tex.placeholder((8, 16), name="W")
+    b = tex.placeholder((8,), name="b")
+    Y = topi.nn.softmax(topi.nn.dense(A, W, b))
+    a, w, bb = _rand(batch, 16), _rand(8, 16, seed=1), _rand(8, seed=2)
+    z = a @ w.T + bb
+    e = np.exp(z - z.max(1, keepdims=True))
+    np.testing.assert_allclose(evaluate(Y, {A: a, W: w, b: bb}), e / e.sum(1, keepdims=True),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_evaluate_names_disagreeing_arrays_and_missing_values() -> None:
+    n = tex.size_var("n")
+    A = tex.placeholder((n,), name="A")
+    B = tex.placeholder((n,), name="B")
+    with pytest.raises(ValueError, match=r"'B' .* gives n = 4, but .*'A' .* gives n = 3"):
+        evaluate(A + B, {A: _rand(3), B: _rand(4)})
+    m = tex.var("m")
+    C = tex.compute((m,), lambda i: i * 2, name="C")
+    with pytest.raises(ValueError, match=r"no value for the shape variable 'm'"):
+        evaluate(C, {})
+    np.testing.assert_array_equal(evaluate(C, {m: 3}), [0, 2, 4])
+    np.testing.assert_array_equal(evaluate(C, {"m": 2}), [0, 2])
+
+
+def test_evaluate_solves_compound_dimensions() -> None:
+    n = tex.size_var("n")
+    A = tex.placeholder((2 * n + 1,), name="A")
+    B = tex.compute((n,), lambda i: A[2 * i + 1], name="B")
+    a = _rand(7)
+    np.testing.assert_array_equal(evaluate(B, {A: a}), a[1::2])
+    with pytest.raises(ValueError, match=r"cannot tell n|2 \* n \+ 1"):
+        evaluate(B, {A: _rand(6)})
+
+
+# -- arithmetic --------------------------------------------------------------------------------
+
+def test_proofs_over_symbolic_ranges() -> None:
+    n, m = tex.size_var("n"), tex.var("m")
+    i = tex.reduce_axis((0, n), name="i")
+    j = tex.reduce_axis((1, m), name="j")
+    dom = dom_of([i, j])
+    assert prove(i.var < n, dom) is True
+    assert prove(i.var + 1 < n, dom) is None  # i may be n - 1
+    assert prove(i.var >= n, dom) is False
+    assert prove(j.var < m, dom) is True
+    assert str(simplify(tex.min(i.var, n - 1), dom)) == "i"
+    assert str(simplify(tex.if_then_else(j.var <= m - 1, 1, 0), dom)) == "1"
+
+
+# -- gradients ---------------------------------------------------------------------------------
+
+def test_dense_gradient_keeps_the_symbolic_sum() -> None:
+    n = tex.size_var("n")
+    A = tex.placeholder((n, 16), name="A")
+    W = tex.placeholder((8, 16), name="W")
+    Y = topi.nn.dense(A, W)
+    (g,) = tex.differentiate(topi.sum(Y), [W])
+    assert "i in [0, n)" in str(g.op.input_tensors[0].op)
+    assert str(iteration_count(Y)) == "n * 128"
+    assert iteration_count(Y, bind={n: 64}) == 8192
+    assert iteration_count(g, bind={n: 4}) == 4 * 16 + 128
+
+
+def _dense_relu(n: tex.tir.Var) -> tuple:
+    A = tex.placeholder((n, 16), "float64", name="A")
+    W = tex.placeholder((8, 16), "float64", name="W")
+    b = tex.placeholder((8,), "float64", name="b")
+    return topi.sum(topi.nn.relu(topi.nn.dense(A, W, b))), [A, W, b]
+
+
+def _softmax(n: tex.tir.Var) -> tuple:
+    A = tex.placeholder((n, 6), "float64", name="A")
+    W = tex.placeholder((5, 6), "float64", name="W")
+    return topi.nn.softmax(topi.nn.dense(A, W)), [A, W]
+
+
+def _conv(n: tex.tir.Var) -> tuple:
+    X = tex.placeholder((n, 2, 6, 6), "float64", name="X")
+    K = tex.placeholder((3, 2, 3, 3), "float64", name="K")
+    return topi.nn.conv2d(X, K, 1, 1, 1), [X, K]
+
+
+def _layer_norm(n: tex.tir.Var) -> tuple:
+    X = tex.placeholder((n, 8), "float64", name="X")
+    g = tex.placeholder((8,), "float64", name="g")
+    b = tex.placeholder((8,), "float64", name="b")
+    return topi.nn.layer_norm(X, g, b, axis=[1]), [X, g, b]
+
+
+def _pool_reshape(n: tex.tir.Var) -> tuple:
+    X = tex.placeholder((n, 2, 4, 4), "float64", name="X")
+    P = topi.nn.pool2d(X, (2, 2), (2, 2), (1, 1), (0, 0, 0, 0), "avg")
+    return topi.reshape(P, (n, -1)), [X]
+
+
+def _batch_matmul(n: tex.tir.Var) -> tuple:
+    A = tex.placeholder((n, 3, 4), "float64", name="A")
+    B = tex.placeholder((n, 5, 4), "float64", name="B")
+    return topi.nn.batch_matmul(A, B), [A, B]
+
+
+@pytest.mark.parametrize("build", [_dense_relu, _softmax, _conv, _layer_norm, _pool_reshape,
+                                   _batch_matmul], ids=lambda f: f.__name__.strip("_"))
+def test_gradients_over_a_symbolic_batch(build) -> None:  # type: ignore[no-untyped-def]
+    n = tex.size_var("n")
+    out, inputs = build(n)
+    for size in (1, 3):
+        check_grad(out, inputs, data={n: size})
