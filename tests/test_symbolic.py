@@ -10,7 +10,7 @@ import tex
 from tex import topi
 from tex.arith import dom_of, prove, simplify
 from tex.autodiff import iteration_count
-from tex.testing import check_grad, evaluate
+from tex.testing import OutOfBoundsError, check_grad, evaluate
 
 
 def _rand(*shape: int, seed: int = 0, dtype: str = "float32") -> np.ndarray:
@@ -240,3 +240,78 @@ def test_gradients_over_a_symbolic_batch(build) -> None:  # type: ignore[no-unty
     out, inputs = build(n)
     for size in (1, 3):
         check_grad(out, inputs, data={n: size})
+
+
+# -- building and calling ----------------------------------------------------------------------
+
+def test_a_build_serves_every_size() -> None:
+    n = tex.size_var("n")
+    A = tex.placeholder((n, 4), name="A")
+    B = tex.placeholder((n, 4), name="B")
+    C = tex.compute((n, 4), lambda i, j: A[i, j] + B[i, j] * 2.0, name="C")
+    f = tex.build(tex.create_schedule(C.op), [A, B, C])
+    assert f.args[-1] is n  # the shape variable: taken from the arrays
+    text = tex.lower(tex.create_schedule(C.op), [A, B, C], simple_mode=True)
+    assert "for (i, 0, n)" in str(text) and "n: int32" in str(text)
+    for size in (1, 7, 64, 1000):
+        a, b = _rand(size, 4), _rand(size, 4, seed=1)
+        c = np.zeros((size, 4), np.float32)
+        f(a, b, c)
+        np.testing.assert_allclose(c, a + 2 * b, rtol=1e-6)
+    f(a, b, c, 1000)  # the shape variable may be passed too, and is checked
+
+
+def test_calls_check_the_shape_variables() -> None:
+    n = tex.size_var("n")
+    A = tex.placeholder((n, 4), name="A")
+    B = tex.placeholder((n, 4), name="B")
+    C = tex.compute((n, 4), lambda i, j: A[i, j] + B[i, j], name="C")
+    f = tex.build(tex.create_schedule(C.op), [A, B, C])
+    a, c = _rand(3, 4), np.zeros((3, 4), np.float32)
+    with pytest.raises(ValueError, match=r"'B' .* gives n = 2, but .*'A' .* gives n = 3"):
+        f(a, _rand(2, 4), c)
+    with pytest.raises(ValueError, match=r"'C' must have shape \(n, 4\), got an array of "
+                                         r"shape \(3, 5\)"):
+        f(a, a, np.zeros((3, 5), np.float32))
+    with pytest.raises(ValueError, match=r"gives n = 3, but argument 3 \('n'\) gives n = 4"):
+        f(a, a, c, 4)
+    with pytest.raises(TypeError, match=r"takes 3 arguments \(or 4, with the shape "
+                                        r"variables\) \(A: float32\[n, 4\]"):
+        f(a, a)
+
+
+def test_out_of_bounds_reads_of_symbolic_tensors_are_reported() -> None:
+    n = tex.size_var("n")
+    A = tex.placeholder((n,), name="A")
+    D = tex.compute((n,), lambda i: A[i + 1], name="D")
+    g = tex.build(tex.create_schedule(D.op), [A, D])
+    with pytest.raises(OutOfBoundsError, match=r"index 3 in dimension 0 of 'A' .*"
+                                                   r"valid range \[0, n\)"):
+        g(_rand(3), np.zeros(3, np.float32))
+    E = tex.compute((n - 1,), lambda i: A[i + 1], name="E")  # in bounds: proved, no check
+    text = str(tex.lower(tex.create_schedule(E.op), [A, E], simple_mode=True))
+    assert "oob" not in text, text
+
+
+def test_a_shape_variable_only_an_output_has() -> None:
+    m = tex.var("m")
+    E = tex.compute((m,), lambda i: i * 2, name="E")
+    h = tex.build(tex.create_schedule(E.op), [E])
+    e = np.zeros(5, np.int32)
+    h(e)
+    np.testing.assert_array_equal(e, [0, 2, 4, 6, 8])
+
+
+@pytest.mark.parametrize("build", [_dense_relu, _softmax, _conv, _layer_norm, _pool_reshape,
+                                   _batch_matmul], ids=lambda f: f.__name__.strip("_"))
+def test_default_schedules_at_several_sizes(build) -> None:  # type: ignore[no-untyped-def]
+    n = tex.size_var("n")
+    out, inputs = build(n)
+    f = tex.build(tex.create_schedule(out.op), [*inputs, out])
+    for size in (1, 5):
+        feed = {t: _rand(*(size if isinstance(d, tex.tir.Var) else d for d in t.shape),
+                         seed=k, dtype="float64") for k, t in enumerate(inputs)}
+        want = evaluate(out, feed)
+        got = np.zeros_like(want)
+        f(*feed.values(), got)
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)

@@ -17,7 +17,7 @@ from .sympy_bridge import exact_quotient
 
 __all__ = ["Extent", "extent_vars", "is_static", "same_extent", "extent_product",
            "extent_sum", "extent_quotient", "exceeds_int32", "bind_extent", "as_extent",
-           "static_or_none", "as_expr_int"]
+           "static_or_none", "as_expr_int", "is_one"]
 
 Extent = int | Expr
 
@@ -37,6 +37,11 @@ def is_static(value: Any) -> bool:
     if isinstance(value, (tuple, list)):
         return all(isinstance(v, int) for v in value)
     return isinstance(value, int)
+
+
+def is_one(value: Extent) -> bool:
+    """Whether an extent is the int 1 (a symbolic one never is, for this question)."""
+    return isinstance(value, int) and value == 1
 
 
 def static_or_none(value: Extent) -> int | None:

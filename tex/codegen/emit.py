@@ -773,10 +773,12 @@ class FunctionEmitter:
         """The scope of an ``Allocate`` (not its body): its buffer on the stack, or on the
         heap (freed on the way out) when larger than ``MAX_STACK_BYTES``."""
         buf = s.buffer
-        n = int(buf.shape[0])
+        extent = buf.shape[0]
+        symbolic = isinstance(extent, Expr)
+        n = 0 if symbolic else int(extent)
         nbytes = n * buf.dtype.itemsize
         self.forget()  # (reads of the buffer's earlier binding)
-        if nbytes <= MAX_STACK_BYTES:
+        if not symbolic and nbytes <= MAX_STACK_BYTES:
             self.bufs[buf] = self.alloca(storage_type(buf.dtype), buf.name, count=n, align=64)
             yield
             del self.bufs[buf]
@@ -787,7 +789,14 @@ class FunctionEmitter:
         # malloc cost a page fault each: tex.runtime.workspace)
         malloc = self.m.declare(WORKSPACE_ALLOC, PTR, [I64])
         free = self.m.declare(WORKSPACE_FREE, VOID, [PTR, I64])
-        size = ir.Constant(I64, nbytes)
+        if symbolic:  # sized at run time (one element more: never a request of 0 bytes)
+            count = self.value(extent)
+            if count.type != I64:
+                count = b.sext(count, I64)
+            size = b.mul(b.add(count, ir.Constant(I64, 1)),
+                         ir.Constant(I64, buf.dtype.itemsize), name=f"{buf.name}.bytes")
+        else:
+            size = ir.Constant(I64, nbytes)
         p = b.call(malloc, [size], name=local_name(buf.name))
         failed = b.icmp_unsigned("==", p, ir.Constant(PTR, None))
         self.m.errors = True

@@ -76,16 +76,19 @@ class BoundsReportOp(PlaceholderOp):
     __slots__ = ("tensor_name", "dim", "extent")
     tensor_name: str
     dim: int
-    extent: int
+    extent: int | Expr | str  # (symbolic: its expression, or that printed)
 
-    def __init__(self, tensor_name: str, dim: int, extent: int, dtype: DType) -> None:
+    def __init__(self, tensor_name: str, dim: int, extent: int | Expr | str,
+                 dtype: DType) -> None:
         super().__init__(f"{tensor_name}.oob{dim}", (1,), dtype)
         self._init(tensor_name=tensor_name, dim=dim, extent=extent)
 
     def describe(self, value: int) -> str:
         """The message for a violation with index ``value``."""
+        valid = f"[0, {self.extent - 1}]" if isinstance(self.extent, int) else \
+            f"[0, {self.extent})"  # (symbolic: its expression, or that printed)
         return (f"index {value} in dimension {self.dim} of '{self.tensor_name}' is out of "
-                f"bounds (valid range [0, {self.extent - 1}])")
+                f"bounds (valid range {valid})")
 
 
 def is_report(t: Tensor) -> bool:
@@ -134,6 +137,12 @@ def _facts(an: Analyzer, cond: Expr) -> list[tuple[dict[Expr, int], int]]:
     return out
 
 
+def _at_most(an: Analyzer, e: Expr, hi: Expr) -> bool:
+    """Whether ``e <= hi`` on ``an``'s domain (symbolic ends substituted)."""
+    b = an.linear_bounds(an.linear(hi).sub(an.linear(e)))
+    return b.lo is not None and b.lo >= 0
+
+
 class _Guard:
     """What a set of guard conditions tells about values: ``(coefs, c0)`` facts meaning
     ``sum coef * atom <= c0``, and a narrowed domain for the loop variables."""
@@ -165,6 +174,13 @@ class _Guard:
                     narrowed[atom] = Interval(lo, hi)
         self.bounds = Bounds(narrowed)
 
+
+    def within(self, an: Analyzer, ix: Expr, hi: Expr) -> bool:
+        """Whether ``ix <= hi`` (``hi`` symbolic) on the domain or by a guard's fact."""
+        if _at_most(an, ix, hi):
+            return True
+        lf = an.linear(ix).sub(an.linear(hi))  # need lf <= 0
+        return any(terms == lf.terms and c0 + lf.const <= 0 for terms, c0 in self.facts)
 
     def range_of(self, an: Analyzer, ix: Expr) -> tuple[int | None, int | None]:
         """Bounds of ``ix``: interval bounds on the narrowed domain, tightened at every
@@ -443,6 +459,16 @@ class ReadChecker:
         dims: list[int] = []
         for d, (ix, n) in enumerate(zip(read.indices, read.tensor.shape)):
             lo, hi = g.range_of(an, ix)
+            if not isinstance(n, int):
+                # a symbolic extent: proved on linear forms over the symbolic loop ranges,
+                # else checked when the function runs
+                if not (lo is not None and lo >= 0 and g.within(an, ix, n - 1)):
+                    dims.append(d)
+                    if ix.dtype.is_int and ix.dtype.bits < 64 and (
+                            lo is None or hi is None or lo < _INT32_RANGE[0]
+                            or hi > _INT32_RANGE[1]):
+                        self.wide.add((read, d))
+                continue
             if lo is not None and hi is not None and lo >= 0 and hi <= n - 1:
                 continue
             exact = _exact_range(ix, conds, dom)
@@ -488,7 +514,7 @@ class ReadChecker:
         key = (t, dim, t.dtype)
         op = self._reports.get(key)
         if op is None:
-            op = self._reports[key] = BoundsReportOp(t.name, dim, int(t.shape[dim]), t.dtype)
+            op = self._reports[key] = BoundsReportOp(t.name, dim, t.shape[dim], t.dtype)
         return op.output(0)
 
     def wrap_inlined(self, read: TensorRead, value: Expr) -> Expr:
@@ -498,14 +524,14 @@ class ReadChecker:
         dims = self.checks.get(read)
         if dims is None and read not in self.seen:
             dims = tuple(d for d, (ix, n) in enumerate(zip(read.indices, read.tensor.shape))
-                         if not _inside(self._bounds(ix), int(n)))
+                         if not isinstance(n, int) or not _inside(self._bounds(ix), n))
         return self._wrap(read, read, value, dims or ())
 
     def _wrap(self, key: TensorRead, read: TensorRead, value: Expr, dims: Sequence[int]
               ) -> Expr:
         for d in reversed(dims):
             ix = read.indices[d]
-            n = int(read.tensor.shape[d])
+            n = read.tensor.shape[d]
             if (key, d) in self.wide:
                 ix, modular = wide_index(ix)
                 if not modular and value is read:  # a direct read: at the exact index

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ..arith.extent import is_one
+from ..dtype import DType
 from ..ir import fold
 from ..ir.expr import Expr, IterVar, Var
 from ..ir.tensor import Tensor
@@ -77,6 +79,13 @@ def wrap_lets(lets: Sequence[tuple[Var, Expr, Expr | None]], body: Stmt) -> Stmt
     return body
 
 
+def extent_expr(extent: int | Expr, dtype: DType) -> Expr:
+    """A loop extent as an expression of the loop variable's dtype."""
+    if isinstance(extent, Expr):
+        return extent if extent.dtype is dtype else fold.cast(dtype, extent)
+    return fold.const(extent, dtype)
+
+
 def assemble(levels: Sequence[Level], inner: Stmt) -> Stmt:
     """Loops ``levels`` around ``inner``, with each level's lets, guards and attached
     producers at the start of its body."""
@@ -90,9 +99,9 @@ def assemble(levels: Sequence[Level], inner: Stmt) -> Stmt:
             for _, bufs, scope in reversed(lv.attached):
                 for buf in reversed(bufs):
                     body = Allocate(buf, scope, body)
-        if lv.extent == 1 and lv.kind is not ForKind.THREAD:
+        if is_one(lv.extent) and lv.kind is not ForKind.THREAD:
             continue
-        body = For(lv.var, fold.const(0, lv.var.dtype), fold.const(lv.extent, lv.var.dtype),
+        body = For(lv.var, fold.const(0, lv.var.dtype), extent_expr(lv.extent, lv.var.dtype),
                    lv.kind, body, lv.tag)
     return body
 

@@ -37,6 +37,7 @@ from ..ir.expr import TensorRead, Var
 from ..ir.tensor import PlaceholderOp, ScanOp, Tensor
 from ..ir.visit import placeholders_of, post_order
 from ..schedule import Schedule, create_schedule
+from ..te.specialize import shape_vars
 from .bounds_check import is_report
 from .nest import NestBuilder
 from .passes import PASSES
@@ -55,7 +56,7 @@ from .stmt import (
     stmt_exprs,
     walk_stmts,
 )
-from .storage import Names, Storage
+from .storage import Names, Storage, buffer_size
 from .structure import renamed, structure
 
 __all__ = ["lower", "stage", "StagedFunc"]
@@ -275,9 +276,16 @@ def _argument_storage(sch: Schedule, arg_list: Sequence[Tensor | Var], names: Na
                 raise ValueError(f"lower: '{a.name}' is in args (an output) but its stage is "
                                  "compute_inline'd; outputs must be stored")
             tensor = st.op.output(a.value_index)
-        buf = make_buffer(names.fresh(a.name), max(a.size, 1), a.dtype)
+        buf = make_buffer(names.fresh(a.name), buffer_size(a), a.dtype)
         storage[tensor] = Storage(buf, tuple(a.shape))
         params.append(BufferParam(buf, a, is_output))
+    # the shape variables the caller does not pass: taken from the arrays at the call
+    tensors = [a for a in arg_list if isinstance(a, Tensor)]
+    tensors += [t for st in sch.stages for t in st.op.outputs]
+    for v in shape_vars(tensors):
+        if v not in scalars:
+            params.append(ScalarParam(v, derived=True))
+            scalars.add(v)
     return params, storage, scalars
 
 
@@ -312,7 +320,7 @@ def _nests(sch: Schedule, storage: dict[Tensor, Storage], names: Names, scalars:
 
     def store(t: Tensor) -> None:
         if t not in storage:
-            buf = make_buffer(names.fresh(t.name), max(t.size, 1), t.dtype)
+            buf = make_buffer(names.fresh(t.name), buffer_size(t), t.dtype)
             storage[t] = Storage(buf, tuple(t.shape))
             temps.append(buf)
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from .. import debug
 from ..arith import dom_of
+from ..arith.extent import exceeds_int32, is_one
 from ..dtype import int32
 from ..error import ScheduleError
 from ..ir import fold
@@ -48,7 +49,7 @@ from .stmt import (
     run_nested,
     seq,
 )
-from .storage import INT32_LIMIT, Names, Storage, flatten_reads, i32, int64
+from .storage import Names, Storage, flatten_reads, i32, int64
 
 __all__ = ["NestBuilder"]
 
@@ -439,12 +440,12 @@ def _leaf_levels(st: Stage, ext: Mapping[IterVar, int]
         ann = st.annotations.get(iv, "serial")
         kind = _KIND.get(ann, ForKind.SERIAL)
         # a fused loop over more than 2**31 - 1 points counts in int64
-        var = Var(iv.name, int64 if n > INT32_LIMIT else int32, "axis")
+        var = Var(iv.name, int64 if exceeds_int32(n) else int32, "axis")
         tag = st.bindings[iv].tag if iv in st.bindings else ""
         if tag == "vthread":  # a virtual thread: iterations interleaved in one thread
             kind, tag = ForKind.UNROLLED, ""
         levels.append(Level(iv, var, n, kind, tag))
-        value[iv] = i32(0) if n == 1 and kind is not ForKind.THREAD else var
+        value[iv] = i32(0) if is_one(n) and kind is not ForKind.THREAD else var
     return levels, value
 
 

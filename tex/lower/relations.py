@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ..arith.extent import as_extent, exceeds_int32, extent_product, same_extent
 from ..ir import fold
 from ..ir.expr import Expr, IterVar, Op
 from ..schedule import Fuse, Singleton, Split, Stage
-from .storage import INT32_LIMIT, int64
+from .storage import int64
 
 __all__ = ["check_shifted", "leaf_extents", "root_values"]
 
@@ -32,9 +33,10 @@ def leaf_extents(st: Stage, root_ext: Mapping[IterVar, int]) -> dict[IterVar, in
             n = ext[rel.parent]
             ext[rel.inner] = rel.factor
             ext[rel.outer] = rel.nparts if rel.nparts is not None else \
-                max(1, -(-n // rel.factor))
+                max(1, -(-n // rel.factor)) if isinstance(n, int) else \
+                as_extent((n + (rel.factor - 1)) // rel.factor)
         else:
-            ext[rel.fused] = ext[rel.outer] * ext[rel.inner]
+            ext[rel.fused] = extent_product([ext[rel.outer], ext[rel.inner]])
     return ext
 
 
@@ -50,13 +52,13 @@ def root_values(st: Stage, ext: Mapping[IterVar, int], value: dict[IterVar, Expr
             continue
         if isinstance(rel, Split):
             o, i = value[rel.outer], value[rel.inner]
-            if ext[rel.outer] * rel.factor > INT32_LIMIT:  # the remainder overflows
-                o, i = fold.cast(int64, o), fold.cast(int64, i)
+            if exceeds_int32(extent_product([ext[rel.outer], rel.factor])):
+                o, i = fold.cast(int64, o), fold.cast(int64, i)  # the remainder overflows
             n = ext[rel.parent]
             start = o * fold.const(rel.factor, o.dtype)
-            if ext[rel.outer] * rel.factor == n:
+            if same_extent(extent_product([ext[rel.outer], rel.factor]), n):
                 value[rel.parent] = start + i
-            elif rel.tail == "shift" and n >= rel.factor:
+            elif rel.tail == "shift" and isinstance(n, int) and n >= rel.factor:
                 # the last tile ends at n: whole tiles, the overlap computed twice
                 last = fold.const(n - rel.factor, o.dtype)
                 value[rel.parent] = fold.binary(Op.MIN, start, last) + i

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..dtype import DType
-from ..ir.expr import Expr, Var
+from ..ir.expr import Const, Expr, Var
 from ..ir.tensor import ExternOp, PlaceholderOp, Tensor
 
 __all__ = [
@@ -186,8 +186,11 @@ def seq(*stmts: Stmt | None) -> Stmt:
     return flat[0] if len(flat) == 1 else Seq(tuple(flat))
 
 
-def make_buffer(name: str, size: int, dtype: DType) -> Tensor:
-    """A flat buffer of ``size`` elements (a 1-D placeholder tensor)."""
+def make_buffer(name: str, size: int | Expr, dtype: DType) -> Tensor:
+    """A flat buffer of ``size`` elements (a 1-D placeholder tensor); a symbolic size
+    (an expression over shape variables) gives a buffer sized when the function runs."""
+    if isinstance(size, Expr) and not isinstance(size, Const):
+        return PlaceholderOp(name, (size,), dtype).output(0)
     return PlaceholderOp(name, (max(int(size), 1),), dtype).output(0)
 
 
@@ -206,9 +209,12 @@ class BufferParam:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class ScalarParam:
-    """A scalar argument: the free variable ``var`` (a ``tex.var``) passed by value."""
+    """A scalar argument: the free variable ``var`` (a ``tex.var``) passed by value.
+    ``derived``: a shape variable the caller does not pass, whose value the runtime takes
+    from the arrays' shapes (it follows the caller's arguments)."""
 
     var: Var
+    derived: bool = False
 
     @property
     def name(self) -> str:

@@ -7,12 +7,12 @@ elements are computed in int64.
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from .. import debug
+from ..arith.extent import exceeds_int32, extent_product
 from ..dtype import DTYPES, int32
 from ..ir import fold
 from ..ir.expr import Const, Expr, TensorRead, Var
@@ -20,7 +20,7 @@ from ..ir.tensor import Tensor
 from ..ir.visit import rewrite
 from .bounds_check import is_report
 
-__all__ = ["INT32_LIMIT", "Names", "Storage", "flatten_reads", "i32", "int64"]
+__all__ = ["INT32_LIMIT", "Names", "Storage", "buffer_size", "flatten_reads", "i32", "int64"]
 
 int64 = DTYPES["int64"]
 INT32_LIMIT = 2**31 - 1
@@ -44,7 +44,7 @@ class Storage:
         """Row-major flat index of ``tensor[indices]`` in the buffer."""
         if not self.extents:
             return i32(0)
-        wide = math.prod(self.extents) > INT32_LIMIT
+        wide = exceeds_int32(extent_product(self.extents))
         acc: Expr | None = None
         for d, (ix, n) in enumerate(zip(indices, self.extents)):
             if self.offsets is not None:
@@ -54,6 +54,13 @@ class Storage:
             acc = ix if acc is None else acc * n + ix
         assert acc is not None  # for the type checker: extents is not empty
         return acc
+
+
+def buffer_size(t: Tensor) -> int | Expr:
+    """The elements of a buffer holding all of ``t`` (at least 1; an expression over the
+    shape variables when ``t``'s shape is symbolic)."""
+    size = extent_product(t.shape)
+    return max(size, 1) if isinstance(size, int) else size
 
 
 class Names:

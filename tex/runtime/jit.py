@@ -285,12 +285,14 @@ def _sections(compiled: CompiledModule, objects: Sequence[bytes], externals: lis
 def checks_record(checks: Sequence[BoundsReportOp]) -> list[list[Any]]:
     """The run-time bounds checks as JSON-able rows (the disk cache's entries and shared
     libraries keep them so): tensor, dimension, extent, index dtype."""
-    return [[c.tensor_name, c.dim, c.extent, c.output(0).dtype.name] for c in checks]
+    return [[c.tensor_name, c.dim, c.extent if isinstance(c.extent, int) else str(c.extent),
+             c.output(0).dtype.name] for c in checks]
 
 
 def checks_of(rows: Sequence[Sequence[Any]]) -> tuple[BoundsReportOp, ...]:
     """The checks ``checks_record`` wrote."""
-    return tuple(BoundsReportOp(t, int(d), int(e), DTYPES[dt]) for t, d, e, dt in rows)
+    return tuple(BoundsReportOp(t, int(d), e if isinstance(e, str) else int(e), DTYPES[dt])
+                 for t, d, e, dt in rows)
 
 
 def _numbered(section: str, k: int) -> str:

@@ -20,6 +20,7 @@ faster than ``.ctypes.data``); the checks are a handful of attribute reads per a
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import statistics
 import time
@@ -29,13 +30,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..arith.extent import bind_extent, extent_vars
 from ..codegen.llvm import CompiledModule
 from ..codegen.module import EXTERN_FAILED, EXTERN_SLOT
 from ..debug import OutOfBoundsError
 from ..dtype import DType
-from ..ir.expr import Var
-from ..ir.tensor import Tensor
+from ..ir.expr import Expr, Var
+from ..ir.tensor import Shape, Tensor
 from ..lower.stmt import BufferParam, ScalarParam
+from ..te.specialize import bind_shape_vars
 from .externs import Externs, ExternSpec
 from .jit import Kernel
 from .ndarray import NDArray
@@ -65,6 +68,77 @@ def _find_data_offset() -> int | None:
 
 
 _DATA_OFFSET = _find_data_offset()
+
+
+class _Sizes(NamedTuple):
+    """One call's shape variables: each buffer argument's shape, the derived values."""
+
+    shapes: dict[int, tuple[int, ...]]
+    derived: list[int]
+
+
+class SymbolicShapes:
+    """How a function with symbolic shapes gets its shape variables at a call: from the
+    arrays' shapes (TVM's rule: a dimension that is a variable binds it, any other is
+    checked), and from the scalar arguments that are shape variables. ``derived``: how
+    many trailing scalar parameters the caller may leave out (the lowering appends the
+    shape variables no argument names)."""
+
+    def __init__(self, signature: Signature, name: str) -> None:
+        self.name = name
+        self._by_spec: dict[int, Tensor | Var] = {k: a for k, (a, _) in enumerate(signature)}
+        tensors = [a for a, _ in signature if isinstance(a, Tensor)]
+        self.symbolic = any(isinstance(n, Expr) for t in tensors for n in t.shape)
+        vars_ = set(extent_vars(*[tuple(t.shape) for t in tensors]))
+        self.derived = 0
+        for a, _ in reversed(signature):
+            if isinstance(a, Tensor) or a not in vars_:
+                break
+            self.derived += 1
+
+    def bind(self, specs: Sequence[ArgSpec], arrays: Sequence[Any]) -> _Sizes:
+        """The shapes every buffer argument must have at this call, and the values of the
+        derived parameters; ``ValueError`` naming the arguments that disagree."""
+        given: dict[Var, int] = {}
+        sources: dict[Var, str] = {}
+        placeholders: list[Tensor] = []
+        shapes: dict[Tensor, tuple[int, ...]] = {}
+        tensors: dict[int, Tensor] = {}
+        for spec, a in zip(specs, arrays):
+            if spec.is_buffer:
+                t = self._tensor(spec)
+                tensors[spec.position] = t
+                if isinstance(a, np.ndarray):
+                    placeholders.append(t)
+                    shapes[t] = a.shape
+            elif (v := self._var(spec)) is not None:
+                given[v] = spec.convert(a, spec)  # type: ignore[misc]
+                sources[v] = spec.where()
+        bound = bind_shape_vars(placeholders, shapes, given, self.name, sources)
+        out: dict[int, tuple[int, ...]] = {}
+        for k, t in tensors.items():
+            dims = tuple(bind_extent(n, bound) for n in t.shape)
+            if not all(isinstance(n, int) for n in dims):
+                free = ", ".join(v.name for v in extent_vars(dims))
+                raise ValueError(f"{self.name}: no value for the shape variable {free} of "
+                                 f"argument {k} ('{t.name}')")
+            if math.prod(dims) > _INT32_MAX:
+                raise ValueError(f"{self.name}: argument {k} ('{t.name}') of shape {dims} has "
+                                 f"more than {_INT32_MAX} elements; a build with symbolic "
+                                 "shapes indexes in int32")
+            out[k] = dims  # type: ignore[assignment]
+        derived = [bound[self._var(s)] for s in specs[len(specs) - self.derived:]]  # type: ignore
+        return _Sizes(out, derived)
+
+    def _tensor(self, spec: ArgSpec) -> Tensor:
+        return self._by_spec[spec.position]  # type: ignore[no-any-return]
+
+    def _var(self, spec: ArgSpec) -> Var | None:
+        a = self._by_spec[spec.position]
+        return a if isinstance(a, Var) and a.kind in ("var", "size") else None
+
+
+_INT32_MAX = 2**31 - 1
 
 
 class _Entry(NamedTuple):
@@ -159,7 +233,8 @@ def arg_specs(signature: Signature) -> tuple[ArgSpec, ...]:
     for k, (a, is_output) in enumerate(signature):
         if isinstance(a, Tensor):
             specs.append(ArgSpec(k, a.name, True, is_output, a.dtype.numpy,
-                                 tuple(int(n) for n in a.shape), None))
+                                 tuple(n if isinstance(n, Expr) else int(n) for n in a.shape),
+                                 None))
         else:
             d = a.dtype
             specs.append(ArgSpec(k, a.name, False, False, d.numpy, (),
@@ -177,17 +252,20 @@ def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-def check_host_array(fname: str, spec: ArgSpec, a: np.ndarray) -> None:
-    """``a`` (an ndarray) has the dtype and shape of ``spec``, is C-contiguous and, for an
-    output, writeable; else ``TypeError``/``ValueError`` naming the argument."""
+def check_host_array(fname: str, spec: ArgSpec, a: np.ndarray,
+                     shape: tuple[int, ...] | None = None) -> None:
+    """``a`` (an ndarray) has the dtype and shape of ``spec`` (``shape``: the shape at this
+    call's sizes, for a symbolic one), is C-contiguous and, for an output, writeable; else
+    ``TypeError``/``ValueError`` naming the argument."""
     if a.dtype != spec.dtype:
         found = a.dtype.name if a.dtype.name != spec.dtype.name else \
             f"{a.dtype.name} in non-native byte order"
         raise TypeError(f"{fname}: {spec.where()} must have dtype {spec.dtype.name}, "
                         f"got {found} (convert with .astype('{spec.dtype.name}'))")
-    if a.shape != spec.shape:
-        raise ValueError(f"{fname}: {spec.where()} must have shape {spec.shape}, "
-                         f"got {a.shape}")
+    want = spec.shape if shape is None else shape
+    if a.shape != want:
+        shown = want if shape is None else f"{Shape(spec.shape)} = {want}"
+        raise ValueError(f"{fname}: {spec.where()} must have shape {shown}, got {a.shape}")
     flags = a.flags
     if not flags.c_contiguous:
         raise ValueError(f"{fname}: {spec.where()} must be C-contiguous "
@@ -347,16 +425,21 @@ class BuiltFunction(ModuleAPI):
         ctypes_args = [ctypes.c_void_p if isinstance(a, Tensor) else a.dtype.ctype
                        for a, _ in signature]
         self._outputs = tuple(s.position for s in self._specs if s.is_output)
+        self._shapes = SymbolicShapes(signature, name)
         # what _fast_args compares: only for all-buffer functions with no empty array
         # (an empty one's pointer may be anything: the full checks skip its span)
         specs = self._specs
         itemsize = [np.dtype(s.dtype).itemsize for s in specs]
-        self._nbytes = tuple(int(np.prod(s.shape, dtype=np.int64)) * n
-                             for s, n in zip(specs, itemsize))
-        self._fast = tuple(
-            (np.dtype(s.dtype), s.shape, _c_strides(s.shape, n), s.is_output)
-            for s, n in zip(specs, itemsize)) \
-            if all(s.is_buffer for s in specs) and all(self._nbytes) else None
+        if self._shapes.symbolic:
+            self._nbytes: tuple[int, ...] = ()
+            self._fast = None
+        else:
+            self._nbytes = tuple(int(np.prod(s.shape, dtype=np.int64)) * n
+                                 for s, n in zip(specs, itemsize))
+            self._fast = tuple(
+                (np.dtype(s.dtype), s.shape, _c_strides(s.shape, n), s.is_output)
+                for s, n in zip(specs, itemsize)) \
+                if all(s.is_buffer for s in specs) and all(self._nbytes) else None
         self._ctype = ctypes.CFUNCTYPE(None, *ctypes_args, ctypes.c_void_p)
         self._main = self._entry(kernel)
         # a kernel with parallel loops cannot run in a child forked after the OpenMP pool
@@ -410,9 +493,15 @@ class BuiltFunction(ModuleAPI):
         """The C arguments after every check (``TypeError``/``ValueError`` naming the
         argument that fails one)."""
         specs = self._specs
-        if len(arrays) != len(specs):
-            raise TypeError(f"{self.name}() takes {len(specs)} arguments "
-                            f"({self._signature()}) but {len(arrays)} were given")
+        shapes = self._shapes
+        if len(arrays) != len(specs) and not (
+                shapes.derived and len(arrays) == len(specs) - shapes.derived):
+            takes = f"{len(specs)} arguments" if not shapes.derived else \
+                f"{len(specs) - shapes.derived} arguments (or {len(specs)}, with the shape " \
+                "variables)"
+            raise TypeError(f"{self.name}() takes {takes} ({self._signature()}) but "
+                            f"{len(arrays)} were given")
+        sizes = shapes.bind(specs, arrays) if shapes.symbolic else None
         cargs: list[Any] = []
         spans: list[tuple[int, int, int]] = []
         for spec, a in zip(specs, arrays):
@@ -424,13 +513,16 @@ class BuiltFunction(ModuleAPI):
                                 f"{spec.dtype.name}{list(spec.shape)}, got "
                                 f"{type(a).__module__}.{type(a).__qualname__}"
                                 f"{conversion_hint(a)}")
-            check_host_array(self.name, spec, a)
+            check_host_array(self.name, spec, a,
+                             None if sizes is None else sizes.shapes[spec.position])
             ptr = data_pointer(a)
             cargs.append(ptr)
             if a.nbytes:
                 spans.append((ptr, ptr + a.nbytes, spec.position))
         if self._outputs and len(spans) > 1:
             check_overlap(self.name, self._specs, spans)
+        if sizes is not None and len(arrays) < len(specs):
+            cargs.extend(sizes.derived)
         return cargs
 
     def _run(self, cargs: list[Any]) -> None:
@@ -471,7 +563,7 @@ class BuiltFunction(ModuleAPI):
         for s in self._specs:
             if s.is_buffer:
                 parts.append(f"{'out ' if s.is_output else ''}{s.name}: "
-                             f"{s.dtype.name}{list(s.shape)}")
+                             f"{s.dtype.name}[{', '.join(map(str, s.shape))}]")
             else:
                 parts.append(f"{s.name}: {s.dtype.name}")
         return ", ".join(parts)

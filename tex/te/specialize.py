@@ -274,14 +274,15 @@ def specialize(tensors: Any, bind: Mapping[Var, int]) -> Any:
 
 
 def bind_shape_vars(placeholders: Sequence[Tensor], shapes: Mapping[Tensor, tuple[int, ...]],
-                    given: Mapping[Var, int], who: str) -> dict[Var, int]:
+                    given: Mapping[Var, int], who: str,
+                    sources: Mapping[Var, str] | None = None) -> dict[Var, int]:
     """The values of the shape variables, from the arrays' shapes and ``given``.
 
     A dimension that is a variable binds it (two arrays that bind one variable to different
     values are a ValueError naming both); a dimension ``a*n + b`` binds ``n`` when nothing
     else does; every other dimension is checked once its variables are known."""
     bound: dict[Var, int] = dict(given)
-    source: dict[Var, str] = {v: "the value given" for v in given}
+    source: dict[Var, str] = {v: (sources or {}).get(v, "the value given") for v in given}
     pending: list[tuple[Tensor, int, Expr, int]] = []
 
     def bind(var: Var, value: int, where: str) -> None:
@@ -300,7 +301,11 @@ def bind_shape_vars(placeholders: Sequence[Tensor], shapes: Mapping[Tensor, tupl
             raise ValueError(f"{who}: '{t.name}' has {len(t.shape)} dimensions {t.shape}, "
                              f"got an array of shape {got}")
         for d, (e, n) in enumerate(zip(t.shape, got)):
-            if isinstance(e, Var):
+            if isinstance(e, int):
+                if e != n:
+                    raise ValueError(f"{who}: '{t.name}' must have shape {t.shape}, got an "
+                                     f"array of shape {got} (dimension {d})")
+            elif isinstance(e, Var):
                 bind(e, int(n), where(t, d, got))
             elif isinstance(e, Expr):
                 pending.append((t, d, e, int(n)))
