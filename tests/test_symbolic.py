@@ -315,3 +315,34 @@ def test_default_schedules_at_several_sizes(build) -> None:  # type: ignore[no-u
         got = np.zeros_like(want)
         f(*feed.values(), got)
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("build", [_dense_relu, _softmax, _conv, _layer_norm, _pool_reshape,
+                                   _batch_matmul], ids=lambda f: f.__name__.strip("_"))
+def test_auto_schedules_at_several_sizes(build) -> None:  # type: ignore[no-untyped-def]
+    n = tex.size_var("n")
+    out, inputs = build(n)
+    f = tex.build(tex.schedule.auto_schedule(out, hint={n: 16}), [*inputs, out])
+    for size in (1, 7, 33):
+        feed = {t: _rand(*(size if isinstance(d, tex.tir.Var) else d for d in t.shape),
+                         seed=k, dtype="float64") for k, t in enumerate(inputs)}
+        want = evaluate(out, feed)
+        got = np.zeros_like(want)
+        f(*feed.values(), got)
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_auto_scheduled_gradient_over_a_symbolic_batch() -> None:
+    n = tex.size_var("n")
+    X = tex.placeholder((n, 24), name="X")
+    W = tex.placeholder((16, 24), name="W")
+    L = topi.sum(topi.nn.relu(topi.nn.dense(X, W)))
+    dX, dW = tex.differentiate(L, [X, W])
+    f = tex.build(tex.schedule.auto_schedule([L, dX, dW]), [X, W, L, dX, dW])
+    for size in (1, 9, 70):
+        x, w = _rand(size, 24), _rand(16, 24, seed=1)
+        want = evaluate([L, dX, dW], {X: x, W: w})
+        got = [np.zeros_like(a) for a in want]
+        f(x, w, *got)
+        for g, e in zip(got, want):
+            np.testing.assert_allclose(g, e, rtol=2e-4, atol=2e-4)

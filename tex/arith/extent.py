@@ -17,7 +17,8 @@ from .sympy_bridge import exact_quotient
 
 __all__ = ["Extent", "extent_vars", "is_static", "same_extent", "extent_product",
            "extent_sum", "extent_quotient", "exceeds_int32", "bind_extent", "as_extent",
-           "static_or_none", "as_expr_int", "is_one"]
+           "static_or_none", "as_expr_int", "is_one",
+           "at_hint", "DEFAULT_HINT"]
 
 Extent = int | Expr
 
@@ -37,6 +38,21 @@ def is_static(value: Any) -> bool:
     if isinstance(value, (tuple, list)):
         return all(isinstance(v, int) for v in value)
     return isinstance(value, int)
+
+
+# Shape variables without a hint are scheduled as if they were this: a batch or a sequence
+# length of the size tiles and parallel loops pay for (``auto_schedule(hint=...)``).
+DEFAULT_HINT = 64
+
+
+def at_hint(value: Extent, hint: Mapping[Var, int] | None = None) -> int:
+    """An extent as the int a scheduler decides with: itself, or a symbolic one at the
+    hint's values (``DEFAULT_HINT`` for a variable the hint leaves out; at least 1)."""
+    if isinstance(value, int):
+        return value
+    hint = hint or {}
+    got = bind_extent(value, {v: hint.get(v, DEFAULT_HINT) for v in extent_vars(value)})
+    return max(1, got) if isinstance(got, int) else DEFAULT_HINT
 
 
 def is_one(value: Extent) -> bool:

@@ -176,8 +176,9 @@ def split_phases(axes: Sequence[IterVar], reduce: Sequence[IterVar], value: Expr
     within a phase, a tap axis whose remainder the conditions then fix is stepped by the
     stride (``ky = s*k + q`` for the one ``q`` left), so the phase sums its taps only."""
     moduli = moduli_of([value, cond], axes, reduce if taps else ())
-    moduli = [m if m <= MAX_MODULUS and m < iv.dom.extent else 1
-              for m, iv in zip(moduli, axes)]
+    # (an axis of symbolic extent is not split: its phases would have symbolic extents)
+    moduli = [m if m <= MAX_MODULUS and isinstance(iv.dom.extent, int) and m < iv.dom.extent
+              else 1 for m, iv in zip(moduli, axes)]
     if all(m == 1 for m in moduli) or math.prod(moduli) > MAX_PHASES:
         return None
     phases: list[Phase] = []

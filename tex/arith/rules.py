@@ -221,18 +221,31 @@ class Analyzer:
             return self.rebuild(lf), 1
         return self.rebuild(div_exact(lf, g)), g
 
-    def affine_range(self, e: Expr, ranging: Mapping[Var, int]) -> tuple[Expr, int] | None:
+    def affine_range(self, e: Expr, ranging: Mapping[Var, int | Expr]
+                     ) -> tuple[Expr, int | Expr] | None:
         """``(lo, extent)`` of the integer ``e`` as each variable of ``ranging`` takes the
         values ``[0, n)``: ``lo`` uses the other variables (fixed); None when ``e`` is not
-        affine in the ranging variables."""
+        affine in the ranging variables. A symbolic ``n`` (at least 1) gives a symbolic
+        extent."""
         if not e.dtype.is_int:
             return None
         lf = self.linear(self.rewrite(e))
         lo_terms: dict[Expr, int] = {}
         low, span = 0, 0
+        sym_span: LinearForm | None = None
         for atom, c in lf.terms.items():
             if isinstance(atom, Var) and atom in ranging:
-                reach = c * (ranging[atom] - 1)
+                n = ranging[atom]
+                if not isinstance(n, int):  # c * (n - 1): its sign is c's
+                    reach = self.linear(n).scale(c).add(LinearForm.constant(-c, lf.dtype))
+                    if c < 0:
+                        for t, k in reach.terms.items():
+                            lo_terms[t] = lo_terms.get(t, 0) + k
+                        low += reach.const
+                    reach = reach if c > 0 else reach.scale(-1)
+                    sym_span = reach if sym_span is None else sym_span.add(reach)
+                    continue
+                reach = c * (n - 1)
                 low += min(reach, 0)
                 span += abs(reach)
                 continue
@@ -240,17 +253,22 @@ class Analyzer:
                 return None
             lo_terms[atom] = c
         base = type(lf)(lo_terms, lf.const + low, lf.dtype)
+        if sym_span is not None:
+            ext = self.rebuild(sym_span.add(LinearForm.constant(span + 1, lf.dtype)))
+            return self.rebuild(base), int(ext.value) if isinstance(ext, Const) else ext
         return self.rebuild(base), span + 1
 
     @staticmethod
-    def union_range(ranges: Sequence[tuple[Expr, int] | None]) -> tuple[Expr, int] | None:
+    def union_range(ranges: Sequence[tuple[Expr, int | Expr] | None]
+                    ) -> tuple[Expr, int | Expr] | None:
         """The smallest range holding all ``(lo, extent)`` ranges whose lows differ by
-        constants; None when that cannot be shown (or a range is None)."""
+        constants; None when that cannot be shown (or a range is None). Symbolic extents
+        must be one expression (the union then widens it by the shifts)."""
         if not ranges or any(r is None for r in ranges):
             return None
         an = Analyzer()
         lo0, _ = ranges[0]  # type: ignore[misc]
-        shifts: list[tuple[int, int]] = []
+        shifts: list[tuple[int, int | Expr]] = []
         for r in ranges:
             assert r is not None
             diff = an.rewrite(r[0] - lo0)
@@ -258,8 +276,14 @@ class Analyzer:
                 return None
             shifts.append((int(diff.value), r[1]))
         low = min(s for s, _ in shifts)
-        high = max(s + n for s, n in shifts)
         lo = an.rewrite(lo0 + low) if low else lo0
+        symbolic = [n for _, n in shifts if not isinstance(n, int)]
+        if symbolic:
+            if any(n is not symbolic[0] for _, n in shifts):
+                return None
+            widen = max(s for s, _ in shifts) - low
+            return lo, an.rewrite(symbolic[0] + widen) if widen else symbolic[0]
+        high = max(s + n for s, n in shifts)  # type: ignore[operator]
         return lo, high - low
 
     def rebuild(self, lf: LinearForm) -> Expr:
@@ -365,10 +389,14 @@ class Analyzer:
     def within(self, e: Expr, lo: int | Expr, hi: int | Expr) -> bool:
         """Whether ``lo <= e <= hi`` holds on the domain (ends may be symbolic)."""
         lf = self.linear(e)
-        below = lf.sub(self._linear_end(lo, lf.dtype))
-        above = self._linear_end(hi, lf.dtype).sub(lf)
-        b1, b2 = self.linear_bounds(below), self.linear_bounds(above)
-        return b1.lo is not None and b1.lo >= 0 and b2.lo is not None and b2.lo >= 0
+        below = self.linear_bounds(lf.sub(self._linear_end(lo, lf.dtype)))
+        return below.lo is not None and below.lo >= 0 and self.at_most(e, hi)
+
+    def at_most(self, e: Expr, hi: int | Expr) -> bool:
+        """Whether ``e <= hi`` holds on the domain (``hi`` may be symbolic)."""
+        lf = self.linear(e)
+        above = self.linear_bounds(self._linear_end(hi, lf.dtype).sub(lf))
+        return above.lo is not None and above.lo >= 0
 
     def _linear_end(self, end: int | Expr, dtype: DType) -> LinearForm:
         if isinstance(end, int):

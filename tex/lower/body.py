@@ -31,6 +31,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from ..arith import bounds
+from ..arith.extent import is_one
 from ..ir import fold
 from ..ir.expr import CommReducer, Const, Expr, IterVar, Reduce, Select, TensorRead, Var
 from ..ir.scatter import ScatterForm, scatter_form_of
@@ -343,7 +344,7 @@ def scatter(b: StageBody) -> Stmt:
     if chunks:
         # a chunk of rows keeps the indices that fall in it (checked once per index)
         for k, iv in enumerate(form.axes):
-            if iv not in chunks or chunks[iv][0].extent == 1:
+            if iv not in chunks or is_one(chunks[iv][0].extent):
                 continue  # (one chunk of all the rows: no loop, nothing to check)
             outer, _, size = chunks[iv]
             var, value, guard = lets[k]

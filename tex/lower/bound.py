@@ -23,9 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..arith import Analyzer, Interval
+from ..arith import Analyzer, range_interval
+from ..arith.extent import is_one, same_extent
 from ..dtype import int32
-from ..ir.expr import Binary, Cast, Const, Expr, TensorRead, Unary, Var
+from ..ir.expr import Binary, Cast, Const, Expr, Range, TensorRead, Unary, Var
 from ..ir.semantics import NUMPY_BINARY, NUMPY_UNARY, numpy_cast
 from ..ir.visit import evaluate_bottom_up, post_order, substitute
 from ..schedule import Schedule, Stage
@@ -41,7 +42,15 @@ class Region:
     """The box of a tensor a stage computed at a loop produces: ``los + [0, exts)``."""
 
     los: tuple[Expr, ...]
-    exts: tuple[int, ...]
+    exts: tuple[int | Expr, ...]  # (symbolic: over the shape variables)
+
+
+def _covers(ext: int | Expr, n: int | Expr) -> bool:
+    """Whether a region's extent reaches the whole dimension (a symbolic one that is not
+    known smaller counts as the whole: the box is then the dimension itself)."""
+    if isinstance(ext, int) and isinstance(n, int):
+        return ext >= n
+    return not isinstance(ext, int) or same_extent(ext, n)
 
 
 class BoundInference:
@@ -109,15 +118,15 @@ class BoundInference:
                 qpoint[iv.var] = v + iv.dom.min
             reads += [r for e in self.body_of(other) for r in post_order(substitute(e, qpoint))
                       if isinstance(r, TensorRead) and r.tensor.op is child.op]
-        an = Analyzer({v: Interval(0, n - 1) for v, n in ranging.items()})
+        an = Analyzer({v: range_interval(Range(0, n)) for v, n in ranging.items()})
         los: list[Expr] = []
-        exts: list[int] = []
+        exts: list[int | Expr] = []
         for d, n_d in enumerate(child.op.shape):
             region = Analyzer.union_range([an.affine_range(r.indices[d], ranging) for r in reads])
             if region is not None and any(isinstance(x, TensorRead)
                                           for x in post_order(region[0])):
                 region = None  # a box placed by data: the whole dimension
-            if region is None or region[1] >= n_d:
+            if region is None or _covers(region[1], n_d):
                 los.append(i32(0))
                 exts.append(n_d)
             else:
@@ -151,7 +160,7 @@ class BoundInference:
                                      for lo in box.los):
             return box
         parallel = [lv for lv in enclosing
-                    if lv.kind in (ForKind.PARALLEL, ForKind.THREAD) and lv.extent > 1]
+                    if lv.kind in (ForKind.PARALLEL, ForKind.THREAD) and not is_one(lv.extent)]
         tiling = _tiling(box, shape, enclosing)
         if tiling is not None and (tiling == "disjoint" or not parallel):
             return box
@@ -187,14 +196,14 @@ def _counted_tiling(box: Region, shape: Sequence[int], enclosing: Sequence[Level
     """``_tiling`` by enumeration: the lows evaluated at every iteration of the enclosing
     loops (NumPy, all at once), each box's elements counted; None when the loops or the
     tensor are too large to count, or a low reads memory."""
-    loops = [lv for lv in enclosing if lv.extent > 1]
+    loops = [lv for lv in enclosing if not is_one(lv.extent)]
     iterations = math.prod(lv.extent for lv in loops)
     if iterations > _COUNT_ITERATIONS or math.prod(shape) > _COUNT_ELEMENTS:
         return None
     grids = np.meshgrid(*[np.arange(lv.extent, dtype=np.int64) for lv in loops],
                         indexing="ij") if loops else []
     env: dict[Var, np.ndarray] = {lv.var: g.ravel() for lv, g in zip(loops, grids)}
-    env.update((lv.var, np.zeros(1, np.int64)) for lv in enclosing if lv.extent <= 1)
+    env.update((lv.var, np.zeros(1, np.int64)) for lv in enclosing if is_one(lv.extent))
     counts = np.zeros(tuple(shape), np.int32)
     lows = []
     for lo in box.los:
@@ -270,7 +279,7 @@ def _affine_tiling(box: Region, shape: Sequence[int], enclosing: Sequence[Level]
                 return None
             if b - a < ext:
                 disjoint = False
-    if any(lv.extent > 1 and lv.var not in used for lv in enclosing):
+    if any(not is_one(lv.extent) and lv.var not in used for lv in enclosing):
         disjoint = False  # a loop the box does not move with recomputes it
     return "disjoint" if disjoint else "overlapping"
 

@@ -137,12 +137,6 @@ def _facts(an: Analyzer, cond: Expr) -> list[tuple[dict[Expr, int], int]]:
     return out
 
 
-def _at_most(an: Analyzer, e: Expr, hi: Expr) -> bool:
-    """Whether ``e <= hi`` on ``an``'s domain (symbolic ends substituted)."""
-    b = an.linear_bounds(an.linear(hi).sub(an.linear(e)))
-    return b.lo is not None and b.lo >= 0
-
-
 class _Guard:
     """What a set of guard conditions tells about values: ``(coefs, c0)`` facts meaning
     ``sum coef * atom <= c0``, and a narrowed domain for the loop variables."""
@@ -177,7 +171,7 @@ class _Guard:
 
     def within(self, an: Analyzer, ix: Expr, hi: Expr) -> bool:
         """Whether ``ix <= hi`` (``hi`` symbolic) on the domain or by a guard's fact."""
-        if _at_most(an, ix, hi):
+        if an.at_most(ix, hi):
             return True
         lf = an.linear(ix).sub(an.linear(hi))  # need lf <= 0
         return any(terms == lf.terms and c0 + lf.const <= 0 for terms, c0 in self.facts)

@@ -55,7 +55,7 @@ class Level:
 def loops(levels: Sequence[Level]) -> list[Level]:
     """The levels that are loops: a one-iteration level (not a GPU index) is the
     constant 0 in the stage's indices, and no loop in the nest."""
-    return [lv for lv in levels if lv.extent > 1 or lv.is_thread]
+    return [lv for lv in levels if not is_one(lv.extent) or lv.is_thread]
 
 
 def copy_level(lv: Level, kind: ForKind | None = None) -> Level:

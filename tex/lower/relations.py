@@ -55,7 +55,8 @@ def root_values(st: Stage, ext: Mapping[IterVar, int], value: dict[IterVar, Expr
             if exceeds_int32(extent_product([ext[rel.outer], rel.factor])):
                 o, i = fold.cast(int64, o), fold.cast(int64, i)  # the remainder overflows
             n = ext[rel.parent]
-            start = o * fold.const(rel.factor, o.dtype)
+            start = o * (fold.const(rel.factor, o.dtype) if isinstance(rel.factor, int)
+                         else fold.cast(o.dtype, rel.factor))
             if same_extent(extent_product([ext[rel.outer], rel.factor]), n):
                 value[rel.parent] = start + i
             elif rel.tail == "shift" and isinstance(n, int) and n >= rel.factor:

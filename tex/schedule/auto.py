@@ -63,10 +63,12 @@ are peeled by ``partition_loops``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..arith import range_interval
+from ..arith.extent import at_hint, same_extent
 from ..arith.rules import Analyzer
 from ..debug import timed
 from ..ir.expr import Binary, Compare, Const, Expr, IterVar, Op, Reduce, TensorRead, Unary, Var
@@ -83,6 +85,7 @@ from ..target import (
     resolve_target,
     target_kind,
 )
+from ..te.specialize import check_binding
 from .axes import CODECS, Fuse
 from .inline import Inliner
 from .pad import PadCache, existing_pads, pad_guarded_reads
@@ -149,7 +152,8 @@ _SCAN_BLOCK_VECTORS = 8  # vectors of a row a scan step's transposed product kee
 
 @timed("auto_schedule")
 def auto_schedule(outputs: Tensor | Sequence[Tensor],
-                  target: str | Target | CPUInfo | None = None) -> Schedule:
+                  target: str | Target | CPUInfo | None = None,
+                  hint: Mapping[Var, int] | None = None) -> Schedule:
     """A schedule computing ``outputs`` fast on ``target``: the host CPU for ``"llvm"``,
     an NVIDIA GPU for ``"cuda"`` (see ``tex.schedule.auto_gpu``), or the CPU a
     ``tex.target.CPUInfo`` describes (to schedule for another machine, or for one fixed
@@ -159,6 +163,11 @@ def auto_schedule(outputs: Tensor | Sequence[Tensor],
     Works on any DAG built with ``tex.compute``/``tex.topi``, gradients from
     ``tex.differentiate`` included; the result is an ordinary ``Schedule`` that can be
     inspected (``tex.lower(s, args)``), adjusted by hand, and built.
+
+    With symbolic shapes, tiles and parallel loops are chosen at ``hint``'s sizes
+    (``{n: 128}``; a shape variable it leaves out counts as ``DEFAULT_HINT``), and the
+    schedule serves every size: tiles that do not divide an extent are guarded, and the
+    guards peeled off vectorized loops.
 
     Example
     -------
@@ -185,7 +194,11 @@ def auto_schedule(outputs: Tensor | Sequence[Tensor],
                         f"{target!r}")
     # a second process finds the schedule on disk (tex.ir.saved), by the DAG's structure
     # and the machine it was made for
-    saved = SavedCall.open("auto_schedule", (outs, repr(machine)), CODECS)
+    values = check_binding(hint or {}, "auto_schedule: hint")
+    key: tuple[Any, ...] = (outs, repr(machine))
+    if values:
+        key += (tuple(sorted((v.name, n) for v, n in values.items())),)
+    saved = SavedCall.open("auto_schedule", key, CODECS)
     packed = saved.load() if saved is not None else None
     if packed is not None:
         s = Schedule.restored(*packed)
@@ -197,7 +210,7 @@ def auto_schedule(outputs: Tensor | Sequence[Tensor],
         schedule_cuda(s, machine)
     else:
         with s.deferred_rewrites():
-            AutoScheduler(s, machine).run()
+            AutoScheduler(s, machine, values).run()
     if saved is not None:
         saved.save(s.snapshot())
         s.saved = saved if saved.full is not None else None
@@ -223,27 +236,6 @@ def _cost(e: Expr, limit: float | None = None) -> int:
     return total
 
 
-def _work(op: ComputeOp) -> int:
-    """Iterations times the cost of one: what a parallel region would share."""
-    return _iterations(op) * max(1, _cost(op.body[0]))
-
-
-def _size(op: ComputeOp) -> int:
-    n = 1
-    for iv in op.axis:
-        n *= iv.dom.extent
-    return n
-
-
-def _iterations(op: ComputeOp) -> int:
-    return _size(op) * _reduction_points(op)
-
-
-def _reduction_points(op: ComputeOp) -> int:
-    """Points of ``op``'s reduction per output point (1 without one)."""
-    return math.prod(iv.dom.extent for iv in op.reduce_axis)
-
-
 @dataclass
 class _Read:
     """One tensor read of a stage's (inlined) body: which loop variables it uses, and the
@@ -258,9 +250,11 @@ class AutoScheduler:
     """The rules of ``auto_schedule`` applied to one schedule for one CPU (``auto_gpu.py``
     extends them for GPUs)."""
 
-    def __init__(self, s: Schedule, info: CPUInfo) -> None:
+    def __init__(self, s: Schedule, info: CPUInfo, hint: Mapping[Var, int] | None = None
+                 ) -> None:
         self.s = s
         self.info = info
+        self.hint: Mapping[Var, int] = hint or {}
         self.cores = info.cores
         self.analyzer = Analyzer()
         self.regs = 32 if info.vector_bits >= 512 else 16  # x86: AVX-512 doubles them
@@ -269,6 +263,27 @@ class AutoScheduler:
         # stage, with a new op): never blocked again (a sum of many partials qualifies as
         # a long sum itself)
         self.blocked: set[Stage] = set()
+
+    # -- sizes, at the hint for symbolic extents ------------------------------------------
+    def ext(self, iv: IterVar) -> int:
+        """The extent of an axis, as the rules decide with (symbolic: at the hint)."""
+        e = iv.dom.extent
+        return e if isinstance(e, int) else at_hint(e, self.hint)
+
+    def size(self, op: ComputeOp) -> int:
+        """The output points of ``op``."""
+        return math.prod(self.ext(iv) for iv in op.axis)
+
+    def reduction_points(self, op: ComputeOp) -> int:
+        """Points of ``op``'s reduction per output point (1 without one)."""
+        return math.prod(self.ext(iv) for iv in op.reduce_axis)
+
+    def iterations(self, op: ComputeOp) -> int:
+        return self.size(op) * self.reduction_points(op)
+
+    def work(self, op: ComputeOp) -> int:
+        """Iterations times the cost of one: what a parallel region would share."""
+        return self.iterations(op) * max(1, _cost(op.body[0]))
 
     def dot_tiles(self, ea: int, eb: int) -> tuple[tuple[int, int], float]:
         """The register tile ``ta x tb`` of a reduce-vector block over extents ``ea``, ``eb``:
@@ -412,11 +427,11 @@ class AutoScheduler:
         times than once its consumers (through inlined stages) evaluate it. ``readers``:
         the stages reading ``st`` with their distinct reads of it per point."""
         op = st.op
-        size = max(1, _size(op))
+        size = max(1, self.size(op))
         evals = 0.0
         for reader, per_point in readers:
             if reader is not st:
-                evals += per_point * _iterations(reader.op) / size
+                evals += per_point * self.iterations(reader.op) / size
         if evals <= 1.0:
             return 0.0  # evaluated once anyway: its cost does not matter (nor is computed)
         # counted only up to what decides against inlining
@@ -444,7 +459,7 @@ class AutoScheduler:
         reduce = list(op.reduce_axis)
         single = op.num_outputs == 1 and isinstance(op.body[0], Reduce)
         if not spatial:
-            if single and _iterations(op) >= _TWO_LEVEL_MIN and len(reduce) >= 1:
+            if single and self.iterations(op) >= _TWO_LEVEL_MIN and len(reduce) >= 1:
                 self.two_level(st)
             elif single:
                 self.row_reduce(st, reads, lanes)
@@ -452,14 +467,14 @@ class AutoScheduler:
         last = spatial[-1]
         vred = self.reduce_vector_axis(op, reads, lanes)
         if op.num_outputs > 1 and vred is None and any(last.var in r.last for r in reads) \
-                and (last.dom.extent >= lanes or 2 * last.dom.extent >= lanes and
-                     _work(op) >= PARALLEL_MIN_WORK):
+                and (self.ext(last) >= lanes or 2 * self.ext(last) >= lanes and
+                     self.work(op) >= PARALLEL_MIN_WORK):
             # (a last axis shorter than a vector, big enough: one narrower vector, as
             # spatial_vector's; a 7 x 7 pool's argmax ran scalar, 4.4x its max's time)
-            self.lanes_over_outputs(st, min(lanes, last.dom.extent))
+            self.lanes_over_outputs(st, min(lanes, self.ext(last)))
             return
-        if single and vred is not None and vred.dom.extent < 4 * lanes and \
-                last.dom.extent < lanes and _work(op) >= _RELAYOUT_MIN_WORK and \
+        if single and vred is not None and self.ext(vred) < 4 * lanes and \
+                self.ext(last) < lanes and self.work(op) >= _RELAYOUT_MIN_WORK and \
                 self.relayout(st, lanes, min_copy_reuse=_SHORT_ROW_COPY_REUSE):
             # short contiguous rows (a 14 x 14 or 28 x 28 image's: the partial sums waste
             # lanes and are added up per output point) and no long last axis: a long output
@@ -467,18 +482,18 @@ class AutoScheduler:
             # 3x faster at 14, 1.5x at 28, even at 56), when the copies are read more than
             # once per element
             return
-        if single and vred is not None and last.dom.extent >= 2 * lanes and \
-                _work(op) >= _RELAYOUT_MIN_WORK:
+        if single and vred is not None and self.ext(last) >= 2 * lanes and \
+                self.work(op) >= _RELAYOUT_MIN_WORK:
             # dot products along a contiguous reduction (a dense layer's X[i, k] * W[j, k]):
             # outer products over a copy of W contiguous along j instead, when the copy is
             # reused enough (measured on BERT's dense layers: 50-65 -> 80 GFLOP/s per core);
             # short dot products pay sooner: each output's partial sums are added across
             # the lanes after only a few vector steps (attention's Q @ K.T over 64-wide
             # heads at 197 tokens: 62 -> 90-118 GFLOP/s)
-            short = vred.dom.extent <= _SHORT_DOT_STEPS * lanes
+            short = self.ext(vred) <= _SHORT_DOT_STEPS * lanes
             copies = transpose_to_output_axis(
                 self.s, st, self.expanded(op)[0], last.var,
-                _SHORT_DOT_MIN_REUSE if short else _OUTER_PRODUCT_MIN_REUSE)
+                _SHORT_DOT_MIN_REUSE if short else _OUTER_PRODUCT_MIN_REUSE, hint=self.hint)
             if copies:
                 for copy in copies:
                     self.elementwise(copy, lanes)
@@ -487,18 +502,18 @@ class AutoScheduler:
                 vred = self.reduce_vector_axis(op, reads, lanes)
         if single and vred is not None:
             self.reduce_vector(st, reads, vred, lanes)
-        elif single and last.dom.extent < lanes and _work(op) >= _RELAYOUT_MIN_WORK and \
+        elif single and self.ext(last) < lanes and self.work(op) >= _RELAYOUT_MIN_WORK and \
                 self.relayout(st, lanes, _SHORT_ROW_MIN_REUSE):
             # a last axis shorter than a vector (a 7 x 7 image's rows) and a long one
             # elsewhere (its channels): the long one innermost over transposed copies
             # (ResNet's 7 x 7 x 512 convolution: 51 -> 67 GFLOP/s against 7 of 8 lanes)
             return
-        elif op.num_outputs == 1 and (last.dom.extent >= lanes or 2 * last.dom.extent >= lanes
-                                      and _work(op) >= PARALLEL_MIN_WORK):
+        elif op.num_outputs == 1 and (self.ext(last) >= lanes or 2 * self.ext(last) >= lanes
+                                      and self.work(op) >= PARALLEL_MIN_WORK):
             # (a short last axis without a long one to move: one narrower vector, when the
             # stage is big enough for the vector tile's set-up to pay)
             self.spatial_vector(st, reads, lanes)
-        elif single and _work(op) >= _RELAYOUT_MIN_WORK and \
+        elif single and self.work(op) >= _RELAYOUT_MIN_WORK and \
                 self.relayout(st, lanes):
             return
         else:
@@ -515,24 +530,24 @@ class AutoScheduler:
             return
         lanes = self.stage_lanes(st)
         if not op.reduce_axis:
-            if rest[-1].dom.extent >= lanes:
+            if self.ext(rest[-1]) >= lanes:
                 _, li = st.split(rest[-1], factor=lanes, tail="shift")
                 st.vectorize(li)
             return
         if not isinstance(op.body[0], Reduce) or self.scatter_of(op) is not None:
             return
         k = self.reduce_vector_axis(op, self.reads(op), lanes)
-        if k is None or k.dom.extent < 2 * lanes:
-            if rest[-1].dom.extent >= lanes:
+        if k is None or self.ext(k) < 2 * lanes:
+            if self.ext(rest[-1]) >= lanes:
                 # lanes over the row in blocks of a few vectors, the reduction around each
                 # block (a transposed matrix-vector product streams whole rows of the
                 # matrix), the blocks in parallel when a step is long enough
-                block = min(rest[-1].dom.extent // lanes, _SCAN_BLOCK_VECTORS) * lanes
+                block = min(self.ext(rest[-1]) // lanes, _SCAN_BLOCK_VECTORS) * lanes
                 bo, bi = st.split(rest[-1], factor=block, tail="shift")
                 vo, vi = st.split(bi, factor=lanes)  # (inside the reduction: guarded)
                 st.reorder(*op.axis[:-1], bo, *op.reduce_axis, vo, vi)
                 st.vectorize(vi)
-                if self.cores >= 2 and _work(op) // op.axis[0].dom.extent >= PARALLEL_MIN_WORK:
+                if self.cores >= 2 and self.work(op) // self.ext(op.axis[0]) >= PARALLEL_MIN_WORK:
                     st.parallel(bo)
             return
         t = op.output(0)
@@ -540,7 +555,7 @@ class AutoScheduler:
         part = self.s[self.s.rfactor(t, kv, factor_axis=len(op.axis))]
         st = self.s[t]
         part.compute_at(st, st.op.axis[-1])
-        if self.cores >= 2 and _work(op) // op.axis[0].dom.extent >= PARALLEL_MIN_WORK:
+        if self.cores >= 2 and self.work(op) // self.ext(op.axis[0]) >= PARALLEL_MIN_WORK:
             st.parallel(st.op.axis[-1])
         lane = part.op.axis[-1]
         part.reorder(*part.op.axis[:-1], *part.op.reduce_axis, lane)
@@ -562,7 +577,7 @@ class AutoScheduler:
         the reduction with a long output axis innermost, over transposed copies of the
         inputs that read it along a strided dimension (``relayout.py``)."""
         new = transpose_vector_axis(self.s, st, self.expanded(st.op)[0], lanes, min_reuse,
-                                    min_copy_reuse)
+                                    min_copy_reuse, hint=self.hint)
         if new is None:
             return False
         for stage in new:
@@ -598,23 +613,23 @@ class AutoScheduler:
         outer, inner = free, []
         if free_inner:
             outer, inner = free[:-1], [last]
-            if last is op.axis[-1] and last.dom.extent >= lanes and last.var not in index_vars:
+            if last is op.axis[-1] and self.ext(last) >= lanes and last.var not in index_vars:
                 lo, li = st.split(last, factor=lanes)
                 st.vectorize(li)
                 outer, inner = [*outer, lo], [li]
-        work = math.prod(a.dom.extent for a in free) * \
-            math.prod(r.dom.extent for r in reduce) * max(1, _cost(form.reduce.source[0]))
+        work = math.prod(self.ext(a) for a in free) * \
+            math.prod(self.ext(r) for r in reduce) * max(1, _cost(form.reduce.source[0]))
         want = self.cores >= 2 and work >= PARALLEL_MIN_WORK
         rows = form.axes[0]
-        if want and rows is op.axis[0] and rows.dom.extent >= 8 * self.cores:
+        if want and rows is op.axis[0] and self.ext(rows) >= 8 * self.cores:
             # partition the rows: each thread zero-fills its rows in one contiguous pass,
             # then scans every index and adds those in its rows (in order: the same bits)
             po, pi = split_parts(st, rows, self.cores)
             st.reorder(po, pi, *form.axes[1:], *reduce, *outer, *inner)
             st.parallel(po)
             return
-        if want and free_inner and math.prod(a.dom.extent for a in outer) < 4 * self.cores \
-                and inner[0] is last and last.dom.extent >= 2:
+        if want and free_inner and math.prod(self.ext(a) for a in outer) < 4 * self.cores \
+                and inner[0] is last and self.ext(last) >= 2:
             # too few outer points to share: columns of the last free axis in chunks
             lo, li = split_parts(st, last, 4 * self.cores)
             outer, inner = [*outer, lo], [li]
@@ -623,7 +638,7 @@ class AutoScheduler:
             n = 1
             for a in outer:
                 take.append(a)
-                n *= a.dom.extent
+                n *= self.ext(a)
                 if n >= 4 * self.cores:
                     break
             if n < 2:
@@ -648,7 +663,7 @@ class AutoScheduler:
         vred = self.vector_reduce_axis(inner, list(op.reduce_axis), lanes)
         if vred is not None and (
                 _contiguous_count(inner, vred.var) > _contiguous_count(inner, last.var)
-                or last.dom.extent < lanes):
+                or self.ext(last) < lanes):
             return vred
         return None
 
@@ -666,7 +681,7 @@ class AutoScheduler:
                            ) -> IterVar | None:
         """The innermost reduction axis contiguous in some read, long enough to vectorize."""
         for r in reversed(reduce):
-            if r.dom.extent >= lanes and _contiguous_count(reads, r.var) > 0:
+            if self.ext(r) >= lanes and _contiguous_count(reads, r.var) > 0:
                 return r
         return None
 
@@ -678,13 +693,13 @@ class AutoScheduler:
         if not axes or self.cores < 2:
             return None
         if work is None:
-            work = _work(st.op)
+            work = self.work(st.op)
         if work < PARALLEL_MIN_WORK:
             return None
         take, n = [], 1
         for a in axes:
             take.append(a)
-            n *= a.dom.extent
+            n *= self.ext(a)
             if n >= 4 * self.cores:
                 break
         leaves = st.leaf_iter_vars
@@ -692,7 +707,7 @@ class AutoScheduler:
         if idx != list(range(idx[0], idx[0] + len(idx))):
             take = take[:1]
         fused = st.fuse(*take) if len(take) > 1 else take[0]
-        if fused.dom.extent < 2:
+        if self.ext(fused) < 2:
             return None
         st.parallel(fused)
         return fused
@@ -714,7 +729,7 @@ class AutoScheduler:
             axes = list(st.leaf_iter_vars)
         last = axes[-1]
         outer = axes[:-1]
-        if across is not None and last.dom.extent >= lanes and across.dom.extent >= lanes:
+        if across is not None and self.ext(last) >= lanes and self.ext(across) >= lanes:
             # a transposing copy: square tiles, so that the rows a tile's vectors gather
             # from stay in L1 while the tile walks along them (untiled, every gathered
             # element came from L2: 6 ns per element); the tiles of one band of output
@@ -729,7 +744,7 @@ class AutoScheduler:
             st.vectorize(li)
             self.parallel_outer(st, [*rest, lo, ao])
             return
-        if across is not None and across.dom.extent >= 2 * lanes:
+        if across is not None and self.ext(across) >= 2 * lanes:
             # the last axis too short to vectorize (a 3 x 3 kernel's): rows of the input
             # innermost, a tile of them at a time, so that the lines the tile writes stay in
             # L1 while the loops around it fill them (untiled: 5 ns per element)
@@ -738,7 +753,7 @@ class AutoScheduler:
             st.reorder(*order, ai)
             self.parallel_outer(st, order)
             return
-        if last.dom.extent >= lanes:
+        if self.ext(last) >= lanes:
             lo, li = st.split(last, factor=lanes, tail="shift")
             st.vectorize(li)
             phased = self.phase_axes(st.op, outer)
@@ -757,7 +772,7 @@ class AutoScheduler:
                 # share (then its guarded last value is peeled: a serial loop), else with
                 # its outer part
                 lead = outer[:outer.index(phased[0][0])]
-                if math.prod(a.dom.extent for a in lead) < 4 * self.cores:
+                if math.prod(self.ext(a) for a in lead) < 4 * self.cores:
                     lead = [*lead, splits[0]]
                 self.parallel_outer(st, lead)
                 return
@@ -778,7 +793,7 @@ class AutoScheduler:
                 a = by_var[n.a]
                 if found.setdefault(a, int(n.b.value)) != int(n.b.value):
                     found[a] = 0  # two moduli: no one phase split
-        return [(a, k) for a in axes if (k := found.get(a, 0)) and a.dom.extent > k]
+        return [(a, k) for a in axes if (k := found.get(a, 0)) and self.ext(a) > k]
 
     def contiguous_runs(self, op: ComputeOp, across: IterVar
                         ) -> tuple[list[IterVar], list[IterVar]]:
@@ -792,11 +807,11 @@ class AutoScheduler:
         idx, shape, axes = body.indices, body.tensor.shape, list(op.axis)
 
         def ending_at(j: int, d: int) -> list[IterVar]:  # output axis j, X's dim d
-            if int(shape[d]) != axes[j].dom.extent:
+            if not same_extent(shape[d], axes[j].dom.extent):
                 return []
             k = j
             while d > 0 and k > 0 and idx[d - 1] is axes[k - 1].var and \
-                    int(shape[d - 1]) == axes[k - 1].dom.extent:
+                    same_extent(shape[d - 1], axes[k - 1].dom.extent):
                 d, k = d - 1, k - 1
             return axes[k:j + 1]
 
@@ -833,13 +848,13 @@ class AutoScheduler:
                 if carriers and any(a.var not in r.uses for r in carriers)
                 and any(a.var in r.uses for r in reads)]
         # the innermost such axis, unless it is too short to fill the register tile
-        long = [a for a in cand if a.dom.extent >= 4]
+        long = [a for a in cand if self.ext(a) >= 4]
         i = long[-1] if long else cand[-1] if cand else None
-        bj = _vector_tile(j.dom.extent, lanes)
+        bj = _vector_tile(self.ext(j), lanes)
         # accumulators bi x (bj / lanes), plus bj / lanes loaded vectors and a broadcast,
         # must fit the vector registers
         nvec = -(-bj // lanes)
-        bi = _row_tile(i.dom.extent, max(1, min(8, (self.regs - nvec - 2) // nvec)), nvec) \
+        bi = _row_tile(self.ext(i), max(1, min(8, (self.regs - nvec - 2) // nvec)), nvec) \
             if i is not None else 1
         # a tile one vector wide (an axis shorter than two vectors: a 14 x 14 image) blocks
         # a third axis h too, one the broadcast operand does not use (the image's rows):
@@ -850,18 +865,18 @@ class AutoScheduler:
             # (a tile two vectors wide gives way to one vector and rows when the rows fit
             # better, with as many accumulators to hide the multiply-adds' latency: a
             # 56 x 56 image's 56 columns fill 7 vectors, 3.5 pairs)
-            b1 = _row_tile(i.dom.extent, max(1, min(8, self.regs - 3)), 1) if nvec == 2 \
+            b1 = _row_tile(self.ext(i), max(1, min(8, self.regs - 3)), 1) if nvec == 2 \
                 else bi  # (the rows of a one-vector tile: its vector and a broadcast)
             rows, rows_score = self.row_block(op, i, j, reads, b1,
                                               bi * nvec if nvec == 2 else 0)
-            wide = bi * nvec / (bi + nvec) * _tile_use(i.dom.extent, bi) * \
-                _tile_use(j.dom.extent, bj)
+            wide = bi * nvec / (bi + nvec) * _tile_use(self.ext(i), bi) * \
+                _tile_use(self.ext(j), bj)
             if rows[0] is not None and (nvec == 1 or (
                     rows[1] * rows[2] >= bi * nvec and
-                    rows_score * _tile_use(j.dom.extent, lanes) > wide)):
+                    rows_score * _tile_use(self.ext(j), lanes) > wide)):
                 h, bh, bi = rows
-                bj, nvec = min(lanes, j.dom.extent), 1
-        work = _work(op)
+                bj, nvec = min(lanes, self.ext(j)), 1
+        work = self.work(op)
         if i is not None and self.reduction_blocks(st, bj):
             return
         if i is None and self.column_blocks(st, j, reads, lanes, work):
@@ -869,7 +884,7 @@ class AutoScheduler:
         if i is not None and op.reduce_axis and isinstance(op.body[0], Reduce):
             copies = transpose_reused_operand(self.s, st, self.expanded(op)[0], i.var,
                                               [r.var for r in op.reduce_axis],
-                                              _RELAYOUT_MIN_SIZE)
+                                              _RELAYOUT_MIN_SIZE, hint=self.hint)
             for copy in copies:
                 self.elementwise(copy, lanes)
             op = st.op
@@ -896,9 +911,9 @@ class AutoScheduler:
             outer = [a for a in outer if a not in free]
             st.reorder(*outer, jo, *free, io, ii, *([hi] if hi is not None else []), ji)
             share = [*outer, jo, *free]
-            chunks = math.prod(a.dom.extent for a in share)
+            chunks = math.prod(self.ext(a) for a in share)
             if self.cores >= 2 and work >= PARALLEL_MIN_WORK and \
-                    chunks < 4 * self.cores and io.dom.extent >= 2:
+                    chunks < 4 * self.cores and self.ext(io) >= 2:
                 # too few panels to share: the tiles of each panel in a few chunks (each
                 # packs its panel once), not one chunk per tile (one packing per tile:
                 # a 100 x 100 matmul ran at 60% of a 128 x 128's speed)
@@ -944,24 +959,24 @@ class AutoScheduler:
         loaded = [r for r in reads if j.var in r.uses]
         guarded = {v for n in post_order(*self.expanded(op)) if isinstance(n, Compare)
                    for v in post_order(n) if isinstance(v, Var)}
-        cands = [a for a in op.axis if a is not i and a is not j and a.dom.extent >= 2
+        cands = [a for a in op.axis if a is not i and a is not j and self.ext(a) >= 2
                  and a.var not in guarded and broadcast and loaded
                  and all(a.var not in r.uses for r in broadcast)
                  and all(a.var in r.uses for r in loaded)]
         best: tuple[IterVar | None, int, int] = (None, 1, bi)
-        score = bi / (bi + 1) * _tile_use(i.dom.extent, bi)
+        score = bi / (bi + 1) * _tile_use(self.ext(i), bi)
         if not cands:
             return best, score
         h = cands[-1]
-        for bh in range(2, min(4, h.dom.extent) + 1):
+        for bh in range(2, min(4, self.ext(h)) + 1):
             most = (self.regs - bh - 2) // bh
             if most < 1:
                 break
-            b = _row_tile(i.dom.extent, min(8, most), bh)
+            b = _row_tile(self.ext(i), min(8, most), bh)
             if b * bh < min_acc:
                 continue
-            value = b * bh / (b + bh) * _tile_use(i.dom.extent, b) * \
-                _tile_use(h.dom.extent, bh)
+            value = b * bh / (b + bh) * _tile_use(self.ext(i), b) * \
+                _tile_use(self.ext(h), bh)
             if value > score:
                 best, score = (h, bh, b), value
         return best, score
@@ -977,10 +992,10 @@ class AutoScheduler:
                 op.body[0].combiner.name != "sum" or st.relations:
             return False
         nbytes = max(1, op.output(0).dtype.bits // 8)
-        k = _reduction_points(op)
+        k = self.reduction_points(op)
         panel = k * bj * nbytes
         r0 = op.reduce_axis[0]
-        if panel <= self.info.l2_bytes // 2 or r0.dom.extent < 2:
+        if panel <= self.info.l2_bytes // 2 or self.ext(r0) < 2:
             return False
         part = self.block_partials(st, -(-panel // (self.info.l2_bytes // 4)))
         if part is None:
@@ -1001,11 +1016,11 @@ class AutoScheduler:
         op = st.op
         out = op.output(0)
         r0 = op.reduce_axis[0]
-        n = r0.dom.extent
+        n = self.ext(r0)
         least = min(least, n)
         blocks = next((b for b in range(least, min(4 * least, n) + 1) if n % b == 0), least)
         if st in self.blocked or \
-                blocks * _size(op) * max(1, out.dtype.bits // 8) > _PARTIALS_MAX_BYTES:
+                blocks * self.size(op) * max(1, out.dtype.bits // 8) > _PARTIALS_MAX_BYTES:
             return None
         ko, _ = split_parts(st, r0, blocks)
         self.blocked.add(st)
@@ -1028,9 +1043,9 @@ class AutoScheduler:
         r0 = op.reduce_axis[0]
         nbytes = max(1, op.output(0).dtype.bits // 8)
         carriers = [r for r in reads if r.last.get(j.var) == 1]
-        if not carriers or work < PARALLEL_MIN_WORK or r0.dom.extent < _COLUMN_MIN_ROWS or \
-                j.dom.extent % lanes or j.dom.extent < _COLUMN_MIN_TILES * lanes or \
-                _size(op) * nbytes > _COLUMN_ROW_MAX_BYTES or \
+        if not carriers or work < PARALLEL_MIN_WORK or self.ext(r0) < _COLUMN_MIN_ROWS or \
+                self.ext(j) % lanes or self.ext(j) < _COLUMN_MIN_TILES * lanes or \
+                self.size(op) * nbytes > _COLUMN_ROW_MAX_BYTES or \
                 any(r0.var not in r.uses or r0.var in r.last for r in carriers):
             return False
         # enough blocks to share among the cores
@@ -1051,7 +1066,7 @@ class AutoScheduler:
     def pack_panel(self, st: Stage, local: Stage, jo: IterVar, ivar: Var, bj: int) -> None:
         """Copy, once per ``jo`` iteration, the inputs that ``local`` reads without ``ivar``
         (reused by every i tile) into a contiguous buffer, when it fits in L2."""
-        k = _reduction_points(local.op)
+        k = self.reduction_points(local.op)
         nbytes = max(1, local.op.output(0).dtype.bits // 8)
         if k * bj * nbytes > self.info.l2_bytes // 2:
             return
@@ -1074,7 +1089,7 @@ class AutoScheduler:
             self.s[cache].compute_at(st, _current(st, jo))
             cst = self.s[cache]
             last = cst.op.axis[-1]
-            if last.dom.extent >= bj:
+            if self.ext(last) >= bj:
                 lo, li = cst.split(last, factor=bj, tail="shift")
                 cst.vectorize(li)
 
@@ -1089,13 +1104,13 @@ class AutoScheduler:
         # times, gained nothing measurable and its extra stages cost 5% of the compile)
         blocked = self.block_axes(list(op.axis), reads)
         if len(blocked) == 2:
-            (ta, tb), _ = self.dot_tiles(*(a.dom.extent for a in blocked))
-            streams = _size(op) // blocked[0].dom.extent // min(tb, blocked[1].dom.extent)
+            (ta, tb), _ = self.dot_tiles(*(self.ext(a) for a in blocked))
+            streams = self.size(op) // self.ext(blocked[0]) // min(tb, self.ext(blocked[1]))
             if streams >= _BLOCK_MIN_STREAMS and \
-                    self.reduction_blocks(st, min(ta, blocked[0].dom.extent)):
+                    self.reduction_blocks(st, min(ta, self.ext(blocked[0]))):
                 return
         t = op.output(0)
-        work = _work(op)
+        work = self.work(op)
         _, kv = st.split(k, factor=lanes)
         part = self.s.rfactor(t, kv, factor_axis=len(op.axis))
         st = self.s[t]
@@ -1103,10 +1118,10 @@ class AutoScheduler:
         blocked = self.block_axes(spatial, reads)
         tiles: dict[IterVar, int] = {}
         # ta x tb vector accumulators plus ta + 1 loaded vectors fit the registers
-        ta, tb = self.dot_tiles(*(a.dom.extent for a in blocked))[0] if len(blocked) == 2 \
-            else (1, self.dot_tiles(1, blocked[0].dom.extent)[0][1] if blocked else 1)
+        ta, tb = self.dot_tiles(*(self.ext(a) for a in blocked))[0] if len(blocked) == 2 \
+            else (1, self.dot_tiles(1, self.ext(blocked[0]))[0][1] if blocked else 1)
         for a, want in zip(blocked, (ta, tb) if len(blocked) == 2 else (tb,)):
-            tiles[a] = min(a.dom.extent, want)
+            tiles[a] = min(self.ext(a), want)
         outer = [a for a in spatial if a not in tiles]
         inner_o, inner_i = [], []
         for a in blocked:
@@ -1121,14 +1136,14 @@ class AutoScheduler:
         if len(blocked) == 2:
             # the second operand's few rows stay in L1 while a block of the first one's
             # tiles (sized for half the L2) streams past them
-            k_points = _reduction_points(op)
+            k_points = self.reduction_points(op)
             nbytes = max(1, t.dtype.bits // 8)
             per_tile = tiles[blocked[0]] * k_points * nbytes
             nblock = max(1, (self.info.l2_bytes // 2) // max(1, per_tile))
             ao = inner_o[0]
-            if nblock < ao.dom.extent:
+            if nblock < self.ext(ao):
                 # blocks of equal size, the last one shifted inwards: no guard in the loops
-                nblock = -(-ao.dom.extent // -(-ao.dom.extent // nblock))
+                nblock = -(-self.ext(ao) // -(-self.ext(ao) // nblock))
                 aoo, aoi = st.split(ao, factor=nblock, tail="shift")
                 st.reorder(*outer, aoo, inner_o[1], aoi, *inner_i, *reduce_leaves)
                 self.parallel_outer(st, [*outer, aoo, inner_o[1]], work)
@@ -1180,7 +1195,7 @@ class AutoScheduler:
                 a, b = cand[x], cand[y]
                 if not crossed(a, b):
                     continue
-                value = self.dot_tiles(a.dom.extent, b.dom.extent)[1]
+                value = self.dot_tiles(self.ext(a), self.ext(b))[1]
                 if value >= score:
                     best, score = [a, b], value
         if best:
@@ -1209,7 +1224,7 @@ class AutoScheduler:
         red = list(op.reduce_axis)
         outer = red[0]
         if len(red) == 1:
-            n = outer.dom.extent
+            n = self.ext(outer)
             chunks = max(1, min(64 * self.cores, n // 4096))
             if chunks < 2:
                 self.row_reduce(st, self.reads(op), self.info.lanes())

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..arith import Analyzer, range_interval
+from ..arith.extent import as_extent
 from ..ir import fold
 from ..ir.expr import (
     Binary,
@@ -205,8 +206,8 @@ def _zero_pad_of(op: ComputeOp, norm: Analyzer
         if lf is None or list(lf.terms.items()) != [(iv.var, 1)] or iv.dom.min != 0:
             return None
         b = -lf.const
-        a = iv.dom.extent - int(n) - b
-        if b < 0 or a < 0:
+        a = as_extent(iv.dom.extent - n - b)
+        if b < 0 or not isinstance(a, int) or a < 0:
             return None
         before.append(b)
         after.append(a)
@@ -238,7 +239,12 @@ def _pad_plan(read: TensorRead, keys: list[tuple | None], norm: Analyzer, ranged
         if b is None:
             return None
         lo_pad = max(0, -b[0])
-        hi_pad = max(0, b[1] - (n - 1))
+        if isinstance(n, int):
+            hi_pad = max(0, b[1] - (n - 1))
+        elif ranged.at_most(e, n - 1):
+            hi_pad = 0
+        else:
+            return None  # (a pad past a symbolic extent: not planned)
         for need, op, bound in ((lo_pad, Op.GE, 0), (hi_pad, Op.LT, n)):
             if not need:
                 continue
@@ -296,7 +302,8 @@ def _bound_checks(src: Sequence[Expr], shape: Sequence[int], low: Sequence[bool]
         if lo:
             checks.append(fold.compare(Op.GE, x, fold.const(0, x.dtype)))
         if hi:
-            checks.append(fold.compare(Op.LT, x, fold.const(int(n), x.dtype)))
+            checks.append(fold.compare(Op.LT, x, fold.const(n, x.dtype) if isinstance(n, int)
+                                       else fold.cast(x.dtype, n)))
     return checks
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 
 from ..arith import Analyzer, range_interval
+from ..arith.extent import at_hint
 from ..arith.phases import Phase
 from ..arith.phases import split_phases as phase_split
 from ..ir import fold
@@ -70,8 +71,8 @@ def polyphase(s: Schedule, stage: Stage) -> list[Tensor] | None:
     split = phase_split(op.axis, body.axis, value, cond, taps=True)
     if split is None:
         return None
-    size = math.prod(iv.dom.extent for iv in op.axis)
-    single = size * math.prod(iv.dom.extent for iv in body.axis)
+    size = math.prod(at_hint(iv.dom.extent) for iv in op.axis)
+    single = size * math.prod(at_hint(iv.dom.extent) for iv in body.axis)
     if 10 * (split.iterations() + size) > 9 * single:
         return None
 
@@ -109,8 +110,8 @@ def split_phases(s: Schedule, stage: Stage, lanes: int) -> Tensor | None:
     x = op.axis[-1]
     dom = {iv.var: range_interval(iv.dom) for iv in (*op.axis, *body.axis)}
     m = _modulus(body, x.var, Analyzer(dom))
-    if m is None or m >= lanes or x.dom.min != 0 or x.dom.extent % m or \
-            x.dom.extent // m < 2:
+    if m is None or m >= lanes or x.dom.min != 0 or not isinstance(x.dom.extent, int) or \
+            x.dom.extent % m or x.dom.extent // m < 2:
         return None
     axes = [IterVar(Var(iv.var.name, iv.var.dtype, iv.var.kind), iv.dom) for iv in op.axis[:-1]]
     phase = IterVar(Var(f"{x.var.name}.phase", x.var.dtype, "axis"), Range(0, m))
@@ -162,7 +163,8 @@ def deinterleave(s: Schedule, stage: Stage, lanes: int) -> list[Stage]:
     copy's stage (inserted before ``stage``, to be scheduled), or an empty list."""
     op = stage.op
     if op.num_outputs != 1 or stage.relations or not op.axis or \
-            not isinstance(op, ComputeOp) or op.axis[-1].dom.extent < lanes:
+            not isinstance(op, ComputeOp) or not isinstance(op.axis[-1].dom.extent, int) or \
+            op.axis[-1].dom.extent < lanes:
         return []
     body = Inliner(s).expand(op.body[0])
     if not isinstance(body, Reduce) or len(body.source) != 1:
@@ -199,13 +201,14 @@ def deinterleave(s: Schedule, stage: Stage, lanes: int) -> list[Stage]:
     if form is None:
         return []
     x, k, rv = form
-    if reduce[rv].dom.extent < k:
+    if not isinstance(reduce[rv].dom.extent, int) or not isinstance(x.shape[-1], int) or \
+            reduce[rv].dom.extent < k:
         return []  # (a 1 x 1 window: some phases would be copied for no tap; measured even)
     # the copy is a pass over X of its own: it pays where the sum reads each element many
     # times (a convolution: once per output channel and tap), not for a pooling window's
     # single read
-    visits = math.prod(iv.dom.extent for iv in (*op.axis, *body.axis))
-    if visits < DEINTERLEAVE_MIN_REUSE * math.prod(int(n) for n in x.shape):
+    visits = math.prod(at_hint(iv.dom.extent) for iv in (*op.axis, *body.axis))
+    if visits < DEINTERLEAVE_MIN_REUSE * math.prod(at_hint(n) for n in x.shape):
         return []
     rx = reduce[rv]
     taps = rx.dom.extent
@@ -213,7 +216,7 @@ def deinterleave(s: Schedule, stage: Stage, lanes: int) -> list[Stage]:
     dtype = w.dtype
     # the copy: X.deint[.., p, j] = X[.., min(k*j + p, length - 1)] (entries past the end
     # are never read: a valid point reads k*(w + r2) + p + c < length)
-    lead = [IterVar(Var(f"ax{d}", dtype, "axis"), Range(0, int(n)))
+    lead = [IterVar(Var(f"ax{d}", dtype, "axis"), Range(0, n))
             for d, n in enumerate(x.shape[:-1])]
     pax = IterVar(Var("p", dtype, "axis"), Range(0, k))
     jax = IterVar(Var("j", dtype, "axis"), Range(0, -(-length // k)))

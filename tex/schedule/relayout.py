@@ -16,9 +16,10 @@ spatial-vector reduction (``auto.py``), the copies are element-wise.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ..arith import Analyzer, range_interval
+from ..arith.extent import at_hint
 from ..ir.expr import Expr, IterVar, Range, Reduce, TensorRead, Var
 from ..ir.tensor import ComputeOp, Tensor
 from ..ir.visit import collect_vars, post_order, rewrite, substitute
@@ -32,8 +33,8 @@ _LONG_ROW = 1024
 
 
 def transpose_vector_axis(s: Schedule, stage: Stage, body: Expr, lanes: int,
-                          min_reuse: int = 0, min_copy_reuse: int = 0
-                          ) -> list[Stage] | None:
+                          min_reuse: int = 0, min_copy_reuse: int = 0,
+                          hint: Mapping[Var, int] | None = None) -> list[Stage] | None:
     """Rewrite root ``stage`` (its reduction ``body``, inlined producers expanded) so that
     an output axis of at least ``lanes`` points that is not its last is computed innermost
     (see the module doc), when the stage visits each element of the copies at least
@@ -48,19 +49,19 @@ def transpose_vector_axis(s: Schedule, stage: Stage, body: Expr, lanes: int,
     an = Analyzer()
     best: tuple[int, int, IterVar, dict[Tensor, int]] | None = None
     for pos, a in enumerate(op.axis[:-1]):
-        if a.dom.extent < lanes:
+        if at_hint(a.dom.extent, hint) < lanes:
             continue
         moves = _moves(body, a.var, an)
         if moves is None:
             continue
-        size = sum(math.prod(int(n) for n in t.shape) for t in moves)
+        size = sum(math.prod(at_hint(n, hint) for n in t.shape) for t in moves)
         key = (size, -pos)
         if best is None or key < best[:2]:
             best = (size, -pos, a, moves)
     if best is None:
         return None
-    visits = math.prod(iv.dom.extent for iv in (*op.axis, *body.axis))
-    largest = max(math.prod(int(n) for n in t.shape) for t in best[3])
+    visits = math.prod(at_hint(iv.dom.extent, hint) for iv in (*op.axis, *body.axis))
+    largest = max(math.prod(at_hint(n, hint) for n in t.shape) for t in best[3])
     if visits < max(min_reuse * best[0], min_copy_reuse * largest):
         return None
     _, _, a, moves = best
@@ -117,8 +118,8 @@ def _rewrite(s: Schedule, stage: Stage, body: Expr, a: IterVar, moves: dict[Tens
     return new
 
 
-def transpose_to_output_axis(s: Schedule, stage: Stage, body: Expr, v: Var, min_reuse: int
-                             ) -> list[Stage]:
+def transpose_to_output_axis(s: Schedule, stage: Stage, body: Expr, v: Var, min_reuse: int,
+                             hint: Mapping[Var, int] | None = None) -> list[Stage]:
     """Give each input that root ``stage`` (its reduction ``body``, inlined producers
     expanded) reads with its output variable ``v`` in a dimension that is not the last a
     copy with that dimension last, when the stage visits each copied element at least
@@ -133,8 +134,8 @@ def transpose_to_output_axis(s: Schedule, stage: Stage, body: Expr, v: Var, min_
     moves = _moves(body, v, Analyzer())
     if not moves:
         return []
-    size = sum(math.prod(int(n) for n in t.shape) for t in moves)
-    visits = math.prod(iv.dom.extent for iv in (*op.axis, *body.axis))
+    size = sum(math.prod(at_hint(n, hint) for n in t.shape) for t in moves)
+    visits = math.prod(at_hint(iv.dom.extent, hint) for iv in (*op.axis, *body.axis))
     if visits < min_reuse * size:
         return []
     new, body = _copy_moved(s, stage, body, moves, last=True)
@@ -143,7 +144,8 @@ def transpose_to_output_axis(s: Schedule, stage: Stage, body: Expr, v: Var, min_
 
 
 def transpose_reused_operand(s: Schedule, stage: Stage, body: Expr, i: Var,
-                             reduce: Sequence[Var], min_size: int) -> list[Stage]:
+                             reduce: Sequence[Var], min_size: int,
+                             hint: Mapping[Var, int] | None = None) -> list[Stage]:
     """Before ``stage`` (a root reduction, ``body`` expanded) is blocked over the output
     axis ``i`` (its unrolled rows), give each input of at least ``min_size`` elements that
     is read with ``i`` in one dimension, not its last, and reduction variables in earlier
@@ -163,7 +165,7 @@ def transpose_reused_operand(s: Schedule, stage: Stage, body: Expr, i: Var,
     an = Analyzer({v: range_interval(d) for v, d in doms.items()})
     for node in post_order(body):
         if not isinstance(node, TensorRead) or len(node.indices) < 2 or \
-                math.prod(int(n) for n in node.tensor.shape) < min_size:
+                math.prod(at_hint(n, hint) for n in node.tensor.shape) < min_size:
             continue
         dims = [d for d, x in enumerate(node.indices) if i in collect_vars(x)]
         if not dims:
@@ -180,8 +182,8 @@ def transpose_reused_operand(s: Schedule, stage: Stage, body: Expr, i: Var,
         # along the last dimension, a tile's rows share a cache line at every step: worth
         # a copy only when a step of the reduction jumps a long row (a weight gradient's
         # ``A[n, p]``, ``n`` reduced: each step a new line, pages apart, never prefetched)
-        if d == len(node.indices) - 1 and \
-                int(node.tensor.shape[d]) * max(1, node.tensor.dtype.bits // 8) < _LONG_ROW:
+        row = at_hint(node.tensor.shape[d], hint) * max(1, node.tensor.dtype.bits // 8)
+        if d == len(node.indices) - 1 and row < _LONG_ROW:
             continue
         if moves.get(node.tensor, d) != d:
             return []
@@ -202,6 +204,8 @@ def _flat_steps(node: TensorRead, i: Var, reduce: Sequence[Var], doms: dict[Var,
     """The axes ``[i, r...]`` of a copy of what ``node`` reads, when its flat address is
     linear with ``i`` contiguous and every reduction step at least ``_LONG_ROW`` bytes
     apart, and the copy is no larger than the tensor; else None."""
+    if not all(isinstance(n, int) for n in node.tensor.shape):
+        return None  # (a copy of a symbolic tensor's gathered rows: not attempted)
     shape = [int(n) for n in node.tensor.shape]
     flat: Expr | None = None
     stride = 1
@@ -291,7 +295,7 @@ def _copy_moved(s: Schedule, stage: Stage, body: Expr, moves: dict[Tensor, int],
         if earlier is not None:  # another reader's copy, computed before this stage
             copies[t] = earlier
             continue
-        axes = [IterVar(Var(f"ax{k}", kind="axis"), Range(0, int(n)))
+        axes = [IterVar(Var(f"ax{k}", kind="axis"), Range(0, n))
                 for k, n in enumerate(t.shape)]
         copy = ComputeOp(f"{t.name}.T", _move(axes, d, last),  # type: ignore[arg-type]
                          [TensorRead(t, [x.var for x in axes])], tag="relayout")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..arith.extent import extent_product, same_extent
 from ..error import ScheduleError
 from ..ir import fold
 from ..ir.expr import IterVar, Range, Reduce, Var
@@ -67,7 +68,8 @@ def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0) 
         if isinstance(rel, Split) and rel.parent.kind == "reduce":
             v = value[rel.outer] * rel.factor + value[rel.inner]  # type: ignore[operator]
             value[rel.parent] = v
-            if rel.outer.dom.extent * rel.factor != rel.parent.dom.extent:
+            if not same_extent(extent_product([rel.outer.dom.extent, rel.factor]),
+                               rel.parent.dom.extent):
                 guards.append(v < rel.parent.dom.extent)
         elif isinstance(rel, Fuse) and rel.fused.kind == "reduce":
             n = rel.inner.dom.extent

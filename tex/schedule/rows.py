@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..arith.extent import at_hint
 from ..ir.expr import Expr, IterVar, Reduce, TensorRead, Var
 from ..ir.tensor import ComputeOp
 from ..ir.visit import post_order
@@ -71,7 +72,7 @@ def fuse_rows(s: Schedule, info: CPUInfo, expand: Callable[[Expr], Expr],
             e.compute_at(c, loop)
             last = e.op.axis[-1]
             n = lanes(e)
-            if last.dom.extent >= n:
+            if at_hint(last.dom.extent) >= n:
                 _, inner = e.split(last, factor=n, tail="shift")
                 e.vectorize(inner)
 

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arith.extent import as_extent
 from ..error import ScheduleError
 from ..ir.expr import IterVar, Range, Reduce, TensorRead, Var
 from ..ir.saved import SavedCall
@@ -270,7 +271,11 @@ class Stage:
             raise ScheduleError(f"split of '{parent.name}' in stage '{self.name}': {what} must be "
                                 f"positive, got {value}")
         extent = parent.dom.extent
-        if factor is not None:
+        if not isinstance(extent, int):  # symbolic: the tail is guarded, or shifted
+            inner_ext = factor if factor is not None else as_extent((extent + value - 1) // value)
+            outer_ext = as_extent((extent + factor - 1) // factor) if factor is not None \
+                else value
+        elif factor is not None:
             inner_ext = min(factor, extent)
             outer_ext = math.ceil(extent / inner_ext)
         else:

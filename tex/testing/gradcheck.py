@@ -274,12 +274,12 @@ def _shape_binding(out: Tensor, inputs: Sequence[Tensor], data: Mapping[Any, Any
     return rest, bound
 
 
-def _concrete(shape: Sequence[Any], bound: Mapping[Var, int]) -> tuple[int, ...]:
-    return tuple(int(bind_extent(d, bound)) for d in shape)
+def _concrete(shape: Sequence[Any], bound: Mapping[Var, int] | None) -> tuple[int, ...]:
+    return tuple(int(bind_extent(d, bound or {})) for d in shape)
 
 
 def _make_head(out: Tensor, head: Any, rng: np.random.Generator,
-               bound: Mapping[Var, int]) -> np.ndarray:
+               bound: Mapping[Var, int] | None = None) -> np.ndarray:
     """The head as float64 holding values exactly representable in ``out``'s dtype."""
     shape = _concrete(out.shape, bound)
     if head is None:
@@ -302,7 +302,8 @@ def _random_data(dtype: DType, shape: tuple[int, ...], rng: np.random.Generator)
 
 
 def _make_feed(out: Tensor, inputs: Sequence[Tensor], data: Mapping[Any, Any],
-               rng: np.random.Generator, bound: Mapping[Var, int]) -> dict[Tensor, np.ndarray]:
+               rng: np.random.Generator, bound: Mapping[Var, int] | None = None
+               ) -> dict[Tensor, np.ndarray]:
     """Every placeholder of the DAG (and every input) -> its checked array."""
     ops = topo_sort_ops([out, *inputs])
     names = {key for key in data if isinstance(key, str)}
