@@ -118,10 +118,19 @@ def _finish(name: str, inputs: list[Tensor], wrt: list[Tensor], forward: Tensor,
     output point) and the forward are added here for ``gradient_flops``."""
     head = tex.placeholder(forward.shape, name="H", dtype=DTYPE)
     loss = topi.sum(forward * head)
-    loss_flops = 2 * int(np.prod(forward.shape))
-    return Workload(name, inputs, wrt, forward, loss, head, int(handwritten), numpy_forward,
-                    numpy_grad, int(forward_flops),
-                    int(forward_flops + loss_flops + backward_flops), dict(int_ranges or {}))
+    if not forward.shape.is_symbolic:
+        loss_flops = 2 * int(np.prod(forward.shape))
+        handwritten, forward_flops = int(handwritten), int(forward_flops)
+        gradient_flops = int(forward_flops + loss_flops + backward_flops)
+    else:  # (a symbolic batch: the counts are expressions, not used)
+        handwritten = forward_flops = gradient_flops = 0
+    return Workload(name, inputs, wrt, forward, loss, head, handwritten, numpy_forward,
+                    numpy_grad, forward_flops, gradient_flops, dict(int_ranges or {}))
+
+
+# a builder's batch (leading) extent: None for the workload's own, an int, or a tex.var for a
+# symbolic batch (``run.py --symbolic``, tests/test_symbolic.py)
+Batch = int | tex.tir.PrimExpr | None
 
 
 def _ph(shape: tuple[int, ...], name: str) -> Tensor:
@@ -143,8 +152,9 @@ def random_arrays(w: Workload, seed: int = 0, dtype: str = DTYPE) -> dict[str, n
 # dense: Y = X W^T + B
 
 
-def dense(small: bool = False) -> Workload:
+def dense(small: bool = False, batch: Batch = None) -> Workload:
     n, k, m = (4, 6, 5) if small else (256, 512, 512)
+    n = n if batch is None else batch
     X, W, B = _ph((n, k), "X"), _ph((m, k), "W"), _ph((m,), "B")
     Y = topi.nn.dense(X, W, B)
     # dX = H W      : n*m*k  (n x k outputs, m reduced)
@@ -260,7 +270,10 @@ def _conv_numpy(stride: int, pad: int, dilation: int = 1
 
 
 def _conv_workload(name: str, data_shape: tuple[int, int, int, int],
-                   kernel_shape: tuple[int, int, int, int], stride: int, pad: int) -> Workload:
+                   kernel_shape: tuple[int, int, int, int], stride: int, pad: int,
+                   batch: Batch = None) -> Workload:
+    if batch is not None:
+        data_shape = (batch, *data_shape[1:])  # type: ignore[assignment]
     n, c, h, w = data_shape
     o, _, kh, kw = kernel_shape
     data, kernel = _ph(data_shape, "data"), _ph(kernel_shape, "kernel")
@@ -286,26 +299,28 @@ def _conv_workload(name: str, data_shape: tuple[int, int, int, int],
                    forward_flops, backward_flops)
 
 
-def conv2d(small: bool = False) -> Workload:
+def conv2d(small: bool = False, batch: Batch = None) -> Workload:
     """Stride 1, pad 1, 3x3."""
     if small:
-        return _conv_workload("conv2d", (2, 3, 6, 6), (4, 3, 3, 3), 1, 1)
-    return _conv_workload("conv2d", (8, 32, 32, 32), (32, 32, 3, 3), 1, 1)
+        return _conv_workload("conv2d", (2, 3, 6, 6), (4, 3, 3, 3), 1, 1, batch)
+    return _conv_workload("conv2d", (8, 32, 32, 32), (32, 32, 3, 3), 1, 1, batch)
 
 
-def conv2d_strided(small: bool = False) -> Workload:
+def conv2d_strided(small: bool = False, batch: Batch = None) -> Workload:
     """Stride 2, pad 2, 5x5."""
     if small:
-        return _conv_workload("conv2d_strided", (2, 3, 9, 9), (4, 3, 5, 5), 2, 2)
-    return _conv_workload("conv2d_strided", (8, 16, 64, 64), (32, 16, 5, 5), 2, 2)
+        return _conv_workload("conv2d_strided", (2, 3, 9, 9), (4, 3, 5, 5), 2, 2, batch)
+    return _conv_workload("conv2d_strided", (8, 16, 64, 64), (32, 16, 5, 5), 2, 2, batch)
 
 
 # ---------------------------------------------------------------------------------------
 # max pooling, 2x2 window, stride 2
 
 
-def maxpool2d(small: bool = False) -> Workload:
+def maxpool2d(small: bool = False, batch: Batch = None) -> Workload:
     shape = (2, 3, 6, 6) if small else (16, 64, 64, 64)
+    if batch is not None:
+        shape = (batch, *shape[1:])  # type: ignore[assignment]
     n, c, h, w = shape
     data = _ph(shape, "data")
     out = topi.nn.pool2d(data, (2, 2), (2, 2), 1, 0, pool_type="max")
@@ -337,8 +352,9 @@ def maxpool2d(small: bool = False) -> Workload:
 # softmax over the last axis
 
 
-def softmax(small: bool = False) -> Workload:
+def softmax(small: bool = False, batch: Batch = None) -> Workload:
     n, m = (4, 7) if small else (1024, 1024)
+    n = n if batch is None else batch
     x = _ph((n, m), "x")
     y = topi.nn.softmax(x)
     # forward to y: max n*m, exp n*m, sum n*m, y n*m               4*n*m
@@ -367,8 +383,9 @@ def softmax(small: bool = False) -> Workload:
 # layer normalization over the last axis
 
 
-def layernorm(small: bool = False) -> Workload:
+def layernorm(small: bool = False, batch: Batch = None) -> Workload:
     n, d = (4, 8) if small else (1024, 1024)
+    n = n if batch is None else batch
     eps = 1e-5
     x, gamma, beta = _ph((n, d), "x"), _ph((d,), "gamma"), _ph((d,), "beta")
     y = topi.nn.layer_norm(x, gamma, beta, axis=-1, epsilon=eps)
@@ -411,8 +428,9 @@ def layernorm(small: bool = False) -> Workload:
 # elementwise: tanh(x*y + z) * sigmoid(x)
 
 
-def elementwise(small: bool = False) -> Workload:
+def elementwise(small: bool = False, batch: Batch = None) -> Workload:
     n = 50 if small else 4_000_000
+    n = n if batch is None else batch
     x, y, z = _ph((n,), "x"), _ph((n,), "y"), _ph((n,), "z")
     out = topi.tanh(x * y + z) * topi.sigmoid(x)
     # t = tanh(x*y+z), s = sigmoid(x), g = H*s*(1-t^2), all inlined:
@@ -441,8 +459,9 @@ def elementwise(small: bool = False) -> Workload:
 # batch_matmul: C[b] = A[b] @ B[b]
 
 
-def batch_matmul(small: bool = False) -> Workload:
+def batch_matmul(small: bool = False, batch: Batch = None) -> Workload:
     b, m, k, n = (2, 3, 4, 5) if small else (32, 128, 64, 128)
+    b = b if batch is None else batch
     A, B = _ph((b, m, k), "A"), _ph((b, k, n), "B")
     C = topi.nn.batch_matmul(A, B, transpose_b=False)
     # dA = H B^T: b*m*k * n;   dB = A^T H: b*k*n * m
@@ -466,8 +485,9 @@ def batch_matmul(small: bool = False) -> Workload:
 # sumsq: sum(x*x, axis=1)
 
 
-def sumsq(small: bool = False) -> Workload:
+def sumsq(small: bool = False, batch: Batch = None) -> Workload:
     n, m = (5, 7) if small else (2048, 2048)
+    n = n if batch is None else batch
     x = _ph((n, m), "x")
     out = topi.sum(x * x, axis=1)
     # dx[i, j] = 2 * x[i, j] * H[i]: n*m

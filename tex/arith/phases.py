@@ -33,6 +33,7 @@ from ..ir import fold
 from ..ir.expr import Binary, Const, Expr, IterVar, Op, Range, TensorRead, Var
 from ..ir.visit import collect_vars, post_order, substitute
 from . import Analyzer, Interval, range_interval
+from .extent import at_hint
 from .solve import box_of
 
 if TYPE_CHECKING:
@@ -66,8 +67,9 @@ class Phase:
         read in place by the select that merges the phases)."""
         if not self.reduce:
             return 0
-        return math.prod(iv.dom.extent for iv in self.grid) * \
-            math.prod(iv.dom.extent for iv in self.reduce)
+        # (a symbolic extent counts at the schedulers' default hint: this is a cost)
+        return math.prod(at_hint(iv.dom.extent) for iv in self.grid) * \
+            math.prod(at_hint(iv.dom.extent) for iv in self.reduce)
 
 
 @dataclass(frozen=True)
@@ -197,7 +199,14 @@ def _phase(axes: Sequence[IterVar], reduce: Sequence[IterVar], value: Expr, cond
               for iv, m in zip(axes, moduli)]
     sub: dict[Var, Expr] = {}
     t_dom: dict[Var, Interval] = {}
+    # an axis of symbolic extent is never split (split_phases): it stays whole in the phase
+    whole: dict[Var, IterVar] = {}
     for iv, m, r, t in zip(axes, moduli, residues, t_vars):
+        if not isinstance(iv.dom.extent, int) or not isinstance(iv.dom.min, int):
+            whole[t] = iv
+            t_dom[t] = range_interval(iv.dom)
+            sub[iv.var] = t
+            continue
         lo, hi = iv.dom.min, iv.dom.min + iv.dom.extent - 1
         # p = m t + r within [lo, hi]: t in [ceil((lo - r) / m), floor((hi - r) / m)]
         tlo, thi = -((r - lo) // m), (hi - r) // m
@@ -221,11 +230,13 @@ def _phase(axes: Sequence[IterVar], reduce: Sequence[IterVar], value: Expr, cond
     if r_box is None:
         return None
     # the rows some tap hits: the grid's box under the conditions, taps existential
-    g_box = box_of(p_cond, t_dom, exists=r_box)
+    g_box = box_of(p_cond, {t: d for t, d in t_dom.items() if t not in whole}, exists=r_box)
     if g_box is None:
         return None
-    grid = tuple(IterVar(Var(t.name, t.dtype, kind="axis"), Range(0, g_box[t].hi - g_box[t].lo
-                                                                   + 1)) for t in t_vars)
+    g_box.update((t, Interval(iv.dom.min, iv.dom.min)) for t, iv in whole.items())  # (lo)
+    grid = tuple(IterVar(Var(t.name, t.dtype, kind="axis"),
+                         Range(0, whole[t].dom.extent) if t in whole else
+                         Range(0, g_box[t].hi - g_box[t].lo + 1)) for t in t_vars)
     shift: dict[Var, Expr] = {}
     for t, g in zip(t_vars, grid):
         shift[t] = fold.binary(Op.ADD, g.var, Const(g_box[t].lo, t.dtype))

@@ -38,6 +38,7 @@ from collections.abc import Sequence
 
 from .. import te
 from ..arith import Analyzer, Bounds, Interval, dom_of, normalize_dom, range_interval
+from ..arith.extent import at_hint
 from ..arith.phases import Phase, split_phases
 from ..arith.solve import box_of, solve_domain
 from ..dtype import boolean, int32
@@ -569,7 +570,7 @@ def building_block(out: Tensor, inp: Tensor, head: Tensor
         gathered = edge.result()
         scattered = _scatter_selection(out, inp, head, red, sel)
         if scattered is not None and isinstance(gathered, Tensor) and \
-                iteration_count(scattered[0]) < iteration_count(gathered):
+                at_hint(iteration_count(scattered[0])) < at_hint(iteration_count(gathered)):
             return scattered
         return gathered, edge.steps
     elif combiner.is_single(Op.MUL) and out.dtype.is_float:

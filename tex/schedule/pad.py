@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..arith import Analyzer, range_interval
-from ..arith.extent import as_extent
+from ..arith.extent import as_extent, at_hint
 from ..ir import fold
 from ..ir.expr import (
     Binary,
@@ -327,10 +327,13 @@ def _in_bounds(read: TensorRead, an: Analyzer, norm: Analyzer, kept: list[tuple]
         b = _index_bounds(e, an)
         if b is None:
             return False
-        for bad, op, bound in ((b[0] < 0, Op.GE, 0), (b[1] > n - 1, Op.LT, n)):
+        high = b[1] > n - 1 if isinstance(n, int) else not an.at_most(e, n - 1)
+        for bad, op, bound in ((b[0] < 0, Op.GE, 0), (high, Op.LT, n)):
             if not bad:
                 continue
-            want = _range_key(norm, fold.compare(op, e, fold.const(bound, e.dtype)))
+            limit = fold.const(bound, e.dtype) if isinstance(bound, int) else \
+                fold.cast(e.dtype, bound)
+            want = _range_key(norm, fold.compare(op, e, limit))
             if want is None or not any(k[0] == want[0] and k[1] >= want[1] and k[2] <= want[2]
                                        for k in kept):
                 return False
@@ -363,6 +366,6 @@ def _replace_reads(e: Expr, mapping: dict[Expr, Expr]) -> Expr:
 def _prod(xs) -> int:  # type: ignore[no-untyped-def]
     n = 1
     for x in xs:
-        n *= int(x)
+        n *= at_hint(x)  # (a symbolic extent: at the default hint)
     return n
 
