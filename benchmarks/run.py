@@ -37,6 +37,8 @@ repetitions and, per variant:
     python benchmarks/run.py --only dense conv2d --repeat 9
     python benchmarks/run.py --no-torch-compile --no-jax --peak 190
     python benchmarks/peak.py                      # the peak alone
+    python benchmarks/run.py --symbolic            # a symbolic batch against concrete
+                                                   # builds (symbolic.py)
 
 Prints a table per workload and a summary; JSON goes to ``benchmarks/results/run.json``.
 Exit status 1 when a workload or a framework's check fails (a torch.compile failure is only
@@ -613,6 +615,11 @@ def _temporary_directory(prefix: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--symbolic" in argv:  # symbolic against concrete builds (symbolic.py)
+        import symbolic
+
+        return symbolic.main([a for a in argv if a != "--symbolic"])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
                         help="tiny shapes; build and check every variant, no timing "

@@ -113,12 +113,13 @@ def as_expr_int(value: Extent) -> Expr:
 
 
 def extent_vars(*values: Any) -> list[Var]:
-    """The variables the extents (or shapes) use, in order of first appearance."""
+    """The shape variables (``tex.var``/``tex.size_var``) the extents (or shapes) use, in
+    order of first appearance."""
     seen: dict[Var, None] = {}
     for v in values:
         for e in (v if isinstance(v, (tuple, list)) else (v,)):
             if isinstance(e, Expr):
-                seen.update(dict.fromkeys(collect_vars(e)))
+                seen.update((x, None) for x in collect_vars(e) if x.kind in ("var", "size"))
     return list(seen)
 
 

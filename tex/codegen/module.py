@@ -394,5 +394,9 @@ class ModuleEmitter:
         if self._analyzer is None:
             self._analyzer = Analyzer(self.domains())
         iv = self._analyzer.try_bounds(read.indices[0])
+        size = read.tensor.shape[0]
+        if not isinstance(size, int):  # a buffer of symbolic size: proved on linear forms
+            return iv is not None and iv.lo is not None and iv.lo >= 0 and \
+                self._analyzer.at_most(read.indices[0], size - 1)
         return iv is not None and iv.lo is not None and iv.hi is not None and \
-            iv.lo >= 0 and iv.hi < read.tensor.shape[0]
+            iv.lo >= 0 and iv.hi < size

@@ -176,6 +176,9 @@ class _BodyAccesses:
                         return "a Reduce node is left in the body"
             match s:
                 case Allocate():
+                    if not isinstance(s.buffer.shape[0], int):
+                        return (f"buffer '{s.buffer.name}' allocated in the body has a "
+                                "symbolic size")
                     if int(s.buffer.shape[0]) * s.buffer.dtype.itemsize * lanes \
                             > MAX_STACK_BYTES:
                         return (f"buffer '{s.buffer.name}' allocated in the body is too "

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from ..arith import Analyzer, Interval
+from ..arith import Analyzer, Interval, range_interval
 from ..arith.linear import AS_LE
 from ..arith.logic_rules import chain_operands
 from ..ir import fold
-from ..ir.expr import Binary, Compare, Const, Expr, Op, Select, TensorRead, Var
+from ..ir.expr import Binary, Compare, Const, Expr, Op, Range, Select, TensorRead, Var
 from ..ir.tensor import Tensor
 from ..ir.visit import post_order, rewrite, substitute
 from .bounds_check import is_report
@@ -45,9 +45,15 @@ __all__ = ["PASSES", "hoist_checks", "loop_domains", "partition_loops", "remove_
 
 
 def loop_domains(body: Stmt) -> dict[Var, Interval]:
-    """The values each loop variable of ``body`` takes (constant bounds only)."""
+    """The values each loop variable of ``body`` takes (a symbolic loop's as a
+    ``SymbolicInterval``)."""
     dom: dict[Var, Interval] = {}
+    symbolic: dict[Var, list[For]] = {}
     for s in walk_stmts(body):
+        if isinstance(s, For) and not (isinstance(s.min, Const) and
+                                       isinstance(s.extent, Const)):
+            symbolic.setdefault(s.var, []).append(s)
+            continue
         if isinstance(s, For) and isinstance(s.min, Const) and isinstance(s.extent, Const):
             lo = int(s.min.value)
             hi = lo + int(s.extent.value) - 1
@@ -57,7 +63,19 @@ def loop_domains(body: Stmt) -> dict[Var, Interval]:
             if seen is not None:  # one variable, several loops: their hull
                 lo, hi = min(lo, seen.lo), max(hi, seen.hi)  # type: ignore[type-var]
             dom[s.var] = Interval(lo, hi)
+    # a loop over a symbolic range (a shape variable's): its ends as expressions, when it
+    # is the variable's only loop and they use shape variables only (loop variables are
+    # bound per iteration, not in a domain's ends)
+    for v, fors in symbolic.items():
+        if len(fors) == 1 and v not in dom and not any(
+                isinstance(n, Var) and n.kind not in ("var", "size")
+                for e in (fors[0].min, fors[0].extent) for n in post_order(e)):
+            dom[v] = range_interval(Range(_as_int(fors[0].min), _as_int(fors[0].extent)))
     return dom
+
+
+def _as_int(e: Expr) -> int | Expr:
+    return int(e.value) if isinstance(e, Const) else e
 
 
 def simplify_pass(func: LoweredFunc) -> LoweredFunc:
@@ -164,6 +182,85 @@ def _possible_range(cond: Expr, var: Var, an: Analyzer) -> tuple[int | None, int
     return lo, hi
 
 
+def _symbolic_split(loop: For, found: list[tuple[Stmt, Expr, bool]],
+                    dom: Mapping[Var, Interval], an: Analyzer
+                    ) -> tuple[Expr, dict[int, list[Expr]]] | None:
+    """Where guards bound ``loop``'s variable from above by an expression of shape
+    variables or enclosing loops (``i + 2*o + base < n`` with ``i`` in ``[0, 2)`` inside):
+    the point ``P`` (an expression, clamped to the loop's range) below which each such
+    conjunct holds for every value of the loops inside, and what each guard keeps there;
+    None when no guard has such a conjunct."""
+    assert isinstance(loop.min, Const) and isinstance(loop.extent, Const)
+    lo0 = int(loop.min.value)
+    hi0 = lo0 + int(loop.extent.value)
+    var = loop.var
+    inner = {st.var for st in walk_stmts(loop.body) if isinstance(st, For)}
+    tops: list[Expr] = []
+    decided: dict[int, list[Expr]] = {}
+    for g, cond, drop in found:
+        if not drop:
+            continue
+        kept: list[Expr] = []
+        used = False
+        for c in chain_operands(cond, Op.AND)[::-1]:
+            top = _symbolic_top(c, var, inner, dom, an)
+            if top is None:
+                kept.append(c)
+            else:
+                tops.append(top)
+                used = True
+        if used:
+            decided[id(g)] = kept
+    if not tops:
+        return None
+    point: Expr = tops[0]
+    for t in tops[1:]:
+        point = fold.binary(Op.MIN, point, t)
+    point = fold.binary(Op.MAX, fold.binary(Op.MIN, point, i32(hi0)), i32(lo0))
+    return an.rewrite(point), decided
+
+
+def _symbolic_top(c: Expr, var: Var, inner: set[Var], dom: Mapping[Var, Interval],
+                  an: Analyzer) -> Expr | None:
+    """For a conjunct ``a*var + inner + outer <= slack`` (``a > 0``; ``inner`` over the
+    loops inside, of constant ranges; ``outer`` holding a shape variable): the first value
+    of ``var`` at which it may fail, ``(slack - max(inner) - outer) // a + 1``."""
+    if not (isinstance(c, Compare) and c.op in AS_LE and c.a.dtype.is_int):
+        return None
+    sign, slack = AS_LE[c.op]
+    lf = an.linear(an.rewrite(c.a - c.b if sign > 0 else c.b - c.a))
+    a = lf.terms.get(var, 0)
+    if a <= 0:
+        return None
+    top = slack - lf.const
+    outer: dict[Expr, int] = {}
+    symbolic = False
+    for t, k in lf.terms.items():
+        if t is var:
+            continue
+        names = [n for n in post_order(t) if isinstance(n, Var)]
+        if var in names:
+            return None
+        if t in inner:
+            iv = dom.get(t)  # type: ignore[call-overload]
+            if iv is None or iv.lo is None or iv.hi is None or \
+                    getattr(iv, "sym_hi", None) is not None:
+                return None
+            top -= max(k * iv.lo, k * iv.hi)
+            continue
+        if any(n in inner for n in names):
+            return None
+        symbolic |= any(n.kind in ("var", "size") for n in names)
+        outer[t] = k
+    if not symbolic:
+        return None  # (int bounds: the constant partition handles it)
+    rest = an.rebuild(type(lf)(outer, 0, lf.dtype)) if outer else i32(0)
+    bound = fold.binary(Op.SUB, i32(top), rest) if rest.dtype is i32(0).dtype else None
+    if bound is None:
+        return None
+    return fold.binary(Op.ADD, fold.binary(Op.FLOORDIV, bound, i32(a)), i32(1))
+
+
 def partition_loops(func: LoweredFunc) -> LoweredFunc:
     """Peel the iterations of a serial loop where guards inside it may fail:
     ``for (o, 0, 13) { if (i + o*8 < 100) s }`` -> ``for (o, 0, 12) { s }`` then
@@ -253,6 +350,17 @@ def partition_loops(func: LoweredFunc) -> LoweredFunc:
                 head = peeled(lo0, lo) if lo > lo0 else None
                 tail = peeled(hi, hi0) if hi < hi0 else None
                 return seq(head, middle, tail)
+            if not narrowed and found:
+                split = _symbolic_split(s, found, dom, an)
+                if split is not None:
+                    # the guards hold below a run-time point (a split remainder of a
+                    # symbolic extent): unguarded there, guarded after it
+                    point, decided = split
+                    middle = yield visit(For(s.var, i32(lo0), point - lo0, s.kind,
+                                             _drop_guards(s.body, decided), s.thread_tag))
+                    tail = _rename_loop(For(s.var, point, i32(hi0) - point, s.kind, s.body,
+                                            s.thread_tag))
+                    return seq(middle, tail)
             if not narrowed:
                 top = _linear_top(s.var, _vector_divisions(s.body, has_vector), hi0, an)
                 if top is not None and top > lo0:

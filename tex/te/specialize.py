@@ -75,13 +75,25 @@ def shape_vars(tensors: Sequence[Tensor]) -> list[Var]:
     """The variables the DAG's extents use (symbolic shapes), in order of first use."""
     seen: dict[Var, None] = {}
     for op in topo_sort_ops(list(tensors)):
-        exprs = _op_exprs(op)
-        if isinstance(op, ComputeOp):
-            exprs = exprs[:len(exprs) - op.num_outputs]  # not the bodies
-        elif isinstance(op, ExternOp):
-            exprs = [e for b in (*op.in_buffers, *op.out_buffers) for e in b.shape]
-        seen.update(dict.fromkeys(extent_vars(*[e for e in exprs if not isinstance(e, int)])))
+        seen.update(dict.fromkeys(extent_vars(*_extents(op))))
     return list(seen)
+
+
+def _extents(op: Operation) -> list[Any]:
+    """The extents (and range minimums) of one operation, not its bodies."""
+    if isinstance(op, PlaceholderOp):
+        return list(op.shape)
+    if isinstance(op, ComputeOp):
+        return [e for iv in (*op.axis, *op.reduce_axis) for e in (iv.dom.min, iv.dom.extent)]
+    if isinstance(op, ExternOp):
+        return [e for b in (*op.in_buffers, *op.out_buffers) for e in b.shape]
+    if isinstance(op, ScanOp):
+        out = [op.scan_axis.dom.min, op.scan_axis.dom.extent]
+        out += [e for s in op.shapes for e in s]
+        for b in op.body_ops:
+            out += _extents(b)
+        return out
+    return []
 
 
 def _value(var: Var, value: Any, who: str) -> int:
