@@ -434,3 +434,17 @@ def test_partition_leaves_scalar_loops_alone():
     s[T].split(T.op.axis[0], factor=2)
     f = _run(s, [X, W, T], [T])
     assert sum(isinstance(v, For) and v.var.name == "i.outer" for v in walk_stmts(f.body)) == 1
+
+
+def test_an_inlined_stage_in_the_arguments_is_still_stored() -> None:
+    A = tex.placeholder((6,), name="A")
+    B = tex.compute((6,), lambda i: A[i] + 1, name="B")
+    C = tex.compute((6,), lambda i: B[i] * 2, name="C")
+    s = tex.create_schedule(C.op)
+    s[B].compute_inline()
+    f = tex.build(s, [A, B, C])
+    a = np.arange(6, dtype="float32")
+    b, c = np.full(6, np.nan, "float32"), np.zeros(6, "float32")
+    f(a, b, c)
+    np.testing.assert_array_equal(b, a + 1)
+    np.testing.assert_array_equal(c, (a + 1) * 2)

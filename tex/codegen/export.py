@@ -18,7 +18,8 @@ import llvmlite.binding as llvm
 from . import jobs
 from .host import LLVM_LOCK, host_target
 
-__all__ = ["pic_object", "pic_objects", "string_constant_ir"]
+__all__ = ["linked_object", "pic_linked_object", "pic_object", "pic_objects",
+           "string_constant_ir"]
 
 
 def pic_object(text: str, reduced: bool = False) -> bytes:
@@ -39,6 +40,38 @@ def pic_object(text: str, reduced: bool = False) -> bytes:
                 mod.close()
         finally:
             context.close()
+
+
+def linked_object(texts: Sequence[str], reduced: bool = False) -> bytes:
+    """The modules ``texts`` linked into one (LLVM's linker: private symbols renamed apart)
+    and emitted as one position-independent object, in this process (``reduced``: code
+    generation at -O1)."""
+    host = host_target()
+    with LLVM_LOCK:
+        context = llvm.create_context()
+        try:
+            mods = [llvm.parse_assembly(t, context=context) for t in texts]
+            try:
+                main = mods[0]
+                for other in mods[1:]:
+                    main.link_in(other, preserve=True)
+                main.verify()
+                tm = llvm.Target.from_triple(host.triple).create_target_machine(
+                    cpu=host.cpu, features=host.features, opt=1 if reduced else 3,
+                    reloc="pic", codemodel="default")
+                return bytes(tm.emit_object(main))
+            finally:
+                for m in mods:
+                    m.close()
+        finally:
+            context.close()
+
+
+def pic_linked_object(texts: Sequence[str]) -> bytes:
+    """``linked_object`` on a compile worker (LLVM can neither crash nor hang this
+    process)."""
+    return jobs.guarded((__name__, "linked_object"), (list(texts),),  # type: ignore
+                        "\n".join(texts), "a linked module for an object file")
 
 
 def pic_objects(texts: Sequence[str]) -> list[bytes]:

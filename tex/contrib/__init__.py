@@ -8,6 +8,8 @@ before: ``import tex`` and ``import tex.contrib`` import no third-party framewor
 - ``tex.contrib.cblas``: TVM's ``matmul``/``batch_matmul`` extern wrappers over NumPy's BLAS.
 - ``tex.contrib.tedd``: TVM's tensor-expression debug display, a schedule's dataflow graph,
   schedule tree and iteration-variable relations as Graphviz DOT text (no dependency).
+- ``tex.contrib.cc`` and ``tex.contrib.utils``: TVM's ``create_shared`` (a shared library
+  from object files, with the system C compiler) and ``tempdir``.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from . import cblas, tedd
+from . import cblas, cc, tedd, utils
 
-__all__ = ["cblas", "tedd"]
+__all__ = ["cblas", "cc", "tedd", "utils"]
 _BRIDGES = ("torch",)
 
 

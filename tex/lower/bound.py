@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..arith import Analyzer, range_interval
-from ..arith.extent import is_one, same_extent
+from ..arith.extent import as_extent, is_one, same_extent
 from ..dtype import int32
 from ..ir.expr import Binary, Cast, Const, Expr, Range, TensorRead, Unary, Var
 from ..ir.semantics import NUMPY_BINARY, NUMPY_UNARY, numpy_cast
@@ -154,14 +154,17 @@ class BoundInference:
                 "threads of a block would share it through global memory; compute it at "
                 "the innermost thread loop, compute_root it, or leave it out of the "
                 "arguments (a shared-memory copy is a stage of its own: cache_read)")
-        shape = tuple(int(n) for n in child.op.shape)
+        shape = tuple(n if isinstance(n, Expr) else int(n) for n in child.op.shape)
         whole = Region(tuple(i32(0) for _ in shape), shape)
-        if box.exts == shape and all(isinstance(lo, Const) and lo.value == 0
-                                     for lo in box.los):
+        if all(same_extent(e, n) for e, n in zip(box.exts, shape)) and \
+                all(isinstance(lo, Const) and lo.value == 0 for lo in box.los):
             return box
         parallel = [lv for lv in enclosing
                     if lv.kind in (ForKind.PARALLEL, ForKind.THREAD) and not is_one(lv.extent)]
-        tiling = _tiling(box, shape, enclosing)
+        symbolic = not all(isinstance(n, int) for n in (*shape, *box.exts)) or \
+            not all(isinstance(lv.extent, int) for lv in enclosing)
+        tiling = _symbolic_tiling(box, shape, enclosing) if symbolic else \
+            _tiling(box, shape, enclosing)
         if tiling is not None and (tiling == "disjoint" or not parallel):
             return box
         if not parallel:
@@ -173,6 +176,40 @@ class BoundInference:
             f"'{child.attach_stage.name}' inside the parallel loop(s) {loop_names}, whose "
             f"iterations compute {'overlapping parts' if tiling else 'only parts'} of it; "
             f"compute_root '{child.name}', or leave it out of the arguments")
+
+
+def _symbolic_tiling(box: Region, shape: Sequence[int | Expr], enclosing: Sequence[Level]
+                     ) -> str | None:
+    """``_tiling`` with symbolic extents, for boxes that are a whole dimension or a tile
+    ``c*v + k`` of one loop ``v`` per dimension (each loop in one dimension), covering the
+    dimension when that is proved (``v`` over ``[0, n)`` with tiles of 1 at ``v``);
+    otherwise None (not shown to cover)."""
+    extent = {lv.var: lv.extent for lv in enclosing}
+    an = Analyzer()
+    used: set[Var] = set()
+    disjoint = True
+    for lo, ext, n in zip(box.los, box.exts, shape):
+        lf = an.linear(lo)
+        if not lf.terms:
+            if lf.const != 0 or not same_extent(ext, n):
+                return None
+            continue
+        if len(lf.terms) != 1:
+            return None
+        (v, c), = lf.terms.items()
+        if not (isinstance(v, Var) and v in extent) or v in used or lf.const > 0 or c <= 0:
+            return None
+        used.add(v)
+        # tiles at c*k + const, k in [0, E): no gap (c <= ext), the last reaches n
+        if not isinstance(ext, int) or c > ext:
+            return None
+        reach = as_extent(c * (extent[v] - 1) + lf.const + ext - n)  # type: ignore[operator]
+        if not (isinstance(reach, int) and reach >= 0):
+            return None
+        disjoint &= c == ext and reach == 0
+    if any(not is_one(lv.extent) and lv.var not in used for lv in enclosing):
+        disjoint = False  # a loop the box does not move with recomputes it
+    return "disjoint" if disjoint else "overlapping"
 
 
 def _tiling(box: Region, shape: Sequence[int], enclosing: Sequence[Level]) -> str | None:

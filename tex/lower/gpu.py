@@ -44,13 +44,14 @@ that failed it. The runtime allocates it per call and raises ``OutOfBoundsError`
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from ..arith.extent import as_expr_int, bind_extent, same_extent
 from ..debug import InternalError, OutOfBoundsError
 from ..dtype import DTYPES, int32
 from ..ir import fold
-from ..ir.expr import Const, Expr, TensorRead, Var
+from ..ir.expr import Const, Expr, Op, TensorRead, Var
 from ..ir.tensor import Tensor
 from ..ir.visit import post_order, substitute
 from .bounds_check import BoundsReportOp, is_report, report_ops
@@ -106,7 +107,7 @@ class Kernel:
     name: str
     params: tuple[Param, ...]
     body: Stmt
-    grid: tuple[int, int, int]
+    grid: tuple[int | Expr, int | Expr, int | Expr]  # (symbolic: set at each call)
     block: tuple[int, int, int]
     shared: tuple[Tensor, ...]
     indices: tuple[Var, ...]  # the hardware index variables the body uses
@@ -114,6 +115,16 @@ class Kernel:
     # the program's checks (a check's number is 1 + its position)
     error_slot: Tensor | None = None
     checks: tuple[BoundsReportOp, ...] = ()
+
+    def launch_grid(self, values: Mapping[Var, int]) -> tuple[int, int, int]:
+        """The grid at a call: a symbolic dimension at the values of its variables."""
+        out = []
+        for g in self.grid:
+            n = g if isinstance(g, int) else bind_extent(g, values)
+            if not isinstance(n, int):
+                raise InternalError(f"kernel {self.name}: no value for the grid dimension {g}")
+            out.append(max(n, 0))
+        return out[0], out[1], out[2]
 
     @property
     def shared_bytes(self) -> int:
@@ -262,12 +273,24 @@ def _kernel(func: LoweredFunc, part: Stmt, name: str, temps: Sequence[Tensor],
             "s[T].bind(bx, tex.thread_axis('blockIdx.x')); "
             "s[T].bind(tx, tex.thread_axis('threadIdx.x')); or compute_inline / compute_at "
             "it, or use tex.schedule.auto_schedule(outputs, target='cuda')")
-    extent: dict[str, int] = {}
+    extent: dict[str, int | Expr] = {}
     for lp in loops:
-        if not isinstance(lp.extent, Const) or not isinstance(lp.min, Const) or \
-                int(lp.min.value) != 0:
-            raise InternalError(f"thread loop '{lp.var.name}' without constant bounds")
-        extent[lp.thread_tag] = max(extent.get(lp.thread_tag, 1), int(lp.extent.value))
+        if not isinstance(lp.min, Const) or int(lp.min.value) != 0:
+            raise InternalError(f"thread loop '{lp.var.name}' does not start at 0")
+        n: int | Expr = int(lp.extent.value) if isinstance(lp.extent, Const) else lp.extent
+        if not isinstance(n, int) and lp.thread_tag not in BLOCK_TAGS:
+            raise ValueError(
+                f"build(target='cuda'): the loop '{lp.var.name}' bound to "
+                f"{lp.thread_tag} has the symbolic extent {n}; a thread block's size is "
+                "fixed when the kernel is compiled: split the axis by a constant factor and "
+                "bind the inner loop to threadIdx (the outer one to blockIdx)")
+        old = extent.get(lp.thread_tag)
+        if old is None:
+            extent[lp.thread_tag] = n
+        elif isinstance(old, int) and isinstance(n, int):
+            extent[lp.thread_tag] = max(old, n)
+        elif not same_extent(old, n):  # (the grid covers every loop bound to the index)
+            extent[lp.thread_tag] = fold.binary(Op.MAX, as_expr_int(old), as_expr_int(n))
     grid = tuple(extent.get(t, 1) for t in BLOCK_TAGS)
     block = tuple(extent.get(t, 1) for t in THREAD_TAGS_HW)
     threads = math.prod(block)
@@ -278,7 +301,7 @@ def _kernel(func: LoweredFunc, part: Stmt, name: str, temps: Sequence[Tensor],
             f"{' x '.join(map(str, block))} = {threads} threads; a block holds at most "
             f"{limits.max_threads_per_block} threads ({' x '.join(map(str, limits.max_block))}"
             " per dimension): split the axes bound to threadIdx with smaller factors")
-    if any(g > m for g, m in zip(grid, limits.max_grid)):
+    if any(isinstance(g, int) and g > m for g, m in zip(grid, limits.max_grid)):
         raise ValueError(
             f"build(target='cuda'): the grid of the stage computing {what} is "
             f"{grid}; the limits are {limits.max_grid}: bind a larger part of the axes to "
@@ -328,8 +351,10 @@ def _bind_indices(s: Stmt, hw: dict[str, Var], extent: dict[str, int]) -> Stmt:
         if isinstance(s, For) and s.kind is ForKind.THREAD:
             index = hw[s.thread_tag]
             body = s.body
-            n = int(s.extent.value)  # type: ignore[attr-defined]
-            if n < extent[s.thread_tag]:
+            n = int(s.extent.value) if isinstance(s.extent, Const) else s.extent
+            full = extent[s.thread_tag]
+            if not (same_extent(n, full) if not (isinstance(n, int) and isinstance(full, int))
+                    else n >= full):
                 body = _guard_own(index < n, body, s.thread_tag)
             body = map_exprs(body, lambda e: substitute(e, {s.var: index}))
             return (yield visit(body))

@@ -272,9 +272,6 @@ def _argument_storage(sch: Schedule, arg_list: Sequence[Tensor | Var], names: Na
             if st is None:
                 raise ValueError(f"lower: '{a.name}' is in args but not computed by this "
                                  "schedule")
-            if st.attach_type == "inline":
-                raise ValueError(f"lower: '{a.name}' is in args (an output) but its stage is "
-                                 "compute_inline'd; outputs must be stored")
             tensor = st.op.output(a.value_index)
         buf = make_buffer(names.fresh(a.name), buffer_size(a), a.dtype)
         storage[tensor] = Storage(buf, tuple(a.shape))
@@ -335,7 +332,11 @@ def _nests(sch: Schedule, storage: dict[Tensor, Storage], names: Names, scalars:
                         init.op.num_outputs == 1 and init not in storage:
                     storage[init] = Storage(storage[out].buffer, tuple(init.shape))
     for st in sch.stages:
-        if st.attach_type != "root":
+        # an inlined stage whose output is an argument is substituted into its readers and
+        # also stored (as TVM's tutorials expect the argument to hold it: never left unset)
+        stored = st.attach_type == "root" or st.attach_type == "inline" and any(
+            t in storage for t in st.op.outputs)
+        if not stored:
             continue
         for t in st.op.outputs:
             store(t)

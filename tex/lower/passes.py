@@ -190,9 +190,8 @@ def _symbolic_split(loop: For, found: list[tuple[Stmt, Expr, bool]],
     the point ``P`` (an expression, clamped to the loop's range) below which each such
     conjunct holds for every value of the loops inside, and what each guard keeps there;
     None when no guard has such a conjunct."""
-    assert isinstance(loop.min, Const) and isinstance(loop.extent, Const)
-    lo0 = int(loop.min.value)
-    hi0 = lo0 + int(loop.extent.value)
+    lo0: Expr = loop.min
+    hi0: Expr = fold.binary(Op.ADD, loop.min, loop.extent)
     var = loop.var
     inner = {st.var for st in walk_stmts(loop.body) if isinstance(st, For)}
     tops: list[Expr] = []
@@ -216,7 +215,7 @@ def _symbolic_split(loop: For, found: list[tuple[Stmt, Expr, bool]],
     point: Expr = tops[0]
     for t in tops[1:]:
         point = fold.binary(Op.MIN, point, t)
-    point = fold.binary(Op.MAX, fold.binary(Op.MIN, point, i32(hi0)), i32(lo0))
+    point = fold.binary(Op.MAX, fold.binary(Op.MIN, point, hi0), lo0)
     return an.rewrite(point), decided
 
 
@@ -305,8 +304,36 @@ def partition_loops(func: LoweredFunc) -> LoweredFunc:
             stack.extend((c, vec) for c in stmt_children(st))
         return found
 
+    def split_at_runtime(s: For, found: list[tuple[Stmt, Expr, bool]]) -> Nested[Stmt | None]:
+        """``s`` in two loops at the run-time point ``_symbolic_split`` finds: unguarded
+        below it, guarded after it; None when there is none."""
+        split = _symbolic_split(s, found, dom, an)
+        if split is None:
+            return None
+        point, decided = split
+        end = fold.binary(Op.ADD, s.min, s.extent)
+        middle = yield visit(For(s.var, s.min, an.rewrite(point - s.min), s.kind,
+                                 _drop_guards(s.body, decided), s.thread_tag))
+        # the tail: where the guards start to fail, a partial tile and (past the extent)
+        # iterations that do nothing; serial, as a parallel region for it would cost more
+        kind = ForKind.SERIAL if s.kind is ForKind.PARALLEL else s.kind
+        tail = _rename_loop(For(s.var, point, an.rewrite(end - point), kind, s.body,
+                                s.thread_tag))
+        return seq(middle, tail)
+
     def visit(s: Stmt) -> Nested[Stmt]:
-        if isinstance(s, For) and s.kind is ForKind.SERIAL and isinstance(s.min, Const) \
+        if isinstance(s, For) and s.kind in (ForKind.SERIAL, ForKind.PARALLEL) and not (
+                isinstance(s.min, Const) and isinstance(s.extent, Const)) or \
+                isinstance(s, For) and s.kind is ForKind.PARALLEL:
+            # a loop of symbolic range, or a parallel one: split where guards of symbolic
+            # split tails start to fail (the constant partition below is for serial loops
+            # of constant range)
+            found = guards(s.body)
+            if found:
+                got = yield split_at_runtime(s, found)
+                if got is not None:
+                    return got
+        elif isinstance(s, For) and s.kind is ForKind.SERIAL and isinstance(s.min, Const) \
                 and isinstance(s.extent, Const):
             lo0, n = int(s.min.value), int(s.extent.value)
             hi0 = lo0 + n
@@ -351,16 +378,11 @@ def partition_loops(func: LoweredFunc) -> LoweredFunc:
                 tail = peeled(hi, hi0) if hi < hi0 else None
                 return seq(head, middle, tail)
             if not narrowed and found:
-                split = _symbolic_split(s, found, dom, an)
-                if split is not None:
-                    # the guards hold below a run-time point (a split remainder of a
-                    # symbolic extent): unguarded there, guarded after it
-                    point, decided = split
-                    middle = yield visit(For(s.var, i32(lo0), point - lo0, s.kind,
-                                             _drop_guards(s.body, decided), s.thread_tag))
-                    tail = _rename_loop(For(s.var, point, i32(hi0) - point, s.kind, s.body,
-                                            s.thread_tag))
-                    return seq(middle, tail)
+                # the guards hold below a run-time point (a split remainder of a symbolic
+                # extent): unguarded there, guarded after it
+                got = yield split_at_runtime(s, found)
+                if got is not None:
+                    return got
             if not narrowed:
                 top = _linear_top(s.var, _vector_divisions(s.body, has_vector), hi0, an)
                 if top is not None and top > lo0:

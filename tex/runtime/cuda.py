@@ -28,7 +28,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import dataclasses
 import functools
+import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -36,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from .. import debug
+from ..arith.extent import bind_extent
 from ..ir.expr import Var
 from ..ir.tensor import Tensor
 from ..lower.gpu import DeviceProgram
@@ -43,6 +46,7 @@ from ..lower.stmt import BufferParam
 from .module import (
     ArgSpec,
     ModuleAPI,
+    SymbolicShapes,
     arg_specs,
     check_host_array,
     check_overlap,
@@ -314,6 +318,16 @@ def _cuda_python() -> Any | None:
     return api
 
 
+@functools.cache
+def _have_driver() -> bool:
+    """Whether a CUDA driver opens on this machine (probed once, as ``_driver``)."""
+    try:
+        _driver()
+    except RuntimeError:
+        return False
+    return True
+
+
 def open_driver(device: int = 0, binding: str | None = None) -> Driver:
     """A driver on ``device``: through ``cuda-python`` when installed, else ctypes.
 
@@ -483,6 +497,7 @@ class CudaFunction(ModuleAPI):
         self._loaded: tuple[Any, dict[str, Any]] | None = None
         self._lowered_text = str(func)
         self._specs = arg_specs(param_signature(func.params))
+        self._shapes = SymbolicShapes(param_signature(func.params), self.name)
 
     type_key = "cuda"
 
@@ -504,6 +519,11 @@ class CudaFunction(ModuleAPI):
         return f"{self.name}: {spec.where()}"
 
     def __call__(self, *arrays: Any) -> None:
+        if os.environ.get("TEX_CUDA_SIMULATE") == "1" and not _have_driver():
+            # no GPU here, and the simulator asked for: code written for a GPU (TVM's
+            # tutorials, a test suite) runs unchanged, every thread on the CPU
+            self.simulate(*arrays)
+            return
         plan = self._plan(arrays)
         driver, fns = self._load()
         with driver.lock:
@@ -522,9 +542,18 @@ class CudaFunction(ModuleAPI):
     def _plan(self, arrays: Sequence[Any]) -> list[tuple[ArgSpec, Any, str, int]]:
         """Every argument checked (before the driver is touched): (spec, value, how, ptr)."""
         specs = self._specs
-        if len(arrays) != len(specs):
-            raise TypeError(f"{self.name}() takes {len(specs)} arguments "
-                            f"({self._signature()}) but {len(arrays)} were given")
+        shapes = self._shapes
+        if len(arrays) != len(specs) and not (
+                shapes.derived and len(arrays) == len(specs) - shapes.derived):
+            takes = f"{len(specs)} arguments" if not shapes.derived else \
+                f"{len(specs) - shapes.derived} arguments (or {len(specs)}, with the shape " \
+                "variables)"
+            raise TypeError(f"{self.name}() takes {takes} ({self._signature()}) but "
+                            f"{len(arrays)} were given")
+        sizes = shapes.bind(specs, arrays) if shapes.symbolic else None
+        if sizes is not None:  # this call's shapes
+            specs = tuple(dataclasses.replace(sp, shape=sizes.shapes[sp.position])
+                          if sp.is_buffer else sp for sp in specs)
         plan: list[tuple[ArgSpec, Any, str, int]] = []  # (spec, value, how, pointer)
         for spec, a in zip(specs, arrays):
             if not spec.is_buffer:
@@ -541,6 +570,9 @@ class CudaFunction(ModuleAPI):
                                 f"{list(spec.shape)}, got {type(a).__module__}."
                                 f"{type(a).__qualname__}{conversion_hint(a)}")
             plan.append((spec, a, view[1], view[0]))
+        if sizes is not None and len(arrays) < len(specs):
+            for spec, v in zip(specs[len(arrays):], sizes.derived):
+                plan.append((spec, spec.convert(v, spec), "scalar", 0))  # type: ignore[misc]
         self._check_overlap(plan)
         return plan
 
@@ -551,9 +583,11 @@ class CudaFunction(ModuleAPI):
         try:
             values: dict[Any, Any] = {}
             copies: list[tuple[np.ndarray, int]] = []
+            sizes: dict[Var, int] = {}  # the shape variables' values (symbolic shapes)
             for p, (spec, a, how, ptr) in zip(func.params, plan):
                 if how == "scalar":
                     values[p.var] = p.var.dtype.ctype(a)  # type: ignore[union-attr]
+                    sizes[p.var] = int(a)  # type: ignore[union-attr]
                     continue
                 if how == "host":
                     dev = driver.alloc(a.nbytes)
@@ -565,7 +599,8 @@ class CudaFunction(ModuleAPI):
                     ptr = dev
                 values[p.buffer] = ctypes.c_uint64(ptr)  # type: ignore[union-attr]
             for t in self.program.temps:
-                dev = driver.alloc(t.size * t.dtype.itemsize)
+                dev = driver.alloc(max(1, int(bind_extent(t.shape[0], sizes))) *
+                                   t.dtype.itemsize)
                 owned.append(dev)
                 values[t] = ctypes.c_uint64(dev)
             # the error slot of the bounds checks: one per call, so concurrent calls on
@@ -582,7 +617,9 @@ class CudaFunction(ModuleAPI):
                     values[v] = v.dtype.ctype(x)
                 args = [values[p.buffer if isinstance(p, BufferParam) else p.var]
                         for p in k.params]
-                driver.launch(fns[k.name], k.grid, k.block, args)
+                grid = k.launch_grid(sizes)
+                if 0 not in grid:  # (a symbolic extent of 0: nothing to launch)
+                    driver.launch(fns[k.name], grid, k.block, args)
             driver.synchronize()
             for a, dev in copies:
                 driver.to_host(data_pointer(a), dev, a.nbytes)

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arith.extent import bind_extent
 from ..ir.expr import Binary, Cast, Compare, Const, Expr, Op, Select, TensorRead, Unary, Var
 from ..ir.semantics import NUMPY_BINARY, NUMPY_UNARY, numpy_cast
 from ..ir.tensor import Tensor
@@ -73,10 +74,10 @@ class _Memory:
 
 class _Sim:
     def __init__(self, kernel: Kernel, mem: dict[Tensor, _Memory],
-                 scalars: dict[Var, Any]) -> None:
+                 scalars: dict[Var, Any], grid: tuple[int, int, int] | None = None) -> None:
         self.k = kernel
         self.mem = dict(mem)
-        gx, gy, gz = kernel.grid
+        gx, gy, gz = kernel.grid if grid is None else grid  # type: ignore[misc]
         bx, by, bz = kernel.block
         self.nblocks = gx * gy * gz
         self.bsize = bx * by * bz
@@ -328,23 +329,28 @@ def simulate(program: DeviceProgram, arrays: Sequence[Any]) -> None:
             continue
         assert isinstance(p, BufferParam)
         arr = np.asarray(a)
-        if arr.dtype != p.tensor.dtype.numpy or arr.shape != tuple(p.tensor.shape):
+        want = tuple(bind_extent(d, {v: int(x) for v, x in scalars.items()})
+                     for d in p.tensor.shape)
+        if arr.dtype != p.tensor.dtype.numpy or arr.shape != want:
             raise ValueError(f"simulate: argument '{p.name}' must be "
                              f"{p.tensor.dtype.name}{list(p.tensor.shape)}, got "
                              f"{arr.dtype}{list(arr.shape)}")
         mem[p.buffer] = _Memory(p.name, arr.reshape(-1), "global")
     for t in program.temps:
         d = t.dtype.numpy
-        m = _Memory(t.name, np.full(int(t.shape[0]), np.nan if d.kind == "f" else 0, d),
-                    "global")
+        size = bind_extent(t.shape[0], {v: int(x) for v, x in scalars.items()})
+        m = _Memory(t.name, np.full(int(size), np.nan if d.kind == "f" else 0, d), "global")
         m.init[:] = False
         mem[t] = m
     slot = program.error_slot
     if slot is not None:
         mem[slot] = _Memory(slot.name, np.zeros(2, np.int64), "global")
     for kernel, loops in program.launches():
+        grid = kernel.launch_grid({v: int(x) for v, x in scalars.items()})
+        if 0 in grid:
+            continue  # (an empty grid: a symbolic extent of 0)
         _run(kernel, mem, {**scalars, **{v: np.asarray(x, v.dtype.numpy)
-                                        for v, x in loops.items()}})
+                                        for v, x in loops.items()}}, grid)
     for p, a in zip(func.params, arrays):
         if isinstance(p, BufferParam) and p.is_output and isinstance(a, np.ndarray):
             a.reshape(-1)[:] = mem[p.buffer].data.reshape(-1)
@@ -356,21 +362,23 @@ def simulate(program: DeviceProgram, arrays: Sequence[Any]) -> None:
 
 
 
-def _run(kernel: Kernel, mem: dict[Tensor, _Memory], scalars: dict[Var, Any]) -> None:
+def _run(kernel: Kernel, mem: dict[Tensor, _Memory], scalars: dict[Var, Any],
+         grid: tuple[int, int, int] | None = None) -> None:
     for m in mem.values():
         m.sync()
-    sim = _Sim(kernel, mem, scalars)
+    sim = _Sim(kernel, mem, scalars, grid)
     for buf in kernel.shared:
         sim.alloc(buf, "shared", sim.nblocks)
     sim.run(kernel.body, np.ones(sim.n, bool))
 
 
-def run_kernel(kernel: Kernel, buffers: dict[Tensor, np.ndarray], scalars: dict[Var, Any]
-               ) -> None:
+def run_kernel(kernel: Kernel, buffers: dict[Tensor, np.ndarray], scalars: dict[Var, Any],
+               grid: tuple[int, int, int] | None = None) -> None:
     """Run one kernel on flat NumPy buffers (keyed by the kernel's buffer tensors; written in
-    place) and scalar values (keyed by their variables), with the checks of ``simulate``."""
+    place) and scalar values (keyed by their variables), with the checks of ``simulate``;
+    ``grid``: this launch's (a symbolic grid's values)."""
     mem = {t: _Memory(t.name, a.reshape(-1), "global") for t, a in buffers.items()}
-    _run(kernel, mem, {v: np.asarray(x, v.dtype.numpy) for v, x in scalars.items()})
+    _run(kernel, mem, {v: np.asarray(x, v.dtype.numpy) for v, x in scalars.items()}, grid)
 
 
 class SimulatedDriver:
@@ -419,7 +427,8 @@ class SimulatedDriver:
     def launch(self, fn: str, grid: Sequence[int], block: Sequence[int],
                args: Sequence[Any]) -> None:
         kernel = self.kernels[fn]
-        if tuple(grid) != kernel.grid or tuple(block) != kernel.block:
+        compiled = tuple(g if isinstance(g, int) else grid[k] for k, g in enumerate(kernel.grid))
+        if tuple(grid) != compiled or tuple(block) != kernel.block:
             raise SimulationError(f"{fn} launched with grid {tuple(grid)}, block "
                                   f"{tuple(block)}; compiled for {kernel.grid}, {kernel.block}")
         buffers: dict[Tensor, np.ndarray] = {}
@@ -429,11 +438,12 @@ class SimulatedDriver:
                 raw = self.memory.get(a.value)
                 if raw is None:
                     raise SimulationError(f"{fn}: parameter {p.name} is not a device pointer")
-                n = int(p.buffer.shape[0])
-                buffers[p.buffer] = raw.view(p.buffer.dtype.numpy)[:n]
+                view = raw.view(p.buffer.dtype.numpy)
+                size = p.buffer.shape[0]  # (symbolic: the allocation's own size)
+                buffers[p.buffer] = view[:int(size)] if not isinstance(size, Expr) else view
             else:
                 scalars[p.var] = a.value
-        run_kernel(kernel, buffers, scalars)
+        run_kernel(kernel, buffers, scalars, tuple(grid))
         self.launched.append(fn)
 
     def synchronize(self) -> None:

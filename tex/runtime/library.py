@@ -29,13 +29,16 @@ import shutil
 import subprocess
 import tempfile
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..codegen.export import pic_objects, string_constant_ir
+from ..codegen.export import pic_linked_object, pic_objects, string_constant_ir
 from ..codegen.host import host_target
 from ..codegen.llvm import CompiledModule
 from ..debug import env
+from ..ir.codec import IR_CODECS, decode, encode
+from ..ir.tensor import Tensor
 from ..te import placeholder, var
 from . import workspace
 from .externs import ExternSpec
@@ -43,7 +46,8 @@ from .jit import SUPPORT_SYMBOLS, Kernel, checks_of, checks_record, support_ir
 from .module import BuiltFunction
 from .openmp import load_openmp
 
-__all__ = ["FORMAT", "INFO_SYMBOL", "export_library", "load_module", "save"]
+__all__ = ["FORMAT", "INFO_SYMBOL", "c_compiler", "export_library", "link_shared",
+           "load_module", "save"]
 
 FORMAT = 1  # the description's version: a library of another version is refused
 INFO_SYMBOL = "tex_module_info"
@@ -72,39 +76,63 @@ def export_library(fn: BuiltFunction, path: str | os.PathLike[str]) -> None:
         except ValueError as err:
             raise ValueError(f"export_library: {err}") from None
     src = fn.compiled
+    texts = _library_texts(fn)
+    libs = ["-lm"]
+    if src.uses_openmp:
+        gomp = load_openmp()
+        libs = [gomp] + libs if gomp and os.path.isabs(gomp) else libs + ["-lgomp"]
+    link_shared(path, pic_objects(texts), libs, "export_library")
+
+
+def _library_texts(fn: BuiltFunction) -> list[str]:
+    """The IR modules of ``fn``'s library: its code, the allocator, the support routines
+    it calls, its description."""
+    src = fn.compiled
     texts = list(src.parts_opt or (src.llvm_ir_opt,))
     texts.append(workspace.library_ir())
     if any(s in src.externals for s in SUPPORT_SYMBOLS):
         texts.append(support_ir())
     texts.append(string_constant_ir(INFO_SYMBOL, json.dumps(_describe(fn, src))))
-    objects = pic_objects(texts)
-    cc = _compiler()
+    return texts
+
+
+def link_shared(path: str | os.PathLike[str], objects: Sequence[bytes | str],
+                libs: Sequence[str] = ("-lm",), who: str = "link_shared",
+                options: Sequence[str] = (), cc: Sequence[str] | None = None) -> None:
+    """Link object files (their bytes, or paths) into the shared library ``path`` with the
+    system C compiler (``$CC``, else ``cc``/``gcc``/``clang``; ``cc``: this one).
+
+    Raises
+    ------
+    RuntimeError
+        No C compiler, or linking failed (its message included).
+    """
+    compiler = list(cc) if cc else c_compiler()
     out = Path(path)
-    with tempfile.TemporaryDirectory(prefix="tex-export-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="tex-link-") as tmp:
         files = []
         for k, obj in enumerate(objects):
-            f = Path(tmp) / f"part{k}.o"
-            f.write_bytes(obj)
-            files.append(str(f))
-        libs = ["-lm"]
-        if src.uses_openmp:
-            gomp = load_openmp()
-            libs = [gomp] + libs if gomp and os.path.isabs(gomp) else libs + ["-lgomp"]
+            if isinstance(obj, bytes):
+                f = Path(tmp) / f"part{k}.o"
+                f.write_bytes(obj)
+                files.append(str(f))
+            else:
+                files.append(str(obj))
         partial = Path(tmp) / "lib.so"
-        cmd = [*cc, "-shared", "-o", str(partial), *files, *libs]
+        cmd = [*compiler, "-shared", "-o", str(partial), *files, *options, *libs]
         try:
             run = subprocess.run(cmd, capture_output=True, text=True, timeout=_LINK_TIMEOUT_S,
                                  check=False)
         except (OSError, subprocess.TimeoutExpired) as err:
-            raise RuntimeError(f"export_library: linking with {' '.join(cc)} failed: {err}"
+            raise RuntimeError(f"{who}: linking with {' '.join(compiler)} failed: {err}"
                                ) from None
         if run.returncode != 0:
-            raise RuntimeError(f"export_library: linking with {' '.join(cc)} failed "
+            raise RuntimeError(f"{who}: linking with {' '.join(compiler)} failed "
                                f"(exit {run.returncode}):\n{run.stderr.strip()}")
         shutil.copyfile(partial, out)
 
 
-def _compiler() -> list[str]:
+def c_compiler() -> list[str]:
     """The C compiler that links: ``$CC`` (may carry flags), else ``cc``/``gcc``/``clang``."""
     named = env("CC")
     if named:
@@ -130,9 +158,17 @@ def _describe(fn: BuiltFunction, src: CompiledModule) -> dict[str, Any]:
     """The library's description (module docstring)."""
     host = host_target()
     args = [{"name": s.name, "buffer": s.is_buffer, "output": s.is_output,
-             "dtype": s.dtype.name, "shape": list(s.shape)}
+             "dtype": s.dtype.name,
+             "shape": [d if isinstance(d, int) else str(d) for d in s.shape]}
             for s in fn.specs]
+    # symbolic shapes: the shapes and scalar arguments as IR records, so that arguments
+    # sharing a shape variable share it again when loaded
+    symbolic = [tuple(a.shape) if isinstance(a, Tensor) else a for a in fn.args]
+    ir = encode(symbolic, IR_CODECS) if any(
+        not isinstance(d, int) for a in fn.args if isinstance(a, Tensor) for d in a.shape) \
+        else None
     return {"format": FORMAT, "entry": fn.name, "args": args, "errors": src.errors,
+            "symbolic": None if ir is None else {"records": ir.records, "value": ir.value},
             "externs": [spec.as_record() for spec in fn.extern_specs],
             "checks": checks_record(src.bounds_checks), "openmp": src.uses_openmp,
             "notes": list(src.notes),
@@ -154,7 +190,16 @@ def load_module(path: str | os.PathLike[str]) -> BuiltFunction:
     """
     where = Path(path)
     # (a bare soname such as "libfoo.so" is looked up by the dynamic loader)
-    lib = ctypes.CDLL(str(where.resolve()) if where.exists() else str(path))
+    name_or_path = str(where.resolve()) if where.exists() else str(path)
+    try:
+        lib = ctypes.CDLL(name_or_path)
+    except OSError as err:
+        if "GOMP" not in str(err):
+            raise
+        # linked without libgomp (tex.contrib.cc.create_shared of a saved object): the
+        # OpenMP runtime tex loads globally provides its symbols
+        load_openmp()
+        lib = ctypes.CDLL(name_or_path)
     try:
         info = ctypes.CFUNCTYPE(ctypes.c_char_p)((INFO_SYMBOL, lib))
     except AttributeError:
@@ -166,9 +211,16 @@ def load_module(path: str | os.PathLike[str]) -> BuiltFunction:
             raise ValueError(f"format {meta.get('format')!r}, this tex reads {FORMAT}")
         _check_host(meta, path)
         specs = meta["args"]
-        signature = tuple(
-            (placeholder(tuple(a["shape"]), a["dtype"], a["name"]), bool(a["output"]))
-            if a["buffer"] else (var(a["name"], a["dtype"]), False) for a in specs)
+        symbolic = meta.get("symbolic")
+        if symbolic is None:
+            signature = tuple(
+                (placeholder(tuple(a["shape"]), a["dtype"], a["name"]), bool(a["output"]))
+                if a["buffer"] else (var(a["name"], a["dtype"]), False) for a in specs)
+        else:  # shapes over shape variables: one Var per variable, shared again
+            made, _ = decode(symbolic["records"], symbolic["value"], IR_CODECS)
+            signature = tuple(
+                (placeholder(tuple(m), a["dtype"], a["name"]), bool(a["output"]))
+                if a["buffer"] else (m, False) for a, m in zip(specs, made))
         checks = checks_of(meta["checks"])
         externs = [ExternSpec.from_record(r) for r in meta.get("externs", [])]
         compiled = CompiledModule(meta["entry"], _unpack(meta["ll.raw"]),
@@ -215,12 +267,9 @@ def save(fn: Any, path: str | os.PathLike[str], fmt: str = "") -> None:
         if not isinstance(fn, BuiltFunction):
             raise ValueError("save: object code is written for CPU functions; save a CUDA "
                              "function's 'ptx'")
-        src = fn.compiled
-        texts = list(src.parts_opt or (src.llvm_ir_opt,))
-        if len(texts) > 1:
-            raise ValueError(f"save: '{fn.name}' was compiled in {len(texts)} parts; write "
-                             "a shared library with export_library, or its IR as '.ll'")
-        out.write_bytes(pic_objects(texts)[0])
+        # one object holding the library's modules, linked by LLVM: a shared library
+        # linked from it alone (tex.contrib.cc.create_shared) loads with load_module
+        out.write_bytes(pic_linked_object(_library_texts(fn)))
         return
     formats = {"ll": "ll", "s": "asm", "asm": "asm", "ptx": "ptx"}
     if kind not in formats:

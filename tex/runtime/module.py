@@ -45,7 +45,8 @@ from .ndarray import NDArray
 from .openmp import note_parallel_run, parallel_allowed
 
 __all__ = ["BuiltFunction", "SOURCE_FORMATS", "ArgSpec", "BenchmarkResult", "ModuleAPI",
-           "Signature", "arg_specs", "conversion_hint", "data_pointer", "param_signature"]
+           "Signature", "SymbolicShapes", "arg_specs", "conversion_hint", "data_pointer",
+           "param_signature"]
 
 # a function's arguments in call order, each with whether it is an output
 Signature = tuple[tuple[Tensor | Var, bool], ...]
@@ -108,9 +109,10 @@ class SymbolicShapes:
             if spec.is_buffer:
                 t = self._tensor(spec)
                 tensors[spec.position] = t
-                if isinstance(a, np.ndarray):
+                shape = getattr(a, "shape", None)  # (NumPy arrays; device arrays too)
+                if isinstance(shape, tuple) or hasattr(shape, "__len__"):
                     placeholders.append(t)
-                    shapes[t] = a.shape
+                    shapes[t] = tuple(int(x) for x in shape)  # type: ignore[union-attr]
             elif (v := self._var(spec)) is not None:
                 given[v] = spec.convert(a, spec)  # type: ignore[misc]
                 sources[v] = spec.where()
