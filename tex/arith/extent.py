@@ -6,19 +6,19 @@ compare, multiply and bind them without the caller asking which kind it holds.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..dtype import int32
-from ..ir.expr import Const, Expr, Var
-from ..ir.visit import collect_vars, substitute
+from ..ir.expr import Binary, Cast, Const, Expr, Op, Unary, Var
+from ..ir.visit import collect_vars, post_order, substitute
 from .simplifier import can_prove, simplify
 from .sympy_bridge import exact_quotient
 
 __all__ = ["Extent", "extent_vars", "is_static", "same_extent", "extent_product",
            "extent_sum", "extent_quotient", "exceeds_int32", "bind_extent", "as_extent",
            "static_or_none", "as_expr_int", "is_one",
-           "at_hint", "DEFAULT_HINT"]
+           "at_hint", "DEFAULT_HINT", "extent_value"]
 
 Extent = int | Expr
 
@@ -121,6 +121,42 @@ def extent_vars(*values: Any) -> list[Var]:
             if isinstance(e, Expr):
                 seen.update((x, None) for x in collect_vars(e) if x.kind in ("var", "size"))
     return list(seen)
+
+
+_INT_OPS: dict[Op, Callable[[int, int], int]] = {
+    Op.ADD: lambda a, b: a + b, Op.SUB: lambda a, b: a - b, Op.MUL: lambda a, b: a * b,
+    Op.FLOORDIV: lambda a, b: a // b, Op.FLOORMOD: lambda a, b: a % b,
+    Op.MIN: min, Op.MAX: max,
+    Op.DIV: lambda a, b: abs(a) // abs(b) * (1 if (a >= 0) == (b > 0) else -1),
+}
+
+
+def extent_value(value: Extent, values: Mapping[Var, int]) -> int | None:
+    """The int value of an extent at ``values`` of its variables (None when one is missing,
+    or the extent uses an operation not of integer index arithmetic): a direct evaluation,
+    cheap enough for every call of a function with symbolic shapes."""
+    if isinstance(value, int):
+        return value
+    memo: dict[Expr, int] = {}
+    for node in post_order(value):
+        if isinstance(node, Const):
+            memo[node] = int(node.value)
+        elif isinstance(node, Var):
+            if node not in values:
+                return None
+            memo[node] = int(values[node])
+        elif isinstance(node, Binary) and node.op in _INT_OPS:
+            b = memo[node.b]
+            if b == 0 and node.op in (Op.FLOORDIV, Op.FLOORMOD, Op.DIV):
+                return None
+            memo[node] = _INT_OPS[node.op](memo[node.a], b)
+        elif isinstance(node, Unary) and node.op is Op.NEG:
+            memo[node] = -memo[node.a]
+        elif isinstance(node, Cast) and node.dtype.is_int:
+            memo[node] = memo[node.a]
+        else:
+            return None
+    return memo[value]
 
 
 def bind_extent(value: Extent, bind: Mapping[Var, int]) -> Extent:

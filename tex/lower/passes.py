@@ -184,7 +184,7 @@ def _possible_range(cond: Expr, var: Var, an: Analyzer) -> tuple[int | None, int
 
 def _symbolic_split(loop: For, found: list[tuple[Stmt, Expr, bool]],
                     dom: Mapping[Var, Interval], an: Analyzer
-                    ) -> tuple[Expr, dict[int, list[Expr]]] | None:
+                    ) -> tuple[Expr, dict[int, list[Expr]], list[Expr]] | None:
     """Where guards bound ``loop``'s variable from above by an expression of shape
     variables or enclosing loops (``i + 2*o + base < n`` with ``i`` in ``[0, 2)`` inside):
     the point ``P`` (an expression, clamped to the loop's range) below which each such
@@ -196,6 +196,7 @@ def _symbolic_split(loop: For, found: list[tuple[Stmt, Expr, bool]],
     inner = {st.var for st in walk_stmts(loop.body) if isinstance(st, For)}
     tops: list[Expr] = []
     decided: dict[int, list[Expr]] = {}
+    holding: list[Expr] = []
     for g, cond, drop in found:
         if not drop:
             continue
@@ -207,6 +208,7 @@ def _symbolic_split(loop: For, found: list[tuple[Stmt, Expr, bool]],
                 kept.append(c)
             else:
                 tops.append(top)
+                holding.append(c)
                 used = True
         if used:
             decided[id(g)] = kept
@@ -216,14 +218,67 @@ def _symbolic_split(loop: For, found: list[tuple[Stmt, Expr, bool]],
     for t in tops[1:]:
         point = fold.binary(Op.MIN, point, t)
     point = fold.binary(Op.MAX, fold.binary(Op.MIN, point, hi0), lo0)
-    return an.rewrite(point), decided
+    return an.rewrite(point), decided, holding
+
+
+def _fold_known(e: Expr, known: Mapping[Expr, Expr]) -> Expr | None:
+    """``e`` with known conditions replaced (for ``rewrite``: children first), and the
+    selects and conjunctions they decide folded."""
+    if e in known:
+        return known[e]
+    if isinstance(e, Select) and isinstance(e.cond, Const):
+        return e.a if e.cond.value else e.b
+    if isinstance(e, Binary) and e.op is Op.AND and isinstance(e.a, Const):
+        return e.b if e.a.value else e.a
+    if isinstance(e, Binary) and e.op is Op.AND and isinstance(e.b, Const):
+        return e.a if e.b.value else e.b
+    return None
+
+
+def _possible_end(loop: For, dom: Mapping[Var, Interval], an: Analyzer) -> Expr | None:
+    """The end of the iterations of ``loop`` that may do something: every store in its
+    body sits under a guard with a conjunct ``a*var + inner + outer <= slack`` of a
+    symbolic ``outer`` (a split tail's), false for every value of the loops inside from
+    ``(slack - min(inner) - outer) // a + 1`` on; the latest of those points (None when a
+    store has no such guard)."""
+    var = loop.var
+    inner = {st.var for st in walk_stmts(loop.body) if isinstance(st, For)}
+    ends: list[Expr] = []
+    stack: list[tuple[Stmt, tuple[Expr, ...]]] = [(loop.body, ())]
+    while stack:
+        st, conds = stack.pop()
+        if isinstance(st, Store):
+            mine = [e for c in conds for a in chain_operands(c, Op.AND)
+                    if (e := _symbolic_top(a, var, inner, dom, an, best=True)) is not None]
+            if not mine:
+                return None
+            end = mine[0]
+            for e in mine[1:]:
+                end = fold.binary(Op.MIN, end, e)
+            ends.append(end)
+            continue
+        if not isinstance(st, (Seq, For, IfThenElse, Allocate, LetStmt)):
+            return None  # (a statement of another kind: assumed to act)
+        if isinstance(st, IfThenElse):
+            stack.append((st.then_case, (*conds, st.cond)))
+            if st.else_case is not None:
+                stack.append((st.else_case, conds))
+            continue
+        stack.extend((c, conds) for c in stmt_children(st))
+    if not ends:
+        return None
+    out = ends[0]
+    for e in ends[1:]:
+        out = fold.binary(Op.MAX, out, e)
+    return out
 
 
 def _symbolic_top(c: Expr, var: Var, inner: set[Var], dom: Mapping[Var, Interval],
-                  an: Analyzer) -> Expr | None:
+                  an: Analyzer, best: bool = False) -> Expr | None:
     """For a conjunct ``a*var + inner + outer <= slack`` (``a > 0``; ``inner`` over the
     loops inside, of constant ranges; ``outer`` holding a shape variable): the first value
-    of ``var`` at which it may fail, ``(slack - max(inner) - outer) // a + 1``."""
+    of ``var`` at which it may fail, ``(slack - max(inner) - outer) // a + 1`` (``best``:
+    from which it fails for every value of ``inner``, with ``min(inner)``)."""
     if not (isinstance(c, Compare) and c.op in AS_LE and c.a.dtype.is_int):
         return None
     sign, slack = AS_LE[c.op]
@@ -245,7 +300,7 @@ def _symbolic_top(c: Expr, var: Var, inner: set[Var], dom: Mapping[Var, Interval
             if iv is None or iv.lo is None or iv.hi is None or \
                     getattr(iv, "sym_hi", None) is not None:
                 return None
-            top -= max(k * iv.lo, k * iv.hi)
+            top -= (min if best else max)(k * iv.lo, k * iv.hi)
             continue
         if any(n in inner for n in names):
             return None
@@ -310,12 +365,22 @@ def partition_loops(func: LoweredFunc) -> LoweredFunc:
         split = _symbolic_split(s, found, dom, an)
         if split is None:
             return None
-        point, decided = split
+        point, decided, holding = split
         end = fold.binary(Op.ADD, s.min, s.extent)
-        middle = yield visit(For(s.var, s.min, an.rewrite(point - s.min), s.kind,
-                                 _drop_guards(s.body, decided), s.thread_tag))
-        # the tail: where the guards start to fail, a partial tile and (past the extent)
-        # iterations that do nothing; serial, as a parallel region for it would cost more
+        # below the point the guards' conjuncts hold: so do the same conditions elsewhere
+        # in the body (the run-time bounds checks of inlined reads at the tile's indices)
+        true = Const(True, holding[0].dtype)
+        known = dict.fromkeys(holding, true)
+        body = map_exprs(_drop_guards(s.body, decided),
+                         lambda e: rewrite(e, lambda x: _fold_known(x, known)))
+        middle = yield visit(For(s.var, s.min, an.rewrite(point - s.min), s.kind, body,
+                                 s.thread_tag))
+        # the tail: where the guards start to fail, a partial tile; past its possible end
+        # the iterations do nothing (a tile of rows past a small batch) and are left out;
+        # serial, as a parallel region for it would cost more
+        last = _possible_end(s, dom, an)
+        if last is not None:
+            end = fold.binary(Op.MAX, fold.binary(Op.MIN, last, end), point)
         kind = ForKind.SERIAL if s.kind is ForKind.PARALLEL else s.kind
         tail = _rename_loop(For(s.var, point, an.rewrite(end - point), kind, s.body,
                                 s.thread_tag))

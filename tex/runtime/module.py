@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..arith.extent import bind_extent, extent_vars
+from ..arith.extent import bind_extent, extent_value, extent_vars
 from ..codegen.llvm import CompiledModule
 from ..codegen.module import EXTERN_FAILED, EXTERN_SLOT
 from ..debug import OutOfBoundsError
@@ -88,6 +88,9 @@ class SymbolicShapes:
     def __init__(self, signature: Signature, name: str) -> None:
         self.name = name
         self._by_spec: dict[int, Tensor | Var] = {k: a for k, (a, _) in enumerate(signature)}
+        # the sizes of recent calls, by their arguments' shapes (a dict kept in insertion
+        # order: the oldest entry goes first; per function, not global)
+        self._seen: dict[tuple[Any, ...], _Sizes] = {}
         tensors = [a for a, _ in signature if isinstance(a, Tensor)]
         self.symbolic = any(isinstance(n, Expr) for t in tensors for n in t.shape)
         vars_ = set(extent_vars(*[tuple(t.shape) for t in tensors]))
@@ -99,7 +102,26 @@ class SymbolicShapes:
 
     def bind(self, specs: Sequence[ArgSpec], arrays: Sequence[Any]) -> _Sizes:
         """The shapes every buffer argument must have at this call, and the values of the
-        derived parameters; ``ValueError`` naming the arguments that disagree."""
+        derived parameters; ``ValueError`` naming the arguments that disagree. Remembered
+        by the arguments' shapes (and given sizes): a call at sizes seen before costs a
+        lookup."""
+        key = tuple(getattr(a, "shape", a) if spec.is_buffer else
+                    (a if self._var(spec) is not None else None)
+                    for spec, a in zip(specs, arrays))
+        try:
+            hit = self._seen.get(key)
+        except TypeError:  # (an unhashable argument: checked in full below)
+            hit, key = None, None
+        if hit is not None:
+            return hit
+        sizes = self._bind(specs, arrays)
+        if key is not None:
+            if len(self._seen) >= _SEEN_SIZES:
+                self._seen.pop(next(iter(self._seen)))
+            self._seen[key] = sizes
+        return sizes
+
+    def _bind(self, specs: Sequence[ArgSpec], arrays: Sequence[Any]) -> _Sizes:
         given: dict[Var, int] = {}
         sources: dict[Var, str] = {}
         placeholders: list[Tensor] = []
@@ -119,7 +141,8 @@ class SymbolicShapes:
         bound = bind_shape_vars(placeholders, shapes, given, self.name, sources)
         out: dict[int, tuple[int, ...]] = {}
         for k, t in tensors.items():
-            dims = tuple(bind_extent(n, bound) for n in t.shape)
+            dims = tuple(v if (v := extent_value(n, bound)) is not None else
+                         bind_extent(n, bound) for n in t.shape)
             if not all(isinstance(n, int) for n in dims):
                 free = ", ".join(v.name for v in extent_vars(dims))
                 raise ValueError(f"{self.name}: no value for the shape variable {free} of "
@@ -141,6 +164,7 @@ class SymbolicShapes:
 
 
 _INT32_MAX = 2**31 - 1
+_SEEN_SIZES = 64  # the shapes a function with symbolic shapes remembers the sizes of
 
 
 class _Entry(NamedTuple):

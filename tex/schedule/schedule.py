@@ -971,6 +971,8 @@ def split_parts(stage: Stage, parent: IterVar, parts: int, tail: str = "guard"
     ``ceil(extent / p)`` each, with ``p = min(parts, extent)``, and as many as that takes
     (``split(nparts=)`` keeps exactly ``nparts``, as TVM's, even when some do nothing)."""
     extent = parent.dom.extent
+    if not isinstance(extent, int):  # symbolic: exactly ``parts`` (some may be empty)
+        return stage.split(parent, nparts=parts, tail=tail)
     return stage.split(parent, factor=math.ceil(extent / max(1, min(parts, extent))),
                        tail=tail)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..arith.extent import Extent, bind_extent, extent_vars
+from ..arith.extent import Extent, bind_extent, extent_value, extent_vars
 from ..ir.expr import Const, Expr, IterVar, Range, Reduce, TensorRead, Var
 from ..ir.tensor import (
     ComputeOp,
@@ -294,18 +294,27 @@ def bind_shape_vars(placeholders: Sequence[Tensor], shapes: Mapping[Tensor, tupl
     values are a ValueError naming both); a dimension ``a*n + b`` binds ``n`` when nothing
     else does; every other dimension is checked once its variables are known."""
     bound: dict[Var, int] = dict(given)
-    source: dict[Var, str] = {v: (sources or {}).get(v, "the value given") for v in given}
+    # where each value came from: a message, or (tensor, dimension, shape) formatted only
+    # for an error (a call binds its sizes on every new shape: no text made otherwise)
+    source: dict[Var, Any] = {v: (sources or {}).get(v, "the value given") for v in given}
     pending: list[tuple[Tensor, int, Expr, int]] = []
 
-    def bind(var: Var, value: int, where: str) -> None:
-        if var in bound and bound[var] != value:
-            raise ValueError(f"{who}: {where} gives {var.name} = {value}, but "
-                             f"{source[var]} gives {var.name} = {bound[var]}")
-        bound.setdefault(var, _value(var, value, f"{who}: {where}"))
-        source.setdefault(var, where)
+    def bind(var: Var, value: int, origin: Any) -> None:
+        if var in bound:
+            if bound[var] != value:
+                raise ValueError(f"{who}: {where(*origin)} gives {var.name} = {value}, but "
+                                 f"{said(source[var])} gives {var.name} = {bound[var]}")
+            return
+        if var.kind == "size" and value < 0 or not -2**31 <= value < 2**31:
+            _value(var, value, f"{who}: {where(*origin)}")  # (raises, naming the value)
+        bound[var] = value
+        source[var] = origin
 
     def where(t: Tensor, d: int, got: tuple[int, ...]) -> str:
         return f"dimension {d} of '{t.name}' (shape {t.shape}, got {got})"
+
+    def said(origin: Any) -> str:
+        return origin if isinstance(origin, str) else where(*origin)
 
     for t in placeholders:
         got = shapes[t]
@@ -318,7 +327,7 @@ def bind_shape_vars(placeholders: Sequence[Tensor], shapes: Mapping[Tensor, tupl
                     raise ValueError(f"{who}: '{t.name}' must have shape {t.shape}, got an "
                                      f"array of shape {got} (dimension {d})")
             elif isinstance(e, Var):
-                bind(e, int(n), where(t, d, got))
+                bind(e, int(n), (t, d, got))
             elif isinstance(e, Expr):
                 pending.append((t, d, e, int(n)))
     # compound dimensions: solve a*n + b for a variable nothing bound, then check
@@ -331,10 +340,11 @@ def bind_shape_vars(placeholders: Sequence[Tensor], shapes: Mapping[Tensor, tupl
             if len(free) == 1:
                 value = _solve_linear(bind_extent(e, bound), free[0], n)
                 if value is not None:
-                    bind(free[0], value, where(t, d, shapes[t]))
+                    bind(free[0], value, (t, d, shapes[t]))
                     progress = True
     for t, d, e, n in pending:
-        got = bind_extent(e, bound)
+        value = extent_value(e, bound)
+        got = value if value is not None else bind_extent(e, bound)
         if not isinstance(got, int):
             free = ", ".join(v.name for v in extent_vars(got))
             raise ValueError(f"{who}: cannot tell {free} from {where(t, d, shapes[t])}; "
