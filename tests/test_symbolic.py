@@ -346,3 +346,58 @@ def test_auto_scheduled_gradient_over_a_symbolic_batch() -> None:
         f(x, w, *got)
         for g, e in zip(got, want):
             np.testing.assert_allclose(g, e, rtol=2e-4, atol=2e-4)
+
+
+# -- grad_program and the PyTorch bridge -------------------------------------------------------
+
+def test_grad_program_serves_every_batch() -> None:
+    from tex.autodiff import grad_program
+
+    n = tex.size_var("n")
+    X = tex.placeholder((n, 16), name="X")
+    W = tex.placeholder((8, 16), name="W")
+    Y = topi.nn.dense(X, W)
+    L = topi.sum(topi.nn.softmax(Y) * Y)
+    p = grad_program(L, [X, W])
+    text = str(p.plan)
+    assert "(n, 8)" in text and "n * 32" in text  # the plan's sizes are expressions
+    want_grads = tex.differentiate(L, [X, W])
+    for size in (1, 9, 130):
+        x, w = _rand(size, 16), _rand(8, 16, seed=1)
+        out, tape = p.forward({X: x, W: w})
+        grads = p.backward(tape)
+        np.testing.assert_allclose(out, evaluate(L, {X: x, W: w}), rtol=1e-4)
+        for g, e in zip(grads, evaluate(list(want_grads), {X: x, W: w})):
+            np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match=r"gives n = 130, but .*'X' .* gives n = 3"):
+        p.backward({**tape, "X": _rand(3, 16)})  # a tape of arrays that disagree
+
+
+def test_torch_function_builds_once_for_every_batch() -> None:
+    torch = pytest.importorskip("torch")
+    n = tex.size_var("n")
+    X = tex.placeholder((n, 16), name="X")
+    W = tex.placeholder((8, 16), name="W")
+    B = tex.placeholder((8,), name="B")
+    fn = tex.contrib.torch.function(topi.nn.relu(topi.nn.dense(X, W, B)), [X, W, B],
+                                    hint={n: 32})
+    w = torch.randn(8, 16, dtype=torch.float32, requires_grad=True)
+    b = torch.randn(8, dtype=torch.float32, requires_grad=True)
+    kernel = fn.kernel
+    for size in (1, 5, 100):
+        x = torch.randn(size, 16, requires_grad=True)
+        y = fn(x, w, b)
+        xr, wr, br = (t.detach().clone().requires_grad_() for t in (x, w, b))
+        ref = torch.relu(xr @ wr.T + br)
+        torch.testing.assert_close(y, ref, rtol=1e-5, atol=1e-5)
+        y.square().sum().backward()
+        ref.square().sum().backward()
+        for got, want in ((x, xr), (w, wr), (b, br)):
+            torch.testing.assert_close(got.grad, want.grad, rtol=1e-4, atol=1e-4)
+        w.grad = b.grad = None
+    assert fn.kernel is kernel and len(fn.gradients) == 1  # one build of each, every size
+    with pytest.raises(ValueError, match=r"'W' must have shape \(8, 16\)"):
+        fn(torch.randn(3, 16), torch.randn(8, 15), b.detach())
+    with pytest.raises(ValueError, match="no input's shape has"):
+        m = tex.size_var("m")
+        tex.contrib.torch.function(tex.compute((m,), lambda i: X[0, 0], name="Z"), [X])

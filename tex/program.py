@@ -30,12 +30,14 @@ the forward) and the placeholders the backward program reads (the caller's array
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from .arith.extent import as_extent, at_hint, extent_value
 from .autodiff import differentiate, iteration_count
 from .autodiff.cost import op_iterations
 from .build import build
@@ -44,6 +46,7 @@ from .ir.feed import resolve_feed
 from .ir.tensor import ComputeOp, ExternOp, Operation, PlaceholderOp, ScanOp, Tensor
 from .ir.visit import placeholders_of, rewrite, topo_sort_ops
 from .te import compute, placeholder
+from .te.specialize import bind_shape_vars
 
 __all__ = ["AUTO_SAVE_RATIO", "GradProgram", "Plan", "PlanRow", "TAPES", "grad_program"]
 
@@ -86,8 +89,8 @@ class PlanRow:
     @property
     def per_element(self) -> float:
         """Iterations of its operation per output element (1 for elementwise)."""
-        size = int(np.prod(self.shape)) if self.shape else 1
-        return self.iterations / size
+        size = math.prod(at_hint(d) for d in self.shape) if self.shape else 1
+        return at_hint(self.iterations) / size  # (symbolic: at the default hint)
 
 
 @dataclass(frozen=True)
@@ -157,13 +160,13 @@ class Plan:
         """The plan as JSON-friendly data."""
         return {
             "loss": self.loss, "wrt": list(self.wrt), "tapes": self.tapes,
-            "rows": [{**r.__dict__, "shape": list(r.shape)} for r in self.rows],
-            "inputs": [{**r.__dict__, "shape": list(r.shape)} for r in self.inputs],
+            "rows": [{k: _json(v) for k, v in r.__dict__.items()} for r in self.rows],
+            "inputs": [{k: _json(v) for k, v in r.__dict__.items()} for r in self.inputs],
             "saved": self.saved, "recomputed": self.recomputed, "tape_keys": self.tape_keys,
-            "tape_bytes": self.tape_bytes, "input_bytes": self.input_bytes,
-            "forward_iterations": self.forward_iterations,
-            "backward_iterations": self.backward_iterations,
-            "recompute_iterations": self.recompute_iterations,
+            "tape_bytes": _json(self.tape_bytes), "input_bytes": _json(self.input_bytes),
+            "forward_iterations": _json(self.forward_iterations),
+            "backward_iterations": _json(self.backward_iterations),
+            "recompute_iterations": _json(self.recompute_iterations),
         }
 
     def __str__(self) -> str:
@@ -173,8 +176,8 @@ class Plan:
             status = r.status if r.read_by_backward else f"{r.status} (not read)"
             name = r.name if r.key == r.name else f"{r.name} as {r.key}"
             table.append((name, _shape(r.shape), r.dtype, status,
-                          f"{r.nbytes:,}" if r.status == SAVED else "-",
-                          f"{r.iterations:,}", f"{r.per_element:g}"))
+                          _count(r.nbytes) if r.status == SAVED else "-",
+                          _count(r.iterations), f"{r.per_element:g}"))
         widths = [max(len(row[c]) for row in table) for c in range(len(head))]
         right = {4, 5, 6}
 
@@ -187,18 +190,18 @@ class Plan:
                  fmt(["-" * w for w in widths])]
         lines += [fmt(row) for row in table[1:]] or ["(the gradient reads no intermediate)"]
         saved = self.saved
-        lines.append(f"tape: {len(saved)} saved intermediate(s), {self.tape_bytes:,} bytes"
+        lines.append(f"tape: {len(saved)} saved intermediate(s), {_count(self.tape_bytes)} bytes"
                      + (f" ({', '.join(saved)})" if saved else ""))
         if self.inputs:
             ins = ", ".join(f"{r.name if r.key == r.name else f'{r.name} as {r.key}'}"
                             f"{_shape(r.shape)}" for r in self.inputs)
             lines.append(f"      + inputs the backward reads, by reference: {ins} "
-                         f"({self.input_bytes:,} bytes)")
+                         f"({_count(self.input_bytes)} bytes)")
         else:
             lines.append("      + no inputs (the backward reads no placeholder)")
-        lines.append(f"iterations: forward {self.forward_iterations:,}; backward "
-                     f"{self.backward_iterations:,} (recomputing {len(self.recomputed)} "
-                     f"tensor(s): {self.recompute_iterations:,})")
+        lines.append(f"iterations: forward {_count(self.forward_iterations)}; backward "
+                     f"{_count(self.backward_iterations)} (recomputing {len(self.recomputed)} "
+                     f"tensor(s): {_count(self.recompute_iterations)})")
         return "\n".join(lines)
 
 
@@ -234,6 +237,9 @@ class GradProgram:
         self.head = head
         self.backward_tensors = grads
         self.target = target
+        # symbolic shapes: the arrays of each call give the shape variables
+        self._symbolic = any(not isinstance(d, int) for t in (*feeds, loss, *grads)
+                             for d in t.shape)
         # the forward: the loss, then every saved tensor other than the loss (a saved loss
         # is copied from the output)
         self._fwd_outputs = [loss] + [t for t in dict.fromkeys(saved.values()) if t is not loss]
@@ -282,7 +288,8 @@ class GradProgram:
             wrong shape.
         """
         values = self._bind_feed(feed)
-        bufs = [np.empty(t.shape, t.dtype.numpy) for t in self._fwd_outputs]
+        sizes = self._sizes(values, "forward")
+        bufs = [np.empty(_concrete(t, sizes), t.dtype.numpy) for t in self._fwd_outputs]
         self.forward_function(*(values[t] for t in self.feeds), *bufs)
         out = bufs[0]
         by_tensor = dict(zip(self._fwd_outputs, bufs))
@@ -302,7 +309,9 @@ class GradProgram:
                             f"{type(feed).__name__}")
         given = resolve_feed(self.feeds, feed, "forward", f"the loss '{self.loss.name}'",
                              strict=True)
-        values = {t: _check_array("forward", f"placeholder '{t.name}'", given[t], t)
+        sizes = self._sizes({t: a for t, a in given.items() if isinstance(a, np.ndarray)},
+                            "forward")
+        values = {t: _check_array("forward", f"placeholder '{t.name}'", given[t], t, sizes)
                   for t in self.feeds if t in given}
         missing = [t.name for t in self.feeds if t not in values]
         if missing:
@@ -350,10 +359,12 @@ class GradProgram:
             raise ValueError(f"backward: unexpected tape entr{'y' if len(unknown) == 1 else 'ies'}"
                              f" {', '.join(map(repr, unknown))} (expected keys: "
                              f"{', '.join(expected) or 'none'}); is it another program's tape?")
-        args = [_check_array("backward", f"tape entry '{k}'", tape[k], t)
+        sizes = self._sizes({t: tape[k] for k, t in self._tape_args
+                             if isinstance(tape[k], np.ndarray)}, "backward")
+        args = [_check_array("backward", f"tape entry '{k}'", tape[k], t, sizes)
                 for k, t in self._tape_args]
-        bufs = [np.empty(t.shape, t.dtype.numpy) for t in self._bwd_outputs]
-        self.backward_function(*args, self._head_array(head), *bufs)
+        bufs = [np.empty(_concrete(t, sizes), t.dtype.numpy) for t in self._bwd_outputs]
+        self.backward_function(*args, self._head_array(head, sizes), *bufs)
         result = dict(zip(self._bwd_outputs, bufs))
         seen: set[int] = set()
         grads = []
@@ -363,14 +374,22 @@ class GradProgram:
             seen.add(id(g))
         return grads
 
-    def _head_array(self, head: Any) -> np.ndarray:
+    def _sizes(self, arrays: Mapping[Tensor, np.ndarray], who: str) -> dict[Any, int]:
+        """The shape variables' values at these arrays (symbolic shapes; else none)."""
+        if not self._symbolic:
+            return {}
+        return bind_shape_vars(list(arrays), {t: a.shape for t, a in arrays.items()}, {},
+                               who)
+
+    def _head_array(self, head: Any, sizes: Mapping[Any, int] | None = None) -> np.ndarray:
         t = self.loss
+        shape = _concrete(t, sizes or {})
         if head is None:
-            return np.ones(t.shape, t.dtype.numpy)
+            return np.ones(shape, t.dtype.numpy)
         arr = np.asarray(head)
-        if arr.shape != t.shape:
+        if arr.shape != shape:
             raise ValueError(f"backward: head has shape {arr.shape}, expected the loss "
-                             f"'{t.name}''s shape {t.shape}")
+                             f"'{t.name}''s shape {shape}")
         if arr.dtype != t.dtype.numpy:
             if arr.dtype.kind not in "fiu":
                 raise TypeError(f"backward: head has dtype {arr.dtype}, expected "
@@ -379,15 +398,39 @@ class GradProgram:
         return _contiguous(arr)
 
 
-def _check_array(where: str, what: str, value: Any, t: Tensor) -> np.ndarray:
-    """``value`` as a C-contiguous array of ``t``'s shape and dtype, or a clear error."""
+def _count(x: Any) -> str:
+    """A count for a table: ``1,024``, or a symbolic one's expression."""
+    return f"{x:,}" if isinstance(x, int) else str(as_extent(x))
+
+
+def _json(x: Any) -> Any:
+    """A plan's value as JSON: ints and strings as they are, expressions as text."""
+    if isinstance(x, Expr):
+        return str(x)
+    if isinstance(x, tuple):
+        return [_json(v) for v in x]
+    return x
+
+
+def _concrete(t: Tensor, sizes: Mapping[Any, int]) -> tuple[int, ...]:
+    """``t``'s shape at these values of the shape variables."""
+    if not sizes:
+        return tuple(t.shape)
+    return tuple(d if isinstance(d, int) else extent_value(d, sizes) for d in t.shape)
+
+
+def _check_array(where: str, what: str, value: Any, t: Tensor,
+                 sizes: Mapping[Any, int] | None = None) -> np.ndarray:
+    """``value`` as a C-contiguous array of ``t``'s shape (at ``sizes``, a symbolic one)
+    and dtype, or a clear error."""
     if not isinstance(value, np.ndarray):
         raise TypeError(f"{where}: {what} must be a numpy.ndarray of {t.dtype.name}"
                         f"{list(t.shape)}, got {type(value).__name__}")
     if value.dtype != t.dtype.numpy:
         raise TypeError(f"{where}: {what} has dtype {value.dtype}, expected {t.dtype.name}")
-    if value.shape != t.shape:
-        raise ValueError(f"{where}: {what} has shape {value.shape}, expected {t.shape}")
+    shape = _concrete(t, sizes or {})
+    if value.shape != shape:
+        raise ValueError(f"{where}: {what} has shape {value.shape}, expected {shape}")
     return _contiguous(value)
 
 
@@ -611,7 +654,8 @@ def _auto_saves(t: Tensor) -> bool:
     if isinstance(op, (ExternOp, ScanOp)):
         return True  # an unknown cost, or a serial recurrence: never run it twice
     assert isinstance(op, ComputeOp)
-    return op_iterations(op) > AUTO_SAVE_RATIO * max(1, t.size)
+    # (symbolic extents: compared at the default hint)
+    return at_hint(op_iterations(op)) > AUTO_SAVE_RATIO * max(1, at_hint(as_extent(t.size)))
 
 
 def _decide(grads: list[Tensor], fwd_compute: list[Operation], fwd_set: set[int],

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +54,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError("tex.contrib.torch needs PyTorch (pip install torch)") from e
 
 from .. import topi
+from ..arith.extent import extent_value, extent_vars
 from ..autodiff import differentiate
 from ..build import build
 from ..ir.tensor import PlaceholderOp, Tensor
@@ -61,6 +62,7 @@ from ..ir.visit import topo_sort_ops
 from ..schedule import auto_schedule
 from ..target import resolve_target, target_kind
 from ..te import compute, placeholder
+from ..te.specialize import bind_shape_vars, shape_vars
 
 __all__ = ["function", "TorchFunction"]
 
@@ -85,7 +87,7 @@ class _ArgSpec:
         return f"argument {self.position} ('{self.name}')"
 
     def describe(self) -> str:
-        return f"{self.name}: {self.dtype}{list(self.shape)}"
+        return f"{self.name}: {self.dtype}[{', '.join(map(str, self.shape))}]"
 
 
 def _ident(text: str) -> str:
@@ -221,7 +223,7 @@ class TorchFunction:
 
     def __init__(self, outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
                  target: str = "llvm", name: str | None = None, *,
-                 always_tuple: bool = False) -> None:
+                 always_tuple: bool = False, hint: Mapping[Any, int] | None = None) -> None:
         if not isinstance(always_tuple, bool):
             raise TypeError(f"function: always_tuple must be a bool (True or False), got "
                             f"{type(always_tuple).__name__} {always_tuple!r}")
@@ -238,9 +240,21 @@ class TorchFunction:
         self.name = _ident(outs[0].name) if name is None else name
         self._single = single and not always_tuple
         self._cuda = _is_cuda(target)
+        # symbolic shapes: one build serves every size; the outputs' shape variables must
+        # come from the inputs' shapes (the outputs are allocated from them)
+        self._symbolic = any(not isinstance(d, int) for t in (*outs, *ins) for d in t.shape)
+        self.hint = dict(hint or {})
+        if self._symbolic:
+            known = set(shape_vars(ins))
+            for t in outs:
+                missing = [v.name for v in extent_vars(*t.shape) if v not in known]
+                if missing:
+                    raise ValueError(f"function: output '{t.name}' of shape {t.shape} uses "
+                                     f"the shape variable '{missing[0]}', which no input's "
+                                     "shape has; the outputs are sized from the inputs")
         results = _kernel_outputs(outs)
-        self.kernel = build(auto_schedule(results, target=target), [*ins, *results],
-                            target=target, name=self.name)
+        self.kernel = build(auto_schedule(results, target=target, hint=self.hint),
+                            [*ins, *results], target=target, name=self.name)
         self._in_specs = tuple(_ArgSpec(k, t.name, t.shape, TORCH_DTYPES[t.dtype.name])
                                for k, t in enumerate(ins))
         self._out_specs = tuple((t.shape, TORCH_DTYPES[t.dtype.name]) for t in outs)
@@ -277,7 +291,7 @@ class TorchFunction:
             if t.dtype != spec.dtype:
                 raise TypeError(f"{where} must have dtype {spec.dtype}, got {t.dtype} "
                                 f"(convert with .to({spec.dtype}))")
-            if tuple(t.shape) != spec.shape:
+            if not self._symbolic and tuple(t.shape) != spec.shape:
                 raise ValueError(f"{where} must have shape {spec.shape}, got {tuple(t.shape)}")
             dev = t.device
             if dev.type == "cuda" and self._cuda:
@@ -294,7 +308,15 @@ class TorchFunction:
             elif dev.type != device.type:
                 raise ValueError(f"{where} is on {dev} but earlier arguments are on {device}; "
                                  "pass all tensors on one device")
+        if self._symbolic:
+            self._sizes(args)  # the shapes agree (a ValueError naming the arguments)
         return device if device is not None else torch.device("cpu")
+
+    def _sizes(self, args: Sequence[torch.Tensor]) -> dict[Any, int]:
+        """The shape variables' values at these arguments (checked across them)."""
+        return bind_shape_vars(list(self.inputs),
+                               {t: tuple(a.shape) for t, a in zip(self.inputs, args)},
+                               {}, self.name)
 
     def _view(self, t: torch.Tensor) -> Any:
         """What the kernel reads for ``t``: its memory, without a copy when it is dense."""
@@ -311,7 +333,9 @@ class TorchFunction:
              ) -> tuple[torch.Tensor, ...]:
         """Run the kernel: outputs allocated on ``device`` and written in place."""
         arrays = [self._view(t) for t in args]
-        outs = tuple(torch.empty(shape, dtype=dtype, device=device)
+        sizes = self._sizes(args) if self._symbolic else {}
+        outs = tuple(torch.empty([d if isinstance(d, int) else extent_value(d, sizes)
+                                  for d in shape], dtype=dtype, device=device)
                      for shape, dtype in self._out_specs)
         if device.type == "cuda":
             # tex launches on the driver's default stream: finish torch's work first
@@ -369,7 +393,7 @@ class TorchFunction:
         grads = [g if g.dtype == t.dtype else topi.cast(g, t.dtype.name)
                  for g, t in zip(grads, wrt)]
         return TorchFunction(grads, [*self.inputs, *heads], self.target, f"{self.name}_grad",
-                             always_tuple=True)
+                             always_tuple=True, hint=self.hint)
 
     def __repr__(self) -> str:
         return (f"TorchFunction({self.name!r}, inputs={[t.name for t in self.inputs]}, "
@@ -377,7 +401,8 @@ class TorchFunction:
 
 
 def function(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
-             target: str = "llvm", name: str | None = None) -> TorchFunction:
+             target: str = "llvm", name: str | None = None,
+             hint: Mapping[Any, int] | None = None) -> TorchFunction:
     """Compile tex tensors into a function of torch tensors, differentiable by autograd.
 
     Parameters
@@ -393,6 +418,10 @@ def function(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tenso
         copied to the GPU and back).
     name : str, optional
         The kernel's name (default: the first output's); gradient kernels append ``_grad``.
+    hint : dict, optional
+        With symbolic shapes (``tex.size_var`` dimensions, a variable batch): the sizes the
+        kernels are tuned for (``auto_schedule(hint=)``). One build serves every size; the
+        shape variables are read from the arguments' shapes.
 
     Returns
     -------
@@ -415,4 +444,4 @@ def function(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tenso
     >>> fn = tex.contrib.torch.function(Y, [X, W, B])
     >>> y = fn(x, w, b); y.sum().backward()
     """
-    return TorchFunction(outputs, inputs, target, name)
+    return TorchFunction(outputs, inputs, target, name, hint=hint)
