@@ -204,7 +204,6 @@ def test_gradient_of_dense_lowers():
     ("missing_input", ValueError, "not in args"),
     ("duplicate", ValueError, "appears twice"),
     ("not_tensor", TypeError, "expected a Tensor"),
-    ("inlined_output", ValueError, "compute_inline"),
     ("free_var", ValueError, "free variable"),
     ("bad_name", ValueError, "identifier"),
 ])
@@ -217,21 +216,11 @@ def test_lower_errors(case, exc, words):
         "missing_input": lambda: lower(s, [X, R]),
         "duplicate": lambda: lower(s, [X, W, X, R]),
         "not_tensor": lambda: lower(s, [X, W, np.zeros(3)]),
-        "inlined_output": _inline_arg,
         "free_var": lambda: lower(create_schedule(Z.op), [Z]),
         "bad_name": lambda: lower(s, [X, W, R], name="my func"),
     }
     with pytest.raises(exc, match=words):
         actions[case]()
-
-
-def _inline_arg():
-    A = tex.placeholder((4,), name="A")
-    B = tex.compute((4,), lambda i: A[i] * 2.0, name="B")
-    C = tex.compute((4,), lambda i: B[i] + 1.0, name="C")
-    s = create_schedule(C.op)
-    s[B].compute_inline()
-    lower(s, [A, B, C])
 
 
 def test_scalar_var_argument():

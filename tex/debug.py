@@ -78,6 +78,8 @@ ENVIRONMENT: dict[str, str] = {
                               "at the first build (0: none; default 1024)",
     "XDG_CACHE_HOME": "the user's cache directory (the disk compile cache's default parent)",
     "TEX_CUDA_BINDING": "the CUDA driver binding: auto, cuda-python or ctypes",
+    "TEX_CUDA_SIMULATE": "1: a CUDA function called where no CUDA driver opens runs on "
+                         "tex's GPU simulator (slow; for tests and tutorials without a GPU)",
     "TEX_LIBDEVICE": "path of libdevice.10.bc ('none': no libdevice)",
     "CUDA_HOME": "a CUDA toolkit root searched for libdevice",
     "CUDA_PATH": "a CUDA toolkit root searched for libdevice",

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..arith import Analyzer, Bounds, Interval, dom_of, float_is_zero
+from ..arith.extent import extent_product
 from ..ir import fold
 from ..ir.expr import (
     Binary,
@@ -362,10 +363,9 @@ class _SumMatcher:
             # Σ_k c = c * |domain| (no condition to count points under)
             if not (isinstance(self.red.condition, Const) and self.red.condition.value):
                 raise _Refuse(f"{self.r.name}: constant term under a condition")
-            n = 1
-            for iv in self.red.axis:
-                n *= iv.dom.extent
-            return fold.binary(Op.MUL, _rebuild(sign, factors, dtype), Const(float(n), dtype))
+            n = extent_product([iv.dom.extent for iv in self.red.axis])
+            count = Const(float(n), dtype) if isinstance(n, int) else fold.cast(dtype, n)
+            return fold.binary(Op.MUL, _rebuild(sign, factors, dtype), count)
         for k in self.known:
             got = self._match(k, factors)
             if got is not None:

@@ -30,7 +30,6 @@ import ctypes
 import ctypes.util
 import dataclasses
 import functools
-import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -519,7 +518,7 @@ class CudaFunction(ModuleAPI):
         return f"{self.name}: {spec.where()}"
 
     def __call__(self, *arrays: Any) -> None:
-        if os.environ.get("TEX_CUDA_SIMULATE") == "1" and not _have_driver():
+        if debug.env("TEX_CUDA_SIMULATE") == "1" and not _have_driver():
             # no GPU here, and the simulator asked for: code written for a GPU (TVM's
             # tutorials, a test suite) runs unchanged, every thread on the CPU
             self.simulate(*arrays)

@@ -209,8 +209,9 @@ def mean(x: Tensor, axis: Any = None, keepdims: bool = False,
     total = _reduce_compute(plan, lambda v, idx: fold.cast(d, v),
                             lambda v, ks: te.sum(v, axis=ks), f"{name}_sum")
     count = product(plan.reduced_extents)
-    return compute_nd(total.shape, lambda idx: total[idx] / Const(count, d), name,
-                      ELEMWISE)
+    # (a symbolic count: its expression, converted to the float dtype)
+    divisor = Const(count, d) if isinstance(count, int) else fold.cast(d, count)
+    return compute_nd(total.shape, lambda idx: total[idx] / divisor, name, ELEMWISE)
 
 
 # -- argmax, argmin --------------------------------------------------------------------

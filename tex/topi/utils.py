@@ -220,8 +220,13 @@ def ravel(idx: Index, shape: Sequence[int]) -> Expr:
     for ix, stride in zip(idx, _strides(shape)):
         if wide:
             ix = fold.cast(_INT64, ix)
-        flat = flat + ix * fold.const(stride, flat.dtype)
+        flat = flat + ix * _extent_expr(stride, flat.dtype)
     return flat
+
+
+def _extent_expr(value: Any, dtype: Any) -> Expr:
+    """An extent (an int, or a symbolic one) as an expression of ``dtype``."""
+    return fold.const(value, dtype) if isinstance(value, int) else fold.cast(dtype, value)
 
 
 def unravel(flat: Expr, shape: Sequence[int]) -> Index:
@@ -232,8 +237,8 @@ def unravel(flat: Expr, shape: Sequence[int]) -> Index:
         flat = fold.cast(_INT64, flat)
     out = []
     for d, stride in enumerate(_strides(shape)):
-        q = te.floordiv(flat, fold.const(stride, flat.dtype))
-        ix = q if d == 0 else te.floormod(q, fold.const(shape[d], flat.dtype))
+        q = te.floordiv(flat, _extent_expr(stride, flat.dtype))
+        ix = q if d == 0 else te.floormod(q, _extent_expr(shape[d], flat.dtype))
         out.append(fold.cast(int32, ix) if ix.dtype is not int32 and not exceeds_int32(shape[d])
                    else ix)  # q < shape[0] already
     return tuple(out)

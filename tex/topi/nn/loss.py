@@ -39,7 +39,8 @@ def _batch_mean_loss(log_prob: Callable[[tuple[Expr, ...]], Expr], targets: Tens
         return te.sum(log_prob(idx) * targets[idx], axis=ks)
 
     total = reduce_compute(targets.shape, (0, 1), freduce, f"{name}_sum", ("b", "c"))
-    batch = float(targets.shape[0])
+    n = targets.shape[0]
+    batch = float(n) if isinstance(n, int) else n.astype(targets.dtype)  # (symbolic batch)
     return te.compute((), lambda: -total[()] / batch, name=name, tag="loss")
 
 

@@ -104,7 +104,8 @@ def layer_norm(data: Tensor, gamma: Tensor, beta: Tensor, axis: Any = (-1,),
     beta = _check_param(beta, op, "beta", norm_shape, what)
     check_same_dtype(op, data=data, gamma=gamma, beta=beta)
     eps = _check_epsilon(epsilon, op)
-    count = float(prod(norm_shape))
+    size = prod(norm_shape)
+    count = float(size) if isinstance(size, int) else size.astype(data.dtype)  # (symbolic)
 
     total = reduce_compute(data.shape, axes, lambda idx, ks: te.sum(data[idx], axis=ks),
                            "T_layer_norm_sum")
