@@ -401,3 +401,32 @@ def test_torch_function_builds_once_for_every_batch() -> None:
     with pytest.raises(ValueError, match="no input's shape has"):
         m = tex.size_var("m")
         tex.contrib.torch.function(tex.compute((m,), lambda i: X[0, 0], name="Z"), [X])
+
+
+# -- GPU --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("build", [_dense_relu, _softmax, _conv, _batch_matmul],
+                         ids=lambda f: f.__name__.strip("_"))
+def test_gpu_grids_are_sized_at_each_call(build) -> None:  # type: ignore[no-untyped-def]
+    n = tex.size_var("n")
+    out, inputs = build(n)
+    f = tex.build(tex.schedule.auto_schedule(out, target="cuda", hint={n: 8}),
+                  [*inputs, out], target="cuda")
+    assert "n" in str(f)  # the shape variable is a parameter of the host function
+    for size in (1, 6):
+        feed = {t: _rand(*(size if isinstance(d, tex.tir.Var) else d for d in t.shape),
+                         seed=k, dtype="float64") for k, t in enumerate(inputs)}
+        want = evaluate(out, feed)
+        got = np.zeros_like(want)
+        f.simulate(*feed.values(), got)
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_gpu_thread_blocks_stay_constant() -> None:
+    n = tex.size_var("n")
+    A = tex.placeholder((n,), name="A")
+    B = tex.compute((n,), lambda i: A[i] * 2.0, name="B")
+    s = tex.create_schedule(B.op)
+    s[B].bind(B.op.axis[0], tex.thread_axis("threadIdx.x"))
+    with pytest.raises(ValueError, match=r"threadIdx.x has the symbolic extent n"):
+        tex.build(s, [A, B], target="cuda")

@@ -47,10 +47,10 @@ import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
 from .. import debug
-from ..arith import Interval
+from ..arith import Interval, range_interval
 from ..debug import InternalError
 from ..dtype import DType
-from ..ir.expr import Binary, Op, TensorRead, Unary, Var
+from ..ir.expr import Binary, Op, Range, TensorRead, Unary, Var
 from ..lower.bounds_check import BoundsReportOp
 from ..lower.gpu import DeviceProgram, Kernel
 from ..lower.passes import loop_domains
@@ -174,7 +174,8 @@ class _PTXModuleEmitter(ModuleEmitter):
         for v in self.kernel.indices:
             kind, axis = v.name.split(".")
             n = dims[axis][0 if kind == "blockIdx" else 1]
-            dom[v] = Interval(0, n - 1)
+            # (a grid of symbolic extent: the index's range as a symbolic interval)
+            dom[v] = Interval(0, n - 1) if isinstance(n, int) else range_interval(Range(0, n))
         return dom
 
 
@@ -234,6 +235,12 @@ class _PTXFunctionEmitter(FunctionEmitter):
         """Shared and local buffers (see the module doc)."""
         buf = s.buffer
         st = storage_type(buf.dtype)
+        if not isinstance(buf.shape[0], int):
+            raise ValueError(
+                f"build(target='cuda'): the {s.scope} buffer '{buf.name}' has the symbolic "
+                f"size {buf.shape[0]}; shared and local memory are sized when the kernel is "
+                "compiled: compute the stage at a loop whose region is a constant tile "
+                "(split the symbolic axis by a constant first)")
         n = int(buf.shape[0])
         if s.scope == "shared":
             arr = ir.ArrayType(st, n)

@@ -207,7 +207,7 @@ def auto_schedule(outputs: Tensor | Sequence[Tensor],
     s = create_schedule([t.op for t in outs])
     if isinstance(machine, CudaTarget):
         from .auto_gpu import schedule_cuda  # the GPU rules build on this module's
-        schedule_cuda(s, machine)
+        schedule_cuda(s, machine, values)
     else:
         with s.deferred_rewrites():
             AutoScheduler(s, machine, values).run()

@@ -38,9 +38,10 @@ memory instead).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ..arith import Analyzer
+from ..arith.extent import at_hint
 from ..ir.expr import IterVar, Reduce, TensorRead, Var
 from ..ir.scatter import ScatterForm
 from ..ir.tensor import ComputeOp, Tensor
@@ -71,8 +72,9 @@ def _threads_for(n: int, cap: int = _THREADS) -> int:
 
 
 class _GPUScheduler(AutoScheduler):
-    def __init__(self, s: Schedule, cuda: CudaTarget) -> None:
-        super().__init__(s, cpu_info("llvm"))
+    def __init__(self, s: Schedule, cuda: CudaTarget,
+                 hint: Mapping[Var, int] | None = None) -> None:
+        super().__init__(s, cpu_info("llvm"), hint)
         self.cuda = cuda
         self.analyzer = Analyzer()
 
@@ -95,7 +97,7 @@ class _GPUScheduler(AutoScheduler):
             return
         red = list(op.reduce_axis)
         k = st.fuse(*red) if len(red) > 1 else red[0]
-        ko, ki = st.split(k, factor=_threads_for(k.dom.extent))
+        ko, ki = st.split(k, factor=_threads_for(self.ext(k)))
         if rest:
             fused = st.fuse(*rest) if len(rest) > 1 else rest[0]
             st.reorder(op.axis[0], fused, ko, ki)
@@ -111,16 +113,16 @@ class _GPUScheduler(AutoScheduler):
             return
         form = self.scatter_of(op)
         if form is not None and \
-                math.prod(iv.dom.extent for iv in form.free_axes) >= _SCATTER_MIN_FREE:
+                math.prod(self.ext(iv) for iv in form.free_axes) >= _SCATTER_MIN_FREE:
             self.scatter_gpu(st, form)
             return
-        size = math.prod(iv.dom.extent for iv in op.axis)
+        size = math.prod(self.ext(iv) for iv in op.axis)
         if self.tiled(st):
             return
         if size >= _PER_THREAD_MIN:
             self.per_thread(st)
             return
-        n_red = math.prod(iv.dom.extent for iv in op.reduce_axis)
+        n_red = math.prod(self.ext(iv) for iv in op.reduce_axis)
         if size < self.cuda.sm_count and n_red >= _TWO_LEVEL_MIN and op.num_outputs == 1:
             self.two_level(st)
             return
@@ -137,7 +139,7 @@ class _GPUScheduler(AutoScheduler):
         op = st.op
         red = list(op.reduce_axis)
         k = st.fuse(*red) if len(red) > 1 else red[0]
-        parts = min(4 * self.cuda.sm_count, k.dom.extent // 1024)
+        parts = min(4 * self.cuda.sm_count, self.ext(k) // 1024)
         ko, _ = split_parts(st, k, parts)
         partial = self.s.rfactor(op.output(0), ko)
         self.cross_thread(self.s[partial])
@@ -147,7 +149,7 @@ class _GPUScheduler(AutoScheduler):
     def flat(self, st: Stage, axes: Sequence[IterVar]) -> tuple[IterVar, IterVar]:
         """Fuse ``axes`` and bind them to blocks x threads; returns (block, thread) axes."""
         fused = st.fuse(*axes) if len(axes) > 1 else axes[0]
-        n = fused.dom.extent
+        n = self.ext(fused)
         bx, tx = st.split(fused, factor=_threads_for(n))
         _bind(st, bx, "blockIdx.x")
         _bind(st, tx, "threadIdx.x")
@@ -168,7 +170,7 @@ class _GPUScheduler(AutoScheduler):
         op = st.op
         red = list(op.reduce_axis)
         k = st.fuse(*red) if len(red) > 1 else red[0]
-        n = k.dom.extent
+        n = self.ext(k)
         ko, ki = st.split(k, factor=_threads_for(n))
         if op.axis:
             fused = st.fuse(*op.axis) if len(op.axis) > 1 else op.axis[0]
@@ -182,19 +184,19 @@ class _GPUScheduler(AutoScheduler):
         if len(op.axis) < 2 or op.num_outputs != 1 or st.relations:
             return False
         i_ax, j_ax = op.axis[-2], op.axis[-1]
-        ni, nj = i_ax.dom.extent, j_ax.dom.extent
+        ni, nj = self.ext(i_ax), self.ext(j_ax)
         outer = op.axis[:-2]
-        n_outer = math.prod(iv.dom.extent for iv in outer)
+        n_outer = math.prod(self.ext(iv) for iv in outer)
         if ni < 8 or nj < 8 or n_outer > _MAX_GRID_Z:
             return False
-        if math.prod(iv.dom.extent for iv in op.reduce_axis) < 8:
+        if math.prod(self.ext(iv) for iv in op.reduce_axis) < 8:
             return False
         vi = 4 if ni >= 64 else 2 if ni >= 32 else 1
         vj = 4 if nj >= 64 else 2 if nj >= 32 else 1
         ti = min(_TILE_THREADS, -(-ni // vi))
         tj = min(_TILE_THREADS, -(-nj // vj))
         first = op.reduce_axis[0]
-        kt = min(_KT, first.dom.extent)
+        kt = min(_KT, self.ext(first))
         # which inputs get a shared tile: affine regions within the budget
         tile = {i_ax.var: ti * vi, j_ax.var: tj * vj, first.var: kt}
         budget = self.cuda.max_shared_bytes // 2  # leave room for larger tiles' padding
@@ -243,7 +245,7 @@ class _GPUScheduler(AutoScheduler):
         tiny one not worth a copy."""
         ranging = dict(tile)
         for iv in op.reduce_axis:
-            ranging.setdefault(iv.var, iv.dom.extent)
+            ranging.setdefault(iv.var, self.ext(iv))
         out: list[tuple[Tensor, int | None]] = []
         seen: dict[Tensor, list[TensorRead]] = {}
         for n in post_order(*op.body):
@@ -260,13 +262,15 @@ class _GPUScheduler(AutoScheduler):
                 if union is None:
                     spans = None
                     break
-                spans.append(min(n_d, union[1]))
+                spans.append(min(at_hint(n_d, self.hint), at_hint(union[1], self.hint)))
             size = None
             if spans is not None and math.prod(spans) >= 2:
                 size = math.prod(spans) * t.dtype.itemsize
             out.append((t, size))
         return out
 
-def schedule_cuda(s: Schedule, cuda: CudaTarget) -> None:
-    """Bind every root stage of ``s`` to GPU threads (the rules of this module)."""
-    _GPUScheduler(s, cuda).run()
+def schedule_cuda(s: Schedule, cuda: CudaTarget, hint: Mapping[Var, int] | None = None
+                  ) -> None:
+    """Bind every root stage of ``s`` to GPU threads (the rules of this module); symbolic
+    extents are decided at ``hint``'s sizes."""
+    _GPUScheduler(s, cuda, hint).run()
