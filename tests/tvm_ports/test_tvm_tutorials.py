@@ -171,3 +171,46 @@ def test_tensor_expr_get_started(capsys: pytest.CaptureFixture[str],
                               "numpy": __import__("numpy.testing")}
     exec(compile(gpu, "tensor_expr_get_started.py (GPU section)", "exec"), scope2)
     assert "-----GPU code-----" in capsys.readouterr().out
+
+
+def test_tuple_inputs(capsys: pytest.CaptureFixture[str]) -> None:
+    import numpy as np
+
+    import tex
+
+    scope, out = _run("tuple_inputs", capsys)
+    assert "out B.v0: float32[m, n], out B.v1: float32[m, n], m: int32, n: int32" in out
+    assert "let T.v0.next = select(T.v1[i] >= val[k + i * n], T.v0[i], idx[k + i * n])" in out
+    assert "allocate B.v0: float32[n]" in out  # computed at C's rows: one row at a time
+    # the argmax reduction over symbolic extents runs at any size
+    idx, val, T0, T1 = (scope[k] for k in ("idx", "val", "T0", "T1"))
+    f = tex.build(tex.create_schedule(T0.op), [idx, val, T0, T1])
+    rng = np.random.default_rng(0)
+    for rows, cols in ((3, 5), (1, 1)):
+        v = rng.integers(-9, 9, (rows, cols)).astype("int32")
+        ix = np.tile(np.arange(cols, dtype="int32"), (rows, 1))
+        t0, t1 = np.zeros(rows, "int32"), np.zeros(rows, "int32")
+        f(ix, v, t0, t1)
+        np.testing.assert_array_equal(t1, v.max(axis=1))
+        np.testing.assert_array_equal(v[np.arange(rows), t0], v.max(axis=1))
+
+
+def test_scan(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
+
+    import tex
+
+    monkeypatch.setenv("TEX_CUDA_SIMULATE", "1")  # the cumsum kernel, checked in the script
+    scope, out = _run("scan", capsys)
+    assert "for (scan.idx, 1, m - 1)" in out and "allocate s1: float32[32]" in out
+    assert "out scan.v0: float32[m, n], out scan.v1: float32[m, l]" in out
+    assert "oob" not in out  # every read proved in bounds over the symbolic extents
+    X, s1, s2 = scope["X"], scope["s_scan1"], scope["s_scan2"]
+    f = tex.build(scope["s"], [X, s1, s2])
+    for m, n, l in ((4, 3, 2), (1, 5, 1)):
+        x = np.random.default_rng(m).standard_normal((m, n)).astype("float32")
+        a, b = np.zeros((m, n), "float32"), np.zeros((m, l), "float32")
+        f(x, a, b)
+        np.testing.assert_allclose(a, np.cumsum(x, axis=0), rtol=1e-5, atol=1e-6)
+        want = np.concatenate([[0.0], np.cumsum(a[:-1, 0])])[:, None].repeat(l, axis=1)
+        np.testing.assert_allclose(b, want, rtol=1e-5, atol=1e-6)

@@ -43,6 +43,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from ..arith import Analyzer, Bounds, Interval, dom_of
+from ..arith.bounds import extent_facts
 from ..arith.linear import AS_LE, LinearForm
 from ..dtype import DTYPES, DType, boolean
 from ..ir import fold
@@ -52,7 +53,9 @@ from ..ir.expr import (
     Compare,
     Const,
     Expr,
+    IterVar,
     Op,
+    Range,
     Reduce,
     Select,
     TensorRead,
@@ -416,7 +419,15 @@ class ReadChecker:
         """Classify every read of ``roots`` (a stage's body, its axes ranging over
         ``dom``); raise ``ValueError`` for a read that is out of bounds at some point
         of the domain where it is evaluated unconditionally (see the module docstring)."""
-        an = Analyzer(dict(dom))
+        # a shape variable that is a dimension of a tensor read is at least 1 (a call
+        # refuses an empty or negative extent), which proves reads of its first rows
+        sizes: dict[Var, Interval] = {}
+        for node in post_order(*roots):
+            if isinstance(node, TensorRead):
+                for d in node.tensor.shape:
+                    if isinstance(d, Var) and d not in dom:
+                        sizes.update(extent_facts(IterVar(d, Range(0, d))))
+        an = Analyzer({**sizes, **dom})
         guards: dict[tuple[Expr, ...], _Guard] = {}
         facts: dict[Expr, list[tuple[dict[Expr, int], int]]] = {}
         seen: set[tuple[Expr, tuple[Expr, ...]]] = set()

@@ -47,7 +47,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..arith.extent import as_expr_int, bind_extent, same_extent
+from ..arith.extent import as_expr_int, bind_extent, extent_value, same_extent
 from ..debug import InternalError, OutOfBoundsError
 from ..dtype import DTYPES, int32
 from ..ir import fold
@@ -152,7 +152,7 @@ class HostLoop:
 
     var: Var
     min: int
-    extent: int
+    extent: int | Expr  # (symbolic: set at each call)
     steps: tuple[Kernel | HostLoop, ...]
 
 
@@ -170,8 +170,10 @@ class DeviceProgram:
     error_slot: Tensor | None = None
     steps: tuple[Kernel | HostLoop, ...] = ()
 
-    def launches(self) -> Iterator[tuple[Kernel, dict[Var, int]]]:
-        """Each launch in order: the kernel and the values of the host loops around it."""
+    def launches(self, sizes: Mapping[Var, int] | None = None
+                 ) -> Iterator[tuple[Kernel, dict[Var, int]]]:
+        """Each launch in order: the kernel and the values of the host loops around it
+        (``sizes``: the shape variables' values, for a host loop of symbolic extent)."""
         stack: list[tuple[Iterator[Kernel | HostLoop], dict[Var, int]]] = \
             [(iter(self.steps or self.kernels), {})]
         while stack:
@@ -182,7 +184,12 @@ class DeviceProgram:
             elif isinstance(item, Kernel):
                 yield item, env
             else:
-                for v in reversed(range(item.min, item.min + item.extent)):
+                n = item.extent if isinstance(item.extent, int) else \
+                    extent_value(item.extent, sizes or {})
+                if n is None:
+                    raise InternalError(f"host loop {item.var.name}: no value for its "
+                                        f"extent {item.extent}")
+                for v in reversed(range(item.min, item.min + n)):
                     stack.append((iter(item.steps), {**env, item.var: v}))
 
     def bounds_error(self, slot: Sequence[int]) -> OutOfBoundsError | None:
@@ -243,13 +250,13 @@ def split_kernels(func: LoweredFunc, limits: GPULimits | None = None) -> DeviceP
             temps.append(part.buffer)  # (a scan's per-step buffers: device temporaries)
             part = part.body
         if isinstance(part, For) and part.kind is ForKind.SERIAL and \
-                isinstance(part.min, Const) and isinstance(part.extent, Const) and \
-                any(isinstance(x, For) and x.kind is ForKind.THREAD
+                isinstance(part.min, Const) and any(
+                    isinstance(x, For) and x.kind is ForKind.THREAD
                     for x in walk_stmts(part.body)):
             inner = part.body.body if isinstance(part.body, Seq) else (part.body,)
             steps = [x for sub in inner for x in split(sub, (*loop_vars, part.var))]
-            return [HostLoop(part.var, int(part.min.value), int(part.extent.value),
-                             tuple(steps))]
+            extent = int(part.extent.value) if isinstance(part.extent, Const) else part.extent
+            return [HostLoop(part.var, int(part.min.value), extent, tuple(steps))]
         k = _kernel(func, part, f"{symbol_name(func.name)}_kernel{len(kernels)}", temps,
                     limits, slot, checks, loop_vars)
         kernels.append(k)

@@ -33,7 +33,7 @@ from ..schedule.inline import Inliner
 from .body import BODY_BUILDERS, StageBody, body_kind
 from .bound import BoundInference, Region
 from .bounds_check import ReadChecker
-from .loops import Level, loops, wrap_guards
+from .loops import Level, extent_expr, loops, wrap_guards
 from .relations import check_shifted, leaf_extents, root_values
 from .stmt import (
     Allocate,
@@ -212,7 +212,8 @@ class NestBuilder:
             parts.extend(self.copy_rows(out, upd, t, 1, env)
                          for upd, out in zip(op.update, op.outputs)
                          if env.get(upd) is None or env[upd].buffer is not env[out].buffer)
-            body: Stmt = For(t, i32(n0), i32(ax.dom.extent), ForKind.SERIAL, seq(*parts))
+            body: Stmt = For(t, i32(n0), extent_expr(ax.dom.extent, int32), ForKind.SERIAL,
+                             seq(*parts))
             for buf, scope in reversed(buffers):
                 body = Allocate(buf, scope, body)
             return seq(*copies, body)

@@ -681,8 +681,11 @@ class _Unswitcher:
             for n in post_order(e):
                 if isinstance(n, TensorRead):
                     iv = self.an.bounds(n.indices[0]) if len(n.indices) == 1 else None
-                    if is_report(n.tensor) or iv is None or iv.lo is None or \
-                            iv.hi is None or iv.lo < 0 or iv.hi >= int(n.tensor.shape[0]):
+                    size = n.tensor.shape[0] if len(n.indices) == 1 else 0
+                    if is_report(n.tensor) or iv is None or iv.lo is None or iv.lo < 0 or (
+                            not self.an.at_most(n.indices[0], size - 1)
+                            if not isinstance(size, int)
+                            else iv.hi is None or iv.hi >= size):
                         got = False
                         break
                 elif isinstance(n, Binary) and n.op in (Op.DIV, Op.FLOORDIV, Op.FLOORMOD) \

@@ -611,7 +611,7 @@ class CudaFunction(ModuleAPI):
                 owned.append(dev)
                 driver.to_device(dev, record.ctypes.data, record.nbytes)
                 values[slot] = ctypes.c_uint64(dev)
-            for k, loops in self.program.launches():
+            for k, loops in self.program.launches(sizes):
                 for v, x in loops.items():  # (a host loop's value: a scan's step)
                     values[v] = v.dtype.ctype(x)
                 args = [values[p.buffer if isinstance(p, BufferParam) else p.var]

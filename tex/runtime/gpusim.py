@@ -345,7 +345,7 @@ def simulate(program: DeviceProgram, arrays: Sequence[Any]) -> None:
     slot = program.error_slot
     if slot is not None:
         mem[slot] = _Memory(slot.name, np.zeros(2, np.int64), "global")
-    for kernel, loops in program.launches():
+    for kernel, loops in program.launches({v: int(x) for v, x in scalars.items()}):
         grid = kernel.launch_grid({v: int(x) for v, x in scalars.items()})
         if 0 in grid:
             continue  # (an empty grid: a symbolic extent of 0)

@@ -94,7 +94,8 @@ def scan(init: Any, update: Any, state_placeholder: Any, inputs: Any = None,
             raise ValueError(f"{where}: {s.shape[0]} steps from {i.shape[0]} initial rows; "
                              f"state 0 has {steps} from {init_len}")
     assert steps is not None and init_len is not None
-    if not 1 <= init_len <= steps:
+    if not isinstance(init_len, int) or init_len < 1 or \
+            isinstance(steps, int) and init_len > steps:
         raise ValueError(f"scan '{name}': the inits have {init_len} rows for {steps} steps; "
                          "give at least one and at most all")
     state_ops = {s.op for s in states}

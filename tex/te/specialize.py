@@ -330,6 +330,10 @@ def bind_shape_vars(placeholders: Sequence[Tensor], shapes: Mapping[Tensor, tupl
                 bind(e, int(n), (t, d, got))
             elif isinstance(e, Expr):
                 pending.append((t, d, e, int(n)))
+            if not isinstance(e, int) and n < 1:
+                # (the bounds proofs assume what static shapes require: positive extents)
+                raise ValueError(f"{who}: {where(t, d, got)}: extents must be positive, got "
+                                 f"{n} for {e}")
     # compound dimensions: solve a*n + b for a variable nothing bound, then check
     progress = True
     while progress:
