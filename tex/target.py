@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CPUInfo", "cpu_info", "host_cores", "with_caches", "CudaTarget",
+__all__ = ["CPUInfo", "cpu_info", "cuda", "host_cores", "with_caches", "CudaTarget",
            "parse_cuda_target", "KNOWN_CUDA_ARCHS", "TARGET_KINDS", "target_kind", "Target",
            "TargetKind", "resolve_target"]
 
@@ -154,6 +154,18 @@ class Target:
 
     def __hash__(self) -> int:
         return hash(self.text)
+
+
+def cuda(model: str = "unknown", arch: str | None = None,
+         options: str | list[str] | None = None) -> Target:
+    """TVM's ``tvm.target.cuda()``: a CUDA target (``arch="sm_80"``; ``model`` names the GPU
+    in TVM and changes nothing here; ``options``: more ``-key=value`` words)."""
+    words = ["cuda"]
+    if arch is not None:
+        words.append(f"-arch={arch}")
+    if options:
+        words += [options] if isinstance(options, str) else list(options)
+    return Target(" ".join(words))
 
 
 def _from_dict(config: dict[str, Any]) -> str:

@@ -214,3 +214,21 @@ def test_scan(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatc
         np.testing.assert_allclose(a, np.cumsum(x, axis=0), rtol=1e-5, atol=1e-6)
         want = np.concatenate([[0.0], np.cumsum(a[:-1, 0])])[:, None].repeat(l, axis=1)
         np.testing.assert_allclose(b, want, rtol=1e-5, atol=1e-6)
+
+
+def test_intrin_math(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out = _run("intrin_math", capsys)
+    # both kernels take n as a parameter and guard the last block; the extern __expf call
+    # and te.exp both reach the hardware's exponential
+    assert out.count(".visible .entry myexp_kernel0(") == 2
+    assert out.count("ex2.approx") >= 2
+
+
+def test_intro_topi(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEX_CUDA_SIMULATE", "1")  # the reduce kernel, checked in the script
+    scope, out = _run("intro_topi", capsys)
+    assert "func main(A: float32[n, m], n: int32, m: int32)" in out
+    assert "allocate B: float32[n]" in out  # an output left out of args is a temporary
+    assert "thread for [blockIdx.x]" in out and "T_softmax_norm" in out
+    assert "T_relu" in out and "conv2d_nchw" in out
+    assert len(scope["sg"].stages) >= 5

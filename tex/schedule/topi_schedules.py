@@ -24,7 +24,7 @@ from typing import Any
 
 from ..ir.tensor import Tensor
 from ..target import Target, resolve_target, target_kind
-from ..topi.nn import conv2d_nchw
+from ..topi.nn import batch_matmul, conv2d_nchw, conv2d_nhwc, dense
 from ..tvm_names import INSTEAD, missing
 from .auto import auto_schedule
 from .schedule import Schedule
@@ -201,6 +201,11 @@ def _namespace(short: str) -> TopiTargetModule:
     functions: dict[str, Any] = {
         name: _schedule_function(module, name, what, pick, on)
         for name, what in {**COMMON, **EXTRA[short]}.items()}
+    if short in ("cuda", "x86"):
+        # TVM's per-target computes: tex's computes serve every target (the schedule is
+        # where targets differ)
+        functions.update(conv2d_nchw=conv2d_nchw, conv2d_nhwc=conv2d_nhwc, dense=dense,
+                         batch_matmul=batch_matmul)
     if short == "generic":
         functions["default_schedule"] = _default_schedule(module)
         # TVM keeps it in topi.generic.default
