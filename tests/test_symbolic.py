@@ -430,3 +430,48 @@ def test_gpu_thread_blocks_stay_constant() -> None:
     s[B].bind(B.op.axis[0], tex.thread_axis("threadIdx.x"))
     with pytest.raises(ValueError, match=r"threadIdx.x has the symbolic extent n"):
         tex.build(s, [A, B], target="cuda")
+
+
+# -- scans ------------------------------------------------------------------------------------
+
+def _rnn(steps, batch):  # type: ignore[no-untyped-def]
+    h = 3
+    X = tex.placeholder((steps, batch, h), "float64", name="X")
+    W = tex.placeholder((h, h), "float64", name="W")
+    S = tex.placeholder((steps, batch, h), "float64", name="S")
+    init = tex.compute((1, batch, h), lambda _, i, j: X[0, i, j], name="init")
+    k = tex.reduce_axis((0, h), name="k")
+    mv = tex.compute((steps, batch, h),
+                     lambda t, i, j: tex.sum(S[t - 1, i, k] * W[j, k], axis=k), name="mv")
+    upd = tex.compute((steps, batch, h), lambda t, i, j: tex.tanh(mv[t, i, j] + X[t, i, j]),
+                      name="upd")
+    return tex.scan(init, upd, S), X, W
+
+
+def test_a_recurrence_over_a_symbolic_batch_and_its_gradient() -> None:
+    b = tex.size_var("b")
+    out, X, W = _rnn(5, b)
+    L = topi.sum(out * out)
+    for size in (1, 3):
+        check_grad(L, [X, W], data={b: size})
+    grads = tex.differentiate(L, [X, W])
+    f = tex.build(tex.schedule.auto_schedule([L, *grads]), [X, W, L, *grads])
+    for size in (1, 4):
+        x, w = _rand(5, size, 3, dtype="float64"), _rand(3, 3, seed=1, dtype="float64")
+        got = [np.zeros(()), np.zeros((5, size, 3)), np.zeros((3, 3))]
+        f(x, w, *got)
+        for g, e in zip(got, evaluate([L, *grads], {X: x, W: w})):
+            np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-12)
+
+
+def test_a_recurrence_over_symbolic_steps() -> None:
+    m = tex.size_var("m")
+    out, X, W = _rnn(m, 2)
+    f = tex.build(tex.schedule.auto_schedule(out), [X, W, out])
+    for steps in (1, 6):  # one step: the init only (an empty time axis)
+        x, w = _rand(steps, 2, 3, dtype="float64"), _rand(3, 3, seed=1, dtype="float64")
+        got = np.zeros((steps, 2, 3))
+        f(x, w, got)
+        np.testing.assert_allclose(got, evaluate(out, {X: x, W: w}), rtol=1e-12)
+    with pytest.raises(tex.autodiff.DifferentiationError, match="runs m steps, a symbolic"):
+        tex.differentiate(topi.sum(out), [W])

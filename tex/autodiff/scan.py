@@ -58,6 +58,7 @@ def scan_contributions(t: Tensor, deps: Sequence[Tensor], adj: Tensor,
             f"through a scan only a head of the output's shape {t.shape} is supported "
             "(differentiate a scalar loss, or one output element at a time)")
     steps, n0 = t.shape[0], op.init_len
+    _constant_steps(op, "differentiate")
     name = grad_name(op.name)
     heads = [adj if k == t.value_index else None for k in range(op.num_outputs)]
     step = _Step(op, name) if steps > n0 else None
@@ -96,6 +97,7 @@ def scan_tangents(op: ScanOp, tan: Mapping[Tensor, Tensor],
     their own: ``Ṡ[t] = (∂U/∂S) Ṡ[<t] + (∂U/∂D) Ḋ`` from the inits' tangents, its step the
     tangent of one recomputed step re-indexed from ``r`` to ``t = r + n0``."""
     steps, n0 = op.shapes[0][0], op.init_len
+    _constant_steps(op, "jvp")
     name = grad_name(op.name)
     zero = [compute(s, lambda *i, d=d: fold.const(0, d), name=f"{name}_zero{k}",
                     tag="gradient") for k, (s, d) in enumerate(zip(op.shapes, op.dtypes))]
@@ -156,6 +158,18 @@ def scan_tangents(op: ScanOp, tan: Mapping[Tensor, Tensor],
         updates.append(compute(shape, body, name=f"{name}_tupd{k}", tag="gradient"))
     outs = scan(inits, updates, TS, name=f"{name}_tangent")
     return outs if isinstance(outs, list) else [outs]
+
+
+def _constant_steps(op: ScanOp, who: str) -> None:
+    """A ``DifferentiationError`` for a scan over a symbolic number of steps: the adjoint
+    and tangent recurrences are re-indexed by the step count (its other axes may be
+    symbolic)."""
+    steps = op.shapes[0][0]
+    if not isinstance(steps, int):
+        raise DifferentiationError(
+            f"{who}: the scan '{op.name}' runs {steps} steps, a symbolic count; its "
+            "derivative needs a constant number of steps (tex.specialize(outputs, "
+            "{...: steps}) fixes it; the other dimensions may stay symbolic)")
 
 
 class _Step:

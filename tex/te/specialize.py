@@ -131,10 +131,10 @@ class _Specializer:
         self.iter_vars: dict[IterVar, IterVar] = {}
 
     # -- extents and expressions -------------------------------------------------------
-    def extent(self, e: Extent, where: str) -> Extent:
+    def extent(self, e: Extent, where: str, least: int = 1) -> Extent:
         got = bind_extent(e, self.bind)
         if isinstance(got, int) and not isinstance(e, int):
-            if got <= 0:
+            if got < least:
                 raise ValueError(f"{self.who}: {where} is {e} = {got} with "
                                  f"{self._show_bind(e)}; extents must be positive")
             if got > _INT32_MAX:
@@ -148,11 +148,12 @@ class _Specializer:
     def shape(self, shape: Sequence[Extent], what: str) -> Shape:
         return Shape(self.extent(d, f"dimension {k} of {what}") for k, d in enumerate(shape))
 
-    def iter_var(self, iv: IterVar, what: str) -> IterVar:
+    def iter_var(self, iv: IterVar, what: str, least: int = 1) -> IterVar:
         new = self.iter_vars.get(iv)
         if new is None:
             lo = bind_extent(iv.dom.min, self.bind)
-            extent = self.extent(iv.dom.extent, f"the extent of {what} '{iv.var.name}'")
+            extent = self.extent(iv.dom.extent, f"the extent of {what} '{iv.var.name}'",
+                                 least)
             var = Var(iv.var.name, iv.var.dtype, iv.var.kind)
             new = self.iter_vars[iv] = IterVar(var, Range(lo, extent))
             self.consts[iv.var] = var
@@ -221,7 +222,8 @@ class _Specializer:
             self.op(s.op)
         for b in op.body_ops:
             self.op(b)
-        axis = self.iter_var(op.scan_axis, f"scan '{op.name}', the time axis")
+        # (a scan of as many rows as its inits has no steps: its time axis may be empty)
+        axis = self.iter_var(op.scan_axis, f"scan '{op.name}', the time axis", least=0)
         t = self.table
         return ScanOp(op.name, axis, [t.get(x, x) for x in op.init],
                       [t.get(x, x) for x in op.update],
