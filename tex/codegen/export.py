@@ -12,6 +12,7 @@ library's description).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import llvmlite.binding as llvm
 
@@ -20,6 +21,14 @@ from .host import LLVM_LOCK, host_target
 
 __all__ = ["linked_object", "pic_linked_object", "pic_object", "pic_objects",
            "string_constant_ir"]
+
+
+def _pic_machine(host: Any, reduced: bool) -> llvm.TargetMachine:
+    """The host's target machine for position-independent code (-O1 when ``reduced``;
+    ``host``: ``host_target()``, asked outside the LLVM lock)."""
+    return llvm.Target.from_triple(host.triple).create_target_machine(
+        cpu=host.cpu, features=host.features, opt=1 if reduced else 3, reloc="pic",
+        codemodel="default")
 
 
 def pic_object(text: str, reduced: bool = False) -> bytes:
@@ -32,10 +41,7 @@ def pic_object(text: str, reduced: bool = False) -> bytes:
             mod = llvm.parse_assembly(text, context=context)
             try:
                 mod.verify()
-                tm = llvm.Target.from_triple(host.triple).create_target_machine(
-                    cpu=host.cpu, features=host.features, opt=1 if reduced else 3,
-                    reloc="pic", codemodel="default")
-                return bytes(tm.emit_object(mod))
+                return bytes(_pic_machine(host, reduced).emit_object(mod))
             finally:
                 mod.close()
         finally:
@@ -56,10 +62,7 @@ def linked_object(texts: Sequence[str], reduced: bool = False) -> bytes:
                 for other in mods[1:]:
                     main.link_in(other, preserve=True)
                 main.verify()
-                tm = llvm.Target.from_triple(host.triple).create_target_machine(
-                    cpu=host.cpu, features=host.features, opt=1 if reduced else 3,
-                    reloc="pic", codemodel="default")
-                return bytes(tm.emit_object(main))
+                return bytes(_pic_machine(host, reduced).emit_object(main))
             finally:
                 for m in mods:
                     m.close()

@@ -541,15 +541,7 @@ class CudaFunction(ModuleAPI):
     def _plan(self, arrays: Sequence[Any]) -> list[tuple[ArgSpec, Any, str, int]]:
         """Every argument checked (before the driver is touched): (spec, value, how, ptr)."""
         specs = self._specs
-        shapes = self._shapes
-        if len(arrays) != len(specs) and not (
-                shapes.derived and len(arrays) == len(specs) - shapes.derived):
-            takes = f"{len(specs)} arguments" if not shapes.derived else \
-                f"{len(specs) - shapes.derived} arguments (or {len(specs)}, with the shape " \
-                "variables)"
-            raise TypeError(f"{self.name}() takes {takes} ({self._signature()}) but "
-                            f"{len(arrays)} were given")
-        sizes = shapes.bind(specs, arrays) if shapes.symbolic else None
+        sizes = self._shapes.check_call(specs, arrays, self._signature)
         if sizes is not None:  # this call's shapes
             specs = tuple(dataclasses.replace(sp, shape=sizes.shapes[sp.position])
                           if sp.is_buffer else sp for sp in specs)

@@ -100,6 +100,20 @@ class SymbolicShapes:
                 break
             self.derived += 1
 
+    def check_call(self, specs: Sequence[ArgSpec], arrays: Sequence[Any],
+                   signature: Callable[[], str]) -> _Sizes | None:
+        """The argument count checked (the derived shape variables may be left out), and
+        this call's sizes (None without symbolic shapes); ``signature()`` describes the
+        arguments in the message."""
+        if len(arrays) != len(specs) and not (
+                self.derived and len(arrays) == len(specs) - self.derived):
+            takes = f"{len(specs)} arguments" if not self.derived else \
+                f"{len(specs) - self.derived} arguments (or {len(specs)}, with the shape " \
+                "variables)"
+            raise TypeError(f"{self.name}() takes {takes} ({signature()}) but "
+                            f"{len(arrays)} were given")
+        return self.bind(specs, arrays) if self.symbolic else None
+
     def bind(self, specs: Sequence[ArgSpec], arrays: Sequence[Any]) -> _Sizes:
         """The shapes every buffer argument must have at this call, and the values of the
         derived parameters; ``ValueError`` naming the arguments that disagree. Remembered
@@ -519,15 +533,7 @@ class BuiltFunction(ModuleAPI):
         """The C arguments after every check (``TypeError``/``ValueError`` naming the
         argument that fails one)."""
         specs = self._specs
-        shapes = self._shapes
-        if len(arrays) != len(specs) and not (
-                shapes.derived and len(arrays) == len(specs) - shapes.derived):
-            takes = f"{len(specs)} arguments" if not shapes.derived else \
-                f"{len(specs) - shapes.derived} arguments (or {len(specs)}, with the shape " \
-                "variables)"
-            raise TypeError(f"{self.name}() takes {takes} ({self._signature()}) but "
-                            f"{len(arrays)} were given")
-        sizes = shapes.bind(specs, arrays) if shapes.symbolic else None
+        sizes = self._shapes.check_call(specs, arrays, self._signature)
         cargs: list[Any] = []
         spans: list[tuple[int, int, int]] = []
         for spec, a in zip(specs, arrays):

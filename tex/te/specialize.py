@@ -40,23 +40,14 @@ _INT32_MAX = 2**31 - 1
 
 def _op_exprs(op: Operation) -> list[Any]:
     """The extents and expressions of one operation (not those of its inputs)."""
-    if isinstance(op, PlaceholderOp):
-        return list(op.shape)
+    out = _extents(op)
     if isinstance(op, ComputeOp):
-        out: list[Any] = [iv.dom.min for iv in op.axis] + [iv.dom.extent for iv in op.axis]
-        for iv in op.reduce_axis:
-            out += [iv.dom.min, iv.dom.extent]
-        return out + op.body
-    if isinstance(op, ExternOp):
-        out = [e for b in (*op.in_buffers, *op.out_buffers) for e in b.shape]
-        return out + [a for a in op.call.args if isinstance(a, Expr)]
-    if isinstance(op, ScanOp):
-        out = [op.scan_axis.dom.min, op.scan_axis.dom.extent]
-        out += [e for s in op.shapes for e in s]
-        for b in op.body_ops:
-            out += _op_exprs(b)
-        return out
-    return []
+        out += op.body
+    elif isinstance(op, ExternOp):
+        out += [a for a in op.call.args if isinstance(a, Expr)]
+    elif isinstance(op, ScanOp):
+        out += [e for b in op.body_ops if isinstance(b, ComputeOp) for e in b.body]
+    return out
 
 
 def free_vars(tensors: Sequence[Tensor]) -> list[Var]:

@@ -38,8 +38,8 @@ from ..ir.feed import resolve_feed
 from ..ir.tensor import PlaceholderOp, Tensor, TensorSlice
 from ..ir.visit import topo_sort_ops
 from ..te import placeholder
-from ..te.specialize import bind_shape_vars, check_binding, free_vars, shape_vars
-from .interpreter import bind_feed, evaluate
+from ..te.specialize import free_vars
+from .interpreter import bind_feed, evaluate, feed_sizes
 from .widen import float64_copy
 
 __all__ = ["check_grad", "PRECISIONS"]
@@ -247,30 +247,11 @@ def _shape_binding(out: Tensor, inputs: Sequence[Tensor], data: Mapping[Any, Any
     variables: those entries and what the arrays' shapes say (``{}`` when the DAG's shapes
     are all ints)."""
     tensors = [out, *inputs]
-    free = {v.name: v for v in free_vars(tensors)}
-    if not free:
+    if not free_vars(tensors):
         return data, {}
     ops = topo_sort_ops(tensors)
     placeholders = [op.output(0) for op in ops if isinstance(op, PlaceholderOp)]
-    names = {t.name for t in placeholders}
-    given: dict[Var, Any] = {}
-    rest: dict[Any, Any] = {}
-    for key, value in data.items():
-        if isinstance(key, Var):
-            given[key] = value
-        elif isinstance(key, str) and key in free and key not in names:
-            given[free[key]] = value
-        else:
-            rest[key] = value
-    arrays = resolve_feed(placeholders, rest, "check_grad")
-    shapes = {t: tuple(a.shape) for t, a in arrays.items() if isinstance(a, np.ndarray)}
-    bound = bind_shape_vars([t for t in placeholders if t in shapes], shapes,
-                            check_binding(given, "check_grad"), "check_grad")
-    missing = [v.name for v in shape_vars(tensors) if v not in bound]
-    if missing:
-        raise ValueError(f"check_grad: no value for the shape variable '{missing[0]}'; give "
-                         f"it in data ({{{missing[0]}: 8}}) or an array that has it as a "
-                         "dimension")
+    bound, _, rest = feed_sizes(tensors, placeholders, data, "check_grad", "data")
     return rest, bound
 
 

@@ -245,12 +245,24 @@ def _evaluate_scan(op: ScanOp, values: Mapping[Tensor, np.ndarray]) -> list[np.n
 def specialized(outputs: Sequence[Tensor], ops: Sequence[Operation], feed: Mapping[Any, Any],
                 who: str) -> tuple[list[Tensor], dict[Any, Any]]:
     """A DAG with free variables (symbolic shapes, ``tex.var`` in bodies) at the values the
-    feed gives: ``{var: int}`` entries (or by the variable's name, when no placeholder has
-    it) and the shapes of the placeholders' arrays (``tex.te.specialize``). Returns the
-    specialized outputs and the feed keyed by their placeholders."""
+    feed gives (``feed_sizes``), through ``tex.te.specialize``. Returns the specialized
+    outputs and the feed keyed by their placeholders."""
     placeholders = [op.output(0) for op in ops if isinstance(op, PlaceholderOp)]
+    bound, arrays, _ = feed_sizes(outputs, placeholders, feed, who, "the feed")
+    new_outputs, table = specialize_dag(outputs, bound, who)
+    return new_outputs, {table[t]: a for t, a in arrays.items()}
+
+
+def feed_sizes(tensors: Sequence[Tensor], placeholders: Sequence[Tensor],
+               feed: Mapping[Any, Any], who: str, where: str
+               ) -> tuple[dict[Var, int], dict[Tensor, Any], dict[Any, Any]]:
+    """The values of the free variables of the DAG of ``tensors``: the feed's ``{var: int}``
+    entries (or by the variable's name, when no placeholder has it) and what the shapes of
+    the placeholders' arrays say. Returns them, the arrays by placeholder, and the feed
+    without its variable entries; a ``ValueError`` when a shape variable gets no value
+    (``where``: how the message names the feed)."""
     names = {t.name for t in placeholders}
-    free = {v.name: v for v in free_vars(outputs)}
+    free = {v.name: v for v in free_vars(tensors)}
     given: dict[Var, Any] = {}
     rest: dict[Any, Any] = {}
     for key, value in feed.items():
@@ -260,17 +272,16 @@ def specialized(outputs: Sequence[Tensor], ops: Sequence[Operation], feed: Mappi
             given[free[key]] = value
         else:
             rest[key] = value
-    given = check_binding(given, who)
     arrays = resolve_feed(placeholders, rest, who)
     shapes = {t: tuple(a.shape) for t, a in arrays.items() if isinstance(a, np.ndarray)}
-    bound = bind_shape_vars([t for t in placeholders if t in shapes], shapes, given, who)
-    for v in shape_vars(outputs):
+    bound = bind_shape_vars([t for t in placeholders if t in shapes], shapes,
+                            check_binding(given, who), who)
+    for v in shape_vars(tensors):
         if v not in bound:
             raise ValueError(f"{who}: no value for the shape variable '{v.name}' (no array "
-                             f"has a dimension that is '{v.name}'); give it in the feed: "
+                             f"has a dimension that is '{v.name}'); give it in {where}: "
                              f"{{{v.name}: value}}")
-    new_outputs, table = specialize_dag(outputs, bound, who)
-    return new_outputs, {table[t]: a for t, a in arrays.items()}
+    return bound, arrays, rest
 
 
 def _as_tensors(tensors: Any) -> tuple[list[Tensor], bool]:
