@@ -29,42 +29,17 @@ from hypothesis import strategies as st
 import tex
 from tex import topi
 
-from fuzz_programs import UNARY
+from fuzz_programs import UNARY, Program
 
 Draw = Callable[[st.SearchStrategy[Any]], Any]
 
 
 @dataclass(eq=False)
-class SymbolicProgram:
+class SymbolicProgram(Program):
     """A generated program over the batch variable ``n``."""
 
-    dtype: str
-    n: Any
-    inputs: list[tex.Tensor] = field(default_factory=list)
-    computes: list[tex.Tensor] = field(default_factory=list)
+    n: Any = None
     templates: list[str] = field(default_factory=list)
-
-    @property
-    def out(self) -> tex.Tensor:
-        return self.computes[-1]
-
-    def placeholder(self, shape: tuple[Any, ...]) -> tex.Tensor:
-        t = tex.placeholder(shape, self.dtype, name=f"P{len(self.inputs)}")
-        self.inputs.append(t)
-        return t
-
-    def used_inputs(self) -> list[tex.Tensor]:
-        ops = set(tex.graph(self.out).nodes)
-        return [p for p in self.inputs if p.op in ops]
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(repr(self))
-
-    def __repr__(self) -> str:
-        lines = [f"SymbolicProgram({self.dtype}, templates={self.templates})"]
-        lines += [f"  {p.name}{p.shape}" for p in self.inputs]
-        lines += [f"  {t}" for t in self.computes]
-        return "\n".join(lines)
 
 
 def _width(t: tex.Tensor) -> int:
@@ -116,7 +91,7 @@ def _step(draw: Draw, prog: SymbolicProgram, x: tex.Tensor) -> tex.Tensor:
 def symbolic_programs(draw: Draw, dtypes: tuple[str, ...] = ("float64",),
                       max_steps: int = 5) -> SymbolicProgram:
     """A random program over ``n = tex.size_var("n")`` (module docstring)."""
-    prog = SymbolicProgram(draw(st.sampled_from(dtypes)), tex.size_var("n"))
+    prog = SymbolicProgram(draw(st.sampled_from(dtypes)), n=tex.size_var("n"))
     x = prog.placeholder((prog.n, draw(st.integers(1, 5))))
     if draw(st.booleans()):
         prog.placeholder((prog.n, _width(x)))
