@@ -475,3 +475,19 @@ def test_a_recurrence_over_symbolic_steps() -> None:
         np.testing.assert_allclose(got, evaluate(out, {X: x, W: w}), rtol=1e-12)
     with pytest.raises(tex.autodiff.DifferentiationError, match="runs m steps, a symbolic"):
         tex.differentiate(topi.sum(out), [W])
+
+
+def test_split_points_simplify() -> None:
+    n = tex.size_var("n")
+    assert str(simplify(tex.min(n // 8, (n + 7) // 8))) == "n // 8"
+    assert str(simplify(tex.max(n // 8, (n + 7) // 8))) == "(n + 7) // 8"
+    m = tex.var("m")  # a dimension of an argument: at least 1 in the lowered function
+    A = tex.placeholder((m,), name="A")
+    C = tex.compute((m,), lambda i: A[i] * 2.0, name="C")
+    s = tex.create_schedule(C.op)
+    o, i = s[C].split(C.op.axis[0], factor=4)
+    s[C].parallel(o)
+    s[C].vectorize(i)
+    text = str(tex.lower(s, [A, C], simple_mode=True))
+    assert "parallel for (i.outer, 0, m // 4)" in text, text  # the guard-free part
+    assert "for (i.outer, m // 4, (m + 3) // 4 - m // 4)" in text, text  # the tail

@@ -39,7 +39,8 @@ if TYPE_CHECKING:
     from .rules import Analyzer
 
 __all__ = ["refold", "bounds_point", "canonical_linear", "floordiv_const", "floormod_const",
-           "truncdiv_const", "divmod_by_bounds", "minmax_by_bounds", "minmax_consts",
+           "truncdiv_const", "divmod_by_bounds", "minmax_by_bounds", "minmax_floordiv",
+           "minmax_consts",
            "compare_linear", "compare_bool"]
 
 
@@ -310,6 +311,28 @@ def minmax_by_bounds(node: Expr, an: Analyzer) -> Expr | None:
         diff = an.linear_bounds(an.linear(a).sub(an.linear(b)))
     else:
         diff = an.bounds(a).sub(an.bounds(b))
+    if diff.lo is not None and diff.lo >= 0:  # a >= b
+        return a if node.op is Op.MAX else b
+    if diff.hi is not None and diff.hi <= 0:  # a <= b
+        return b if node.op is Op.MAX else a
+    return None
+
+
+@for_ops(Op.MIN, Op.MAX)
+def minmax_floordiv(node: Expr, an: Analyzer) -> Expr | None:
+    """Decide ``min``/``max`` of two quotients by one positive constant: floor division is
+    monotone, so the larger numerator gives the larger quotient."""
+    # min(n // 8, (n + 7) // 8) -> n // 8 (a symbolic split's tail point)
+    if not (isinstance(node, Binary) and node.op in (Op.MIN, Op.MAX) and is_index(node)):
+        return None
+    a, b = node.a, node.b
+    if not (isinstance(a, Binary) and isinstance(b, Binary) and
+            a.op is b.op is Op.FLOORDIV):
+        return None
+    c = const_int(a.b)
+    if c is None or c <= 0 or const_int(b.b) != c:
+        return None
+    diff = an.linear_bounds(an.linear(a.a).sub(an.linear(b.a)))
     if diff.lo is not None and diff.lo >= 0:  # a >= b
         return a if node.op is Op.MAX else b
     if diff.hi is not None and diff.hi <= 0:  # a <= b

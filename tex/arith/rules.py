@@ -67,6 +67,7 @@ from .index_rules import (
     floormod_const,
     minmax_by_bounds,
     minmax_consts,
+    minmax_floordiv,
     refold,
     truncdiv_const,
 )
@@ -629,7 +630,7 @@ FAMILIES: dict[str, RuleTable] = {name: RuleTable(name, rules) for name, rules i
     "bounds": {t: (bounds_point,) for t in (Binary, Unary, Compare, Select, Cast, Var)},
     "linear": {Binary: (canonical_linear,), Unary: (canonical_linear,)},
     "divmod": {Binary: (floordiv_const, floormod_const, truncdiv_const, divmod_by_bounds)},
-    "minmax": {Binary: (minmax_by_bounds, minmax_consts)},
+    "minmax": {Binary: (minmax_by_bounds, minmax_floordiv, minmax_consts)},
     "compare": {Compare: (compare_linear, compare_bool)},
     "logic": {Binary: (and_or,), Unary: (not_chain,)},
     "select": {Select: (select_bool, select_nested)},

@@ -10,15 +10,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from ..arith import Analyzer, Interval, range_interval
+from ..arith.bounds import extent_facts
 from ..arith.linear import AS_LE
 from ..arith.logic_rules import chain_operands
 from ..ir import fold
-from ..ir.expr import Binary, Compare, Const, Expr, Op, Range, Select, TensorRead, Var
+from ..ir.expr import Binary, Compare, Const, Expr, IterVar, Op, Range, Select, TensorRead, Var
 from ..ir.tensor import Tensor
 from ..ir.visit import post_order, rewrite, substitute
 from .bounds_check import is_report
 from .stmt import (
     Allocate,
+    BufferParam,
     For,
     ForKind,
     IfThenElse,
@@ -74,13 +76,25 @@ def loop_domains(body: Stmt) -> dict[Var, Interval]:
     return dom
 
 
+def function_domains(func: LoweredFunc) -> dict[Var, Interval]:
+    """``loop_domains`` of the function's body, and what its arguments' shapes say of its
+    shape variables: one that is a dimension is at least 1 (a call refuses less)."""
+    dom = loop_domains(func.body)
+    for p in func.params:
+        if isinstance(p, BufferParam):
+            for d in p.tensor.shape:
+                if isinstance(d, Var) and d not in dom:
+                    dom.update(extent_facts(IterVar(d, Range(0, d))))
+    return dom
+
+
 def _as_int(e: Expr) -> int | Expr:
     return int(e.value) if isinstance(e, Const) else e
 
 
 def simplify_pass(func: LoweredFunc) -> LoweredFunc:
     """Indices and conditions simplified on the loop domains (tex.arith rules, no sympy)."""
-    an = Analyzer(loop_domains(func.body))
+    an = Analyzer(function_domains(func))
     # (original node -> result) for every sub-term, shared by all the function's
     # expressions: an index term common to many statements is simplified once
     memo: dict[Expr, Expr] = {}
@@ -321,7 +335,7 @@ def partition_loops(func: LoweredFunc) -> LoweredFunc:
     ``for (o, 12, 1) { if (...) s }``. Only guards in or around vectorized loops are
     considered (split remainders of vectorized axes), and only the guard-free middle part is
     partitioned further, so code grows at most threefold per loop."""
-    dom = loop_domains(func.body)
+    dom = function_domains(func)
     an = Analyzer(dom)
     vector_memo: dict[Stmt, bool] = {}  # statement -> whether it holds a vectorized loop
 
@@ -481,7 +495,7 @@ def tighten_vector_loops(func: LoweredFunc) -> LoweredFunc:
     over just the range where they hold: ``vectorized for (v, 0, 8) { if (v + 24*8 < 197)
     s }`` (a split remainder ``partition_loops`` peeled) -> ``vectorized for (v, 0, 5) s``,
     a narrower vector instead of masked loads and stores on every access."""
-    dom = loop_domains(func.body)
+    dom = function_domains(func)
     an = Analyzer(dom)
 
     def visit(s: Stmt) -> Nested[Stmt]:
@@ -659,7 +673,7 @@ def hoist_checks(func: LoweredFunc) -> LoweredFunc:
     if not _has_checks(func) or any(isinstance(st, For) and st.kind is ForKind.THREAD
                                      for st in walk_stmts(func.body)):
         return func  # on a GPU an if around a loop could split a block at its barriers
-    body = run_nested(_Unswitcher(Analyzer(loop_domains(func.body))).visit(func.body))
+    body = run_nested(_Unswitcher(Analyzer(function_domains(func))).visit(func.body))
     return LoweredFunc(func.name, func.params, body, func.attrs)
 
 
