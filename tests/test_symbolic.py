@@ -491,3 +491,22 @@ def test_split_points_simplify() -> None:
     text = str(tex.lower(s, [A, C], simple_mode=True))
     assert "parallel for (i.outer, 0, m // 4)" in text, text  # the guard-free part
     assert "for (i.outer, m // 4, (m + 3) // 4 - m // 4)" in text, text  # the tail
+
+
+def test_calls_at_a_remembered_size_are_still_checked() -> None:
+    n = tex.size_var("n")
+    A = tex.placeholder((n, 4), name="A")
+    C = tex.compute((n, 4), lambda i, j: A[i, j] * 2.0, name="C")
+    f = tex.build(tex.create_schedule(C.op), [A, C])
+    a, c = _rand(3, 4), np.zeros((3, 4), np.float32)
+    f(a, c)  # remembered: the next calls at (3, 4) take the fast path
+    f(a, c)
+    np.testing.assert_array_equal(c, 2 * a)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        f(a, np.zeros((4, 3), np.float32).T)
+    with pytest.raises(ValueError, match="shares memory"):
+        f(a, a)
+    with pytest.raises(TypeError, match="dtype float32"):
+        f(a.astype(np.float64), c)
+    with pytest.raises(ValueError, match="gives n = 2"):
+        f(_rand(3, 4), np.zeros((2, 4), np.float32))

@@ -99,6 +99,16 @@ class SymbolicShapes:
             if isinstance(a, Tensor) or a not in vars_:
                 break
             self.derived += 1
+        # the fast path of a new size: when every dimension of a buffer argument is an int
+        # or a shape variable (no compound dimension, no shape variable among the scalars
+        # the caller passes), binding is a walk over the arrays' shapes; anything else
+        # takes the general rule (which also names what is wrong)
+        self._plain: tuple[tuple[int, tuple[int | Var, ...]], ...] | None = tuple(
+            (k, tuple(a.shape)) for k, (a, _) in enumerate(signature) if isinstance(a, Tensor))
+        passed = signature[:len(signature) - self.derived]
+        if any(not isinstance(d, (int, Var)) for _, dims in self._plain for d in dims) or \
+                any(isinstance(a, Var) and a in vars_ for a, _ in passed):
+            self._plain = None
 
     def check_call(self, specs: Sequence[ArgSpec], arrays: Sequence[Any],
                    signature: Callable[[], str]) -> _Sizes | None:
@@ -136,6 +146,40 @@ class SymbolicShapes:
         return sizes
 
     def _bind(self, specs: Sequence[ArgSpec], arrays: Sequence[Any]) -> _Sizes:
+        if self._plain is not None and len(arrays) == len(specs) - self.derived:
+            fast = self._plain_bind(specs, arrays)
+            if fast is not None:
+                return fast
+        return self._general_bind(specs, arrays)
+
+    def _plain_bind(self, specs: Sequence[ArgSpec], arrays: Sequence[Any]) -> _Sizes | None:
+        """The sizes when every dimension is an int or a variable and the arrays agree
+        (None: anything unusual, for the general rule to check and name)."""
+        assert self._plain is not None
+        bound: dict[Var, int] = {}
+        out: dict[int, tuple[int, ...]] = {}
+        for k, dims in self._plain:
+            shape = getattr(arrays[k], "shape", None)
+            if not isinstance(shape, tuple) or len(shape) != len(dims):
+                return None
+            for d, n in zip(dims, shape):
+                if type(d) is int:
+                    if d != n:
+                        return None
+                elif bound.setdefault(d, n) != n or n < 1:  # type: ignore[arg-type]
+                    return None
+            if math.prod(shape) > _INT32_MAX:
+                return None
+            out[k] = shape
+        try:
+            derived = [bound[self._var(s)] for s in specs[len(specs) - self.derived:]]  # type: ignore
+        except KeyError:
+            return None
+        if any(v.kind == "size" and n < 0 or n > _INT32_MAX for v, n in bound.items()):
+            return None
+        return _Sizes(out, derived)
+
+    def _general_bind(self, specs: Sequence[ArgSpec], arrays: Sequence[Any]) -> _Sizes:
         given: dict[Var, int] = {}
         sources: dict[Var, str] = {}
         placeholders: list[Tensor] = []
@@ -178,7 +222,7 @@ class SymbolicShapes:
 
 
 _INT32_MAX = 2**31 - 1
-_SEEN_SIZES = 64  # the shapes a function with symbolic shapes remembers the sizes of
+_SEEN_SIZES = 256  # the argument shapes a function with symbolic shapes remembers sizes for
 
 
 class _Entry(NamedTuple):
@@ -466,6 +510,8 @@ class BuiltFunction(ModuleAPI):
                        for a, _ in signature]
         self._outputs = tuple(s.position for s in self._specs if s.is_output)
         self._shapes = SymbolicShapes(signature, name)
+        # symbolic shapes: the fast path's entries by argument shapes (_remember_sizes)
+        self._fast_sizes: dict[tuple[Any, ...], tuple[Any, Any, list[int]]] = {}
         # what _fast_args compares: only for all-buffer functions with no empty array
         # (an empty one's pointer may be anything: the full checks skip its span)
         specs = self._specs
@@ -499,18 +545,54 @@ class BuiltFunction(ModuleAPI):
 
     # -- calling ---------------------------------------------------------------------------
     def __call__(self, *arrays: Any) -> None:
-        cargs = self._fast_args(arrays)
+        if self._shapes.symbolic:
+            cargs = self._fast_symbolic(arrays)
+        else:
+            cargs = self._fast_args(arrays, self._fast, self._nbytes)
         if cargs is None:
             cargs = self._checked_args(arrays)
         self._run(cargs)
 
-    def _fast_args(self, arrays: tuple[Any, ...]) -> list[Any] | None:
-        """The C arguments when every argument is exactly what the build expects: an
-        ``ndarray`` of the very dtype object, shape and C strides (writeable for outputs)
-        and no output overlapping another argument; else None (``_checked_args`` then
-        checks in full and names what is wrong). Half the time of the full checks, which
-        is most of a tiny kernel's call."""
-        fast = self._fast
+    def _fast_symbolic(self, arrays: tuple[Any, ...]) -> list[Any] | None:
+        """``_fast_args`` for symbolic shapes, at argument shapes a full check accepted
+        before (remembered, with their sizes, per shapes; the derived sizes appended)."""
+        try:
+            key = tuple(a.shape for a in arrays)
+            entry = self._fast_sizes.get(key)
+        except (AttributeError, TypeError):
+            return None
+        if entry is None:
+            return None
+        fast, nbytes, derived = entry
+        cargs = self._fast_args(arrays, fast, nbytes)
+        if cargs is not None:
+            cargs.extend(derived)
+        return cargs
+
+    def _remember_sizes(self, arrays: tuple[Any, ...], sizes: _Sizes) -> None:
+        """After a full check of buffers and derived sizes only: the fast path's entry."""
+        specs = self._specs
+        if len(arrays) != len(specs) - self._shapes.derived or any(
+                not s.is_buffer for s in specs[:len(arrays)]):
+            return
+        itemsize = [np.dtype(s.dtype).itemsize for s in specs[:len(arrays)]]
+        shapes = [sizes.shapes[s.position] for s in specs[:len(arrays)]]
+        nbytes = tuple(math.prod(sh) * n for sh, n in zip(shapes, itemsize))
+        if not all(nbytes):
+            return  # (an empty array's pointer may be anything: the full checks skip it)
+        fast = tuple((np.dtype(s.dtype), sh, _c_strides(sh, n), s.is_output)
+                     for s, sh, n in zip(specs, shapes, itemsize))
+        if len(self._fast_sizes) >= _SEEN_SIZES:
+            self._fast_sizes.pop(next(iter(self._fast_sizes)))
+        self._fast_sizes[tuple(shapes)] = (fast, nbytes, list(sizes.derived))
+
+    def _fast_args(self, arrays: tuple[Any, ...], fast: Any, nbytes: Any) -> list[Any] | None:
+        """The C arguments when every argument is exactly what the build expects
+        (``fast``: dtype, shape, strides and whether it is an output, per argument;
+        ``nbytes``: their sizes): an ``ndarray`` of the very dtype object, shape and C
+        strides (writeable for outputs) and no output overlapping another argument; else
+        None (``_checked_args`` then checks in full and names what is wrong). Half the
+        time of the full checks, which is most of a tiny kernel's call."""
         if fast is None or len(arrays) != len(fast):
             return None
         cargs: list[Any] = []
@@ -521,7 +603,6 @@ class BuiltFunction(ModuleAPI):
                 return None
             cargs.append(data_pointer(a))
         if self._outputs:
-            nbytes = self._nbytes
             for k in self._outputs:
                 lo, hi = cargs[k], cargs[k] + nbytes[k]
                 for j, p in enumerate(cargs):
@@ -555,6 +636,7 @@ class BuiltFunction(ModuleAPI):
             check_overlap(self.name, self._specs, spans)
         if sizes is not None and len(arrays) < len(specs):
             cargs.extend(sizes.derived)
+            self._remember_sizes(arrays, sizes)
         return cargs
 
     def _run(self, cargs: list[Any]) -> None:
