@@ -99,15 +99,15 @@ class SymbolicShapes:
             if isinstance(a, Tensor) or a not in vars_:
                 break
             self.derived += 1
-        # the fast path of a new size: when every dimension of a buffer argument is an int
-        # or a shape variable (no compound dimension, no shape variable among the scalars
-        # the caller passes), binding is a walk over the arrays' shapes; anything else
-        # takes the general rule (which also names what is wrong)
-        self._plain: tuple[tuple[int, tuple[int | Var, ...]], ...] | None = tuple(
+        # the fast path of a new size: when every variable is a dimension of some buffer
+        # argument (none among the scalars the caller passes), binding is a walk over the
+        # arrays' shapes, then compound dimensions evaluated; anything else takes the
+        # general rule (which also names what is wrong)
+        self._plain: tuple[tuple[int, tuple[int | Expr, ...]], ...] | None = tuple(
             (k, tuple(a.shape)) for k, (a, _) in enumerate(signature) if isinstance(a, Tensor))
+        plain_vars = {d for _, dims in self._plain for d in dims if isinstance(d, Var)}
         passed = signature[:len(signature) - self.derived]
-        if any(not isinstance(d, (int, Var)) for _, dims in self._plain for d in dims) or \
-                any(isinstance(a, Var) and a in vars_ for a, _ in passed):
+        if not vars_ <= plain_vars or any(isinstance(a, Var) and a in vars_ for a, _ in passed):
             self._plain = None
 
     def check_call(self, specs: Sequence[ArgSpec], arrays: Sequence[Any],
@@ -158,6 +158,7 @@ class SymbolicShapes:
         assert self._plain is not None
         bound: dict[Var, int] = {}
         out: dict[int, tuple[int, ...]] = {}
+        compound = False
         for k, dims in self._plain:
             shape = getattr(arrays[k], "shape", None)
             if not isinstance(shape, tuple) or len(shape) != len(dims):
@@ -166,11 +167,20 @@ class SymbolicShapes:
                 if type(d) is int:
                     if d != n:
                         return None
-                elif bound.setdefault(d, n) != n or n < 1:  # type: ignore[arg-type]
-                    return None
+                elif isinstance(d, Var):
+                    if bound.setdefault(d, n) != n or n < 1:
+                        return None
+                else:
+                    compound = True
             if math.prod(shape) > _INT32_MAX:
                 return None
             out[k] = shape
+        if compound:
+            for k, dims in self._plain:
+                for d, n in zip(dims, out[k]):
+                    if isinstance(d, Expr) and not isinstance(d, Var) and (
+                            n < 1 or extent_value(d, bound) != n):
+                        return None
         try:
             derived = [bound[self._var(s)] for s in specs[len(specs) - self.derived:]]  # type: ignore
         except KeyError:
