@@ -12,7 +12,8 @@ steps, each drawing one template that keeps the batch symbolic:
 * ``shift``: ``T[i, j] = A[i + s, j]`` where ``i + s < n`` (else 0), ``s`` in 1..2, or the
   reversal ``A[n - 1 - i, j]``;
 * ``column``: the sum over the batch, ``(d,)``, added back to every row;
-* ``reshape``: flattened to ``(n * d,)`` and back, or to ``(n, d // k, k)`` and back.
+* ``reshape``: flattened to ``(n * d,)`` and back, or to ``(n, d // k, k)`` and back;
+* ``resample``: every other row (``((n + 1) // 2, d)``), then each of those rows twice.
 
 The output is the last tensor, of shape ``(n, d)``. ``feed(prog, n)`` gives seeded data at
 batch ``n``.
@@ -50,7 +51,7 @@ def _step(draw: Draw, prog: SymbolicProgram, x: tex.Tensor) -> tex.Tensor:
     n = prog.n
     d = _width(x)
     kind = draw(st.sampled_from(["map", "map", "row", "dense", "softmax", "shift", "column",
-                                 "reshape"]))
+                                 "reshape", "resample"]))
     prog.templates.append(kind)
     if kind == "map":
         how = draw(st.sampled_from(["unary", "pair", "weight"]))
@@ -58,8 +59,8 @@ def _step(draw: Draw, prog: SymbolicProgram, x: tex.Tensor) -> tex.Tensor:
             f = UNARY[draw(st.sampled_from(sorted(UNARY)))]
             return tex.compute((n, d), lambda i, j: f(x[i, j]), name=f"M{len(prog.computes)}")
         other = draw(st.sampled_from([t for t in (*prog.inputs, *prog.computes)
-                                      if t.ndim == 2 and t.shape[1] == d and t is not x]
-                                     or [x]))
+                                      if t.ndim == 2 and t.shape[0] is n and t.shape[1] == d
+                                      and t is not x] or [x]))
         if how == "weight":
             other = prog.placeholder((d,))
         op = draw(st.sampled_from([topi.add, topi.subtract, topi.multiply]))
@@ -78,6 +79,10 @@ def _step(draw: Draw, prog: SymbolicProgram, x: tex.Tensor) -> tex.Tensor:
             return tex.compute((n, d), lambda i, j: tex.if_then_else(
                 i + s < n, x[i + s, j], tex.const(0.0, prog.dtype)), name=f"S{len(prog.computes)}")
         return tex.compute((n, d), lambda i, j: x[n - 1 - i, j], name=f"R{len(prog.computes)}")
+    if kind == "resample":  # every other row, then each row twice: (n + 1) // 2 between
+        down = tex.compute(((n + 1) // 2, d), lambda i, j: x[2 * i, j],
+                           name=f"D{len(prog.computes)}")
+        return tex.compute((n, d), lambda i, j: down[i // 2, j], name=f"U{len(prog.computes)}")
     if kind == "column":
         c = topi.sum(x, axis=0)
         return topi.add(x, topi.tanh(c))

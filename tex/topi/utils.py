@@ -18,7 +18,7 @@ from ..arith.simplifier import simplify
 from ..dtype import DTYPES, int32
 from ..ir import fold
 from ..ir.expr import Const, Expr, ExprOp, IterVar, Var
-from ..ir.tensor import Tensor
+from ..ir.tensor import Shape, Tensor
 
 __all__ = [
     "Index",
@@ -100,7 +100,7 @@ def broadcast_shape(*shapes: Sequence[int], op: str = "broadcast") -> tuple[int,
                 continue
             if not same_extent(extent, e):
                 # TVM's rule for symbolic extents: equal symbols, or 1
-                listed = " and ".join(str(tuple(x)) for x in shapes)
+                listed = " and ".join(str(Shape(x)) for x in shapes)
                 raise ValueError(f"{op}: shapes {listed} do not broadcast (dimension {d} "
                                  f"from the left of the result has extents {extent} and {e})")
             extent = e
