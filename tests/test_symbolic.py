@@ -302,19 +302,25 @@ def test_a_shape_variable_only_an_output_has() -> None:
     np.testing.assert_array_equal(e, [0, 2, 4, 6, 8])
 
 
-@pytest.mark.parametrize("build", [_dense_relu, _softmax, _conv, _layer_norm, _pool_reshape,
-                                   _batch_matmul], ids=lambda f: f.__name__.strip("_"))
-def test_default_schedules_at_several_sizes(build) -> None:  # type: ignore[no-untyped-def]
-    n = tex.size_var("n")
-    out, inputs = build(n)
-    f = tex.build(tex.create_schedule(out.op), [*inputs, out])
-    for size in (1, 5):
+def _check_sizes(f, out, inputs, sizes) -> None:  # type: ignore[no-untyped-def]
+    """``f`` (built over a symbolic batch, or its ``simulate``) equals ``evaluate`` at each
+    batch of ``sizes``."""
+    for size in sizes:
         feed = {t: _rand(*(size if isinstance(d, tex.tir.Var) else d for d in t.shape),
                          seed=k, dtype="float64") for k, t in enumerate(inputs)}
         want = evaluate(out, feed)
         got = np.zeros_like(want)
         f(*feed.values(), got)
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("build", [_dense_relu, _softmax, _conv, _layer_norm, _pool_reshape,
+                                   _batch_matmul], ids=lambda f: f.__name__.strip("_"))
+def test_default_schedules_at_several_sizes(build) -> None:  # type: ignore[no-untyped-def]
+    n = tex.size_var("n")
+    out, inputs = build(n)
+    f = tex.build(tex.create_schedule(out.op), [*inputs, out])
+    _check_sizes(f, out, inputs, (1, 5))
 
 
 @pytest.mark.parametrize("build", [_dense_relu, _softmax, _conv, _layer_norm, _pool_reshape,
@@ -323,13 +329,7 @@ def test_auto_schedules_at_several_sizes(build) -> None:  # type: ignore[no-unty
     n = tex.size_var("n")
     out, inputs = build(n)
     f = tex.build(tex.schedule.auto_schedule(out, hint={n: 16}), [*inputs, out])
-    for size in (1, 7, 33):
-        feed = {t: _rand(*(size if isinstance(d, tex.tir.Var) else d for d in t.shape),
-                         seed=k, dtype="float64") for k, t in enumerate(inputs)}
-        want = evaluate(out, feed)
-        got = np.zeros_like(want)
-        f(*feed.values(), got)
-        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    _check_sizes(f, out, inputs, (1, 7, 33))
 
 
 def test_auto_scheduled_gradient_over_a_symbolic_batch() -> None:
@@ -413,13 +413,7 @@ def test_gpu_grids_are_sized_at_each_call(build) -> None:  # type: ignore[no-unt
     f = tex.build(tex.schedule.auto_schedule(out, target="cuda", hint={n: 8}),
                   [*inputs, out], target="cuda")
     assert "n" in str(f)  # the shape variable is a parameter of the host function
-    for size in (1, 6):
-        feed = {t: _rand(*(size if isinstance(d, tex.tir.Var) else d for d in t.shape),
-                         seed=k, dtype="float64") for k, t in enumerate(inputs)}
-        want = evaluate(out, feed)
-        got = np.zeros_like(want)
-        f.simulate(*feed.values(), got)
-        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    _check_sizes(f.simulate, out, inputs, (1, 6))
 
 
 def test_gpu_thread_blocks_stay_constant() -> None:

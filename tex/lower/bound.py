@@ -207,8 +207,14 @@ def _symbolic_tiling(box: Region, shape: Sequence[int | Expr], enclosing: Sequen
         if not (isinstance(reach, int) and reach >= 0):
             return None
         disjoint &= c == ext and reach == 0
+    return _verdict(disjoint, used, enclosing)
+
+
+def _verdict(disjoint: bool, used: set[Var], enclosing: Sequence[Level]) -> str:
+    """How covering boxes tile: "disjoint" when the lows never overlap and every loop
+    moves the box (a loop the box does not move with recomputes it), else "overlapping"."""
     if any(not is_one(lv.extent) and lv.var not in used for lv in enclosing):
-        disjoint = False  # a loop the box does not move with recomputes it
+        return "overlapping"
     return "disjoint" if disjoint else "overlapping"
 
 
@@ -316,9 +322,7 @@ def _affine_tiling(box: Region, shape: Sequence[int], enclosing: Sequence[Level]
                 return None
             if b - a < ext:
                 disjoint = False
-    if any(not is_one(lv.extent) and lv.var not in used for lv in enclosing):
-        disjoint = False  # a loop the box does not move with recomputes it
-    return "disjoint" if disjoint else "overlapping"
+    return _verdict(disjoint, used, enclosing)
 
 
 def _outside_reader(child: Stage, parent: Stage, loop: str, other: Stage) -> ValueError:
